@@ -1,0 +1,193 @@
+/*
+** flashsampling.h: the public C interface of libflashsampling.
+**
+** libflashsampling draws the next token of a language model exactly from
+** softmax((H . W^T) / T) without writing the [B, V] logits to GPU memory: a
+** generated CUDA kernel computes logits tile by tile on chip, adds Gumbel
+** noise keyed by (seed, offset, sample, global token id) and keeps one
+** candidate per (row, vocab chunk); a tiny reduction picks the winner.
+** argmax(z/T + Gumbel) is an exact sample of softmax(z/T).
+**
+** Contracts that hold for every function below:
+**  - Functions return an fs_status; FS_OK (0) is success. On failure the
+**    context (or, for calls without one, the calling thread) keeps a message
+**    naming the argument, its value and the rule it broke: fs_last_error().
+**  - Device pointers are plain addresses in the context's CUDA context
+**    (CUdeviceptr values cast to pointers).  Streams are CUstream values (or
+**    cudaStream_t, the same thing) cast to void*; NULL is the legacy stream.
+**  - Destructors accept NULL.  The library never calls abort() or exit().
+**  - A context may be used by one thread at a time.
+**
+** This header compiles alone as C11 and as C++.
+*/
+#ifndef FLASHSAMPLING_H
+#define FLASHSAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ------------------------------------------------------------ */
+#define FS_VERSION_MAJOR 0
+#define FS_VERSION_MINOR 1
+#define FS_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
+#define FS_VERSION_NUMBER \
+  (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
+#define FS_VERSION_STRING "0.1.0"
+
+/* The version of the library actually linked; compare with FS_VERSION_NUMBER
+** to detect a header/library mismatch. */
+int fs_version_number(void);
+const char *fs_version_string(void);
+
+/* ---- status codes (stable values; new codes are only ever appended) ------ */
+typedef enum fs_status {
+  FS_OK = 0,
+  FS_INVALID_ARGUMENT = 1, /* an argument broke a documented rule */
+  FS_NO_DEVICE = 2,        /* no CUDA driver or no such GPU */
+  FS_CUDA = 3,             /* a CUDA driver call failed */
+  FS_NVRTC = 4,            /* run-time compilation failed (log kept) */
+  FS_LUA = 5,              /* the kernel generator failed */
+  FS_DB = 6,               /* the tuning database failed */
+  FS_UNSUPPORTED = 7,      /* the GPU architecture is not supported */
+  FS_NOT_PREPARED = 8,     /* needs fs_prepare() first (e.g. while capturing) */
+  FS_OUT_OF_MEMORY = 9,    /* host or device allocation failed */
+  FS_INTERNAL = 10         /* a bug in libflashsampling: please report */
+} fs_status;
+
+/* A static English description of a status code ("invalid argument"). Never
+** NULL; unknown codes give "unknown status". */
+const char *fs_status_string(int status);
+
+/* ---- context -------------------------------------------------------------- */
+typedef struct fs_context fs_context;
+
+/* Creates a context on GPU `device_ordinal` (retaining its primary CUDA
+** context).  On success *ppCtx is the new context.  On failure *ppCtx is NULL
+** and fs_last_error(NULL) says why (FS_NO_DEVICE when there is no driver or no
+** such GPU, FS_UNSUPPORTED below sm_80). */
+int fs_context_create(int device_ordinal, fs_context **ppCtx /* OUT */);
+
+/* Like fs_context_create() but uses an existing CUcontext (passed as void*),
+** which the caller keeps alive longer than the fs_context. */
+int fs_context_create_from_cucontext(void *cu_context,
+                                     fs_context **ppCtx /* OUT */);
+
+/* Unloads kernels, frees the workspace and releases the CUDA context.
+** Accepts NULL.  Must not be called while work it enqueued may still run. */
+void fs_context_destroy(fs_context *ctx);
+
+/* The message of the last failure of a call on `ctx`, or, with ctx NULL, of
+** the last failed call on this thread that had no context.  "" when none.
+** The string is owned by the library and valid until the next call on the
+** same context (or, for NULL, the next context-less call on this thread). */
+const char *fs_last_error(const fs_context *ctx);
+
+/* The NVRTC log of the last failed compilation on `ctx` together with the
+** variant name, options and the generated source, or "" if none.  Same
+** lifetime rule as fs_last_error(). */
+const char *fs_last_compile_log(const fs_context *ctx);
+
+/* ---- the problem ---------------------------------------------------------- */
+typedef enum fs_dtype {
+  FS_DTYPE_BF16 = 1, /* bfloat16 H and W */
+  FS_DTYPE_FP16 = 2  /* IEEE half H and W */
+} fs_dtype;
+
+/* Limits of the index arithmetic (checked; larger values are rejected). */
+#define FS_MAX_BATCH 65535         /* B */
+#define FS_MAX_HIDDEN 65536        /* D */
+#define FS_MAX_VOCAB 0x7fffffff    /* V and vocab_offset + V */
+#define FS_MAX_SAMPLES 65535       /* num_samples */
+
+/* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
+** row-major with the given row strides (in elements, >= D, multiple of 8).
+** W holds rows [vocab_offset, vocab_offset + V) of a larger vocabulary: the
+** returned tokens are global ids and the noise is keyed by global id, so the
+** best candidate over shards equals the unsharded sample.
+** Alignment: both pointers 16-byte aligned, D a multiple of 8. */
+typedef struct fs_problem {
+  int32_t batch;           /* B, 1..FS_MAX_BATCH */
+  int32_t hidden;          /* D, 8..FS_MAX_HIDDEN, multiple of 8 */
+  int32_t vocab;           /* V, rows of W in this call, >= 1 */
+  int64_t vocab_offset;    /* global id of W's first row, >= 0 */
+  int32_t dtype;           /* an fs_dtype */
+  const void *hidden_states; /* device [B, hidden_stride] */
+  int64_t hidden_stride;   /* elements between rows of H (0 means D) */
+  const void *weight;      /* device [V, weight_stride] */
+  int64_t weight_stride;   /* elements between rows of W (0 means D) */
+} fs_problem;
+
+/* How to sample.  Each per-row array, when not NULL, is a device array of B
+** entries read by the kernel (so it may change between graph replays); when
+** NULL the scalar beside it applies to every row.
+**  - temperature T: 0 means greedy (exact argmax of the logits) for that row,
+**    so greedy and sampled rows mix in one batch; otherwise finite and > 0.
+**    A per-row value that is negative or NaN is treated as greedy (the host
+**    cannot see device values without a synchronisation).
+**  - seed, offset: the Philox key is the seed; the counter holds the offset,
+**    the sample index and the global token id.  With a scalar seed the row
+**    index enters the counter too (rows independent); with per-row seeds it
+**    does not, so a request's tokens do not depend on its slot in the batch.
+**    Nothing depends on tile sizes, the kernel variant or the GPU. */
+typedef struct fs_sampling {
+  float temperature;           /* scalar T (used when temperatures == NULL) */
+  const float *temperatures;   /* device [B] or NULL */
+  int32_t num_samples;         /* i.i.d. samples per row, 1..FS_MAX_SAMPLES */
+  uint64_t seed;               /* scalar seed (used when seeds == NULL) */
+  const uint64_t *seeds;       /* device [B] or NULL */
+  uint64_t offset;             /* scalar offset (used when offsets == NULL) */
+  const uint64_t *offsets;     /* device [B] or NULL */
+} fs_sampling;
+
+/* Where results go (device memory, [B, num_samples] row-major). */
+typedef struct fs_outputs {
+  int32_t *tokens;  /* required: global token ids */
+  float *logits;    /* optional: the raw logit z of each sampled token */
+  uint64_t *keys;   /* optional: the winner's order-preserving 64-bit key,
+                       (perturbed score bits << 32) | ~token; the max key
+                       over vocab shards is the unsharded winner */
+} fs_outputs;
+
+/* Compiles (NVRTC) and loads the kernel for this shape and allocates the
+** context's workspace, so that later fs_sample() calls of the same dtype, D
+** and V with B <= problem->batch and num_samples <= sampling->num_samples do
+** no compilation, allocation or host synchronisation.  Pointers in `problem`
+** and `sampling` are not read. */
+int fs_prepare(fs_context *ctx, const fs_problem *problem,
+               const fs_sampling *sampling);
+
+/* Draws num_samples tokens per row, asynchronously on `stream`.  For a
+** prepared shape it enqueues kernels only: no allocation, no host
+** synchronisation, and it may be captured in a CUDA graph.  For a shape not
+** prepared it prepares first (compile, load, allocate), except while the
+** stream is capturing, where it returns FS_NOT_PREPARED.
+** Calls on one context share its workspace: enqueue them on one stream (or
+** order their streams), or use one context per stream. */
+int fs_sample(fs_context *ctx, const fs_problem *problem,
+              const fs_sampling *sampling, const fs_outputs *outputs,
+              void *stream);
+
+/* Writes the name of the kernel variant fs_sample() would run for this shape
+** into buf (NUL-terminated, truncated to bufsize) and how it was chosen. */
+int fs_variant_name(fs_context *ctx, const fs_problem *problem,
+                    const fs_sampling *sampling, char *buf, size_t bufsize);
+
+/* ---- CPU reference ---------------------------------------------------------- */
+/* The same draw on the CPU in plain C: logits in double from the same
+** bf16/fp16 inputs, the same Philox noise (see fs_rng.h), argmax.  Every
+** pointer is a HOST pointer (per-row arrays too).  tokens is required;
+** logits and keys may be NULL.  Errors: fs_last_error(NULL). */
+int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
+                        int32_t *tokens /* OUT [B*S] */,
+                        float *logits /* OUT [B*S] or NULL */,
+                        uint64_t *keys /* OUT [B*S] or NULL */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHSAMPLING_H */

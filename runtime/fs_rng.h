@@ -1,0 +1,131 @@
+/*
+** fs_rng.h: the noise of flashsampling, shared word for word by the CUDA
+** kernels (NVRTC includes this file) and the CPU reference (C11).
+**
+** Philox4x32-10 (Salmon et al., SC'11), checked against the Random123
+** known-answer vectors in tests/test_rng.c.
+**
+** Counter layout for one (row, sample, token) draw:
+**   key     = { seed_lo, seed_hi }                        (the seed, 64 bits)
+**   counter = { token, sample | tag << 16, offset_lo, offset_hi }
+** where token is the GLOBAL token id (vocab_offset + local row of W) and
+** tag = row + 1 with a scalar seed (rows independent) or 0 with per-row seeds
+** (a request's noise does not depend on its batch slot).  Nothing depends on
+** tiles, CTAs, variants or shards.  Hence sample < 2^16 and row < 2^16 - 1.
+**
+** Gumbel noise, fp32: from the first Philox word x (32 bits),
+**   v = fma(x, 2^-32, 2^-33) clamped to <= 1 - 2^-24   (v strictly in (0,1))
+**   E = -log1p(-v)            (an Exp(1) variate; v small <=> E small)
+**   g = -log(E)
+** Because v is the *small* uniform, its full 32-bit resolution lands in the
+** upper tail of g: the largest possible noise is g(x = 0) = 33 ln 2 =
+** FS_GUMBEL_CAP (22.8739); the smallest is g(1 - 2^-24) = -log(16.6355) =
+** FS_GUMBEL_FLOOR (-2.8115).  (-log(-log u) with u a float32 uniform caps
+** near 16.6, which is what FlashInfer and the reference kernel do.)
+*/
+#ifndef FS_RNG_H
+#define FS_RNG_H
+
+#ifdef __CUDACC_RTC__
+typedef unsigned int fs_u32;
+typedef unsigned long long fs_u64;
+#define FS_RNG_FN __device__ __forceinline__
+#else
+#include <math.h>
+#include <stdint.h>
+typedef uint32_t fs_u32;
+typedef uint64_t fs_u64;
+#ifdef __CUDACC__
+#define FS_RNG_FN __host__ __device__ __forceinline__
+#else
+#define FS_RNG_FN static inline
+#endif
+#endif
+
+#define FS_PHILOX_M0 0xD2511F53u
+#define FS_PHILOX_M1 0xCD9E8D57u
+#define FS_PHILOX_W0 0x9E3779B9u
+#define FS_PHILOX_W1 0xBB67AE85u
+
+/* The exact bounds of the noise (fp32, as computed by fs_gumbel below). */
+#define FS_GUMBEL_CAP 22.873857f
+#define FS_GUMBEL_FLOOR -2.8115408f
+
+typedef struct fs_philox_out { fs_u32 v[4]; } fs_philox_out;
+
+FS_RNG_FN fs_u32 fs_mulhilo(fs_u32 a, fs_u32 b, fs_u32 *hi) {
+#ifdef __CUDA_ARCH__
+  *hi = __umulhi(a, b);
+  return a * b;
+#else
+  fs_u64 p = (fs_u64)a * (fs_u64)b;
+  *hi = (fs_u32)(p >> 32);
+  return (fs_u32)p;
+#endif
+}
+
+/* Philox4x32 with 10 rounds: counter c, key k -> 128 random bits. */
+FS_RNG_FN fs_philox_out fs_philox4x32_10(fs_u32 c0, fs_u32 c1, fs_u32 c2,
+                                         fs_u32 c3, fs_u32 k0, fs_u32 k1) {
+  fs_philox_out r;
+  int i;
+  for (i = 0; i < 10; i++) {
+    fs_u32 hi0, hi1;
+    fs_u32 lo0 = fs_mulhilo(FS_PHILOX_M0, c0, &hi0);
+    fs_u32 lo1 = fs_mulhilo(FS_PHILOX_M1, c2, &hi1);
+    fs_u32 n0 = hi1 ^ c1 ^ k0;
+    fs_u32 n2 = hi0 ^ c3 ^ k1;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    k0 += FS_PHILOX_W0; k1 += FS_PHILOX_W1;
+  }
+  r.v[0] = c0; r.v[1] = c1; r.v[2] = c2; r.v[3] = c3;
+  return r;
+}
+
+/* Uniform strictly inside (0, 1) from 32 bits, fine near 0 (see above). */
+FS_RNG_FN float fs_uniform_small(fs_u32 x) {
+  float v = fmaf((float)x, 2.3283064365386963e-10f /* 2^-32 */,
+                 1.1641532182693481e-10f /* 2^-33 */);
+  return v < 0.99999994f ? v : 0.99999994f; /* 1 - 2^-24 */
+}
+
+/* Gumbel(0,1) noise in fp32 from 32 random bits, in
+** [FS_GUMBEL_FLOOR, FS_GUMBEL_CAP]. */
+FS_RNG_FN float fs_gumbel(fs_u32 x) {
+  float v = fs_uniform_small(x);
+  float e = -log1pf(-v);
+  return -logf(e);
+}
+
+/* The noise of (global token, row tag, sample) under (seed, offset). */
+FS_RNG_FN float fs_noise(fs_u64 seed, fs_u64 offset, fs_u32 token,
+                         fs_u32 sample, fs_u32 tag) {
+  fs_philox_out r = fs_philox4x32_10(token, sample | (tag << 16),
+                                     (fs_u32)offset, (fs_u32)(offset >> 32),
+                                     (fs_u32)seed, (fs_u32)(seed >> 32));
+  return fs_gumbel(r.v[0]);
+}
+
+/* Order-preserving 64-bit key of (score, token): a larger score gives a
+** larger key; at equal scores the smaller token id wins.  NaN scores sort
+** below every number. */
+FS_RNG_FN fs_u64 fs_pack_key(float score, fs_u32 token) {
+  union { float f; fs_u32 u; } s;
+  fs_u32 b;
+  s.f = score;
+  b = s.u;
+  if (score != score) b = 0u; /* NaN: lowest */
+  else b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((fs_u64)b << 32) | (fs_u64)(~token);
+}
+
+FS_RNG_FN fs_u32 fs_key_token(fs_u64 key) { return ~(fs_u32)key; }
+
+FS_RNG_FN float fs_key_score(fs_u64 key) {
+  union { float f; fs_u32 u; } s;
+  fs_u32 b = (fs_u32)(key >> 32);
+  s.u = (b & 0x80000000u) ? (b & 0x7fffffffu) : ~b;
+  return s.f;
+}
+
+#endif /* FS_RNG_H */

@@ -1,0 +1,104 @@
+/*
+** validate.c: argument checks.  Every rejection names the argument, the value
+** and the rule, e.g. "problem->hidden=4095: D must be a multiple of 8".
+** Per-row device arrays cannot be read here (that would synchronise): their
+** pointers are checked, their values are documented in flashsampling.h.
+*/
+#include "fs_int.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define BAD(...) fs_err(ctx, FS_INVALID_ARGUMENT, __VA_ARGS__)
+
+static int misaligned(const void *p, unsigned a) {
+  return ((uintptr_t)p % a) != 0;
+}
+
+int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs) {
+  if (!p) return BAD("problem=NULL: a problem description is required");
+  if (p->batch < 1 || p->batch > FS_MAX_BATCH)
+    return BAD("problem->batch=%d: B must be in 1..%d", (int)p->batch,
+               FS_MAX_BATCH);
+  if (p->hidden < 8 || p->hidden > FS_MAX_HIDDEN)
+    return BAD("problem->hidden=%d: D must be in 8..%d", (int)p->hidden,
+               FS_MAX_HIDDEN);
+  if (p->hidden % 8)
+    return BAD("problem->hidden=%d: D must be a multiple of 8 (16-byte rows)",
+               (int)p->hidden);
+  if (p->vocab < 1)
+    return BAD("problem->vocab=%d: V must be >= 1", (int)p->vocab);
+  if (p->vocab_offset < 0 ||
+      p->vocab_offset > (int64_t)FS_MAX_VOCAB - p->vocab)
+    return BAD("problem->vocab_offset=%lld: must be >= 0 and vocab_offset + "
+               "V (V=%d) must not exceed %d (31-bit token ids)",
+               (long long)p->vocab_offset, (int)p->vocab, FS_MAX_VOCAB);
+  if (p->dtype != FS_DTYPE_BF16 && p->dtype != FS_DTYPE_FP16)
+    return BAD("problem->dtype=%d: unknown dtype (FS_DTYPE_BF16=%d, "
+               "FS_DTYPE_FP16=%d)", (int)p->dtype, FS_DTYPE_BF16,
+               FS_DTYPE_FP16);
+  long long hs = fs_h_stride(p), ws = fs_w_stride(p);
+  if (hs < p->hidden || hs % 8)
+    return BAD("problem->hidden_stride=%lld: must be 0 (means D) or >= D "
+               "(D=%d) and a multiple of 8", (long long)p->hidden_stride,
+               (int)p->hidden);
+  if (ws < p->hidden || ws % 8)
+    return BAD("problem->weight_stride=%lld: must be 0 (means D) or >= D "
+               "(D=%d) and a multiple of 8", (long long)p->weight_stride,
+               (int)p->hidden);
+  if (ws > (1LL << 40) / p->vocab || hs > (1LL << 40) / p->batch)
+    return BAD("problem strides: %lld x %d elements exceeds the 2^40 element "
+               "index range", ws, (int)p->vocab);
+  if (!need_ptrs) return FS_OK;
+  if (!p->hidden_states)
+    return BAD("problem->hidden_states=NULL: H [B, D] is required");
+  if (!p->weight) return BAD("problem->weight=NULL: W [V, D] is required");
+  if (misaligned(p->hidden_states, 16))
+    return BAD("problem->hidden_states=%p: must be 16-byte aligned",
+               p->hidden_states);
+  if (misaligned(p->weight, 16))
+    return BAD("problem->weight=%p: must be 16-byte aligned", p->weight);
+  return FS_OK;
+}
+
+int fs_validate_sampling(fs_context *ctx, const fs_sampling *s, int batch) {
+  (void)batch;
+  if (!s) return BAD("sampling=NULL: a sampling description is required");
+  if (s->num_samples < 1 || s->num_samples > FS_MAX_SAMPLES)
+    return BAD("sampling->num_samples=%d: must be in 1..%d",
+               (int)s->num_samples, FS_MAX_SAMPLES);
+  if (!s->temperatures) {
+    float t = s->temperature;
+    if (isnan(t))
+      return BAD("sampling->temperature=nan: must be 0 (greedy) or a finite "
+                 "value > 0");
+    if (t < 0.0f || isinf(t))
+      return BAD("sampling->temperature=%g: must be 0 (greedy) or a finite "
+                 "value > 0", (double)t);
+  } else if (misaligned(s->temperatures, 4)) {
+    return BAD("sampling->temperatures=%p: must be 4-byte aligned",
+               (const void *)s->temperatures);
+  }
+  if (s->seeds && misaligned(s->seeds, 8))
+    return BAD("sampling->seeds=%p: must be 8-byte aligned",
+               (const void *)s->seeds);
+  if (s->offsets && misaligned(s->offsets, 8))
+    return BAD("sampling->offsets=%p: must be 8-byte aligned",
+               (const void *)s->offsets);
+  return FS_OK;
+}
+
+int fs_validate_outputs(fs_context *ctx, const fs_outputs *o) {
+  if (!o) return BAD("outputs=NULL: an outputs description is required");
+  if (!o->tokens) return BAD("outputs->tokens=NULL: [B, num_samples] int32 "
+                             "device array is required");
+  if (misaligned(o->tokens, 4))
+    return BAD("outputs->tokens=%p: must be 4-byte aligned",
+               (void *)o->tokens);
+  if (o->logits && misaligned(o->logits, 4))
+    return BAD("outputs->logits=%p: must be 4-byte aligned",
+               (void *)o->logits);
+  if (o->keys && misaligned(o->keys, 8))
+    return BAD("outputs->keys=%p: must be 8-byte aligned", (void *)o->keys);
+  return FS_OK;
+}
