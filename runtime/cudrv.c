@@ -2,7 +2,6 @@
 ** cudrv.c: loads libcuda.so.1 once and resolves the driver entry points the
 ** library uses (see cudrv.h for why it is not linked).
 */
-#define _GNU_SOURCE
 #include "cudrv.h"
 
 #include <dlfcn.h>

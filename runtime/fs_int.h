@@ -10,6 +10,7 @@
 
 #include "flashsampling.h"
 #include "cudrv.h"
+#include "gen.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,32 +19,68 @@
 
 /* One compiled and loaded kernel variant. */
 typedef struct fs_kernel {
-  char name[160];        /* the variant name (also the DB key) */
+  fs_variant v;          /* what it is (name, tiles, threads, smem, ...) */
   CUmodule module;
   CUfunction main_fn;    /* fsamp_main */
-  CUfunction reduce_fn;  /* fsamp_reduce (two-pass reduction) or NULL */
-  int threads;           /* threads per CTA */
-  int smem_bytes;        /* dynamic shared memory per CTA */
-  int tile_v, tile_b;    /* vocab rows and batch rows per CTA tile */
-  int lastcta;           /* 1: reduction by the last CTA, 0: second launch */
-  int blocks_per_sm;     /* occupancy, from the driver */
-  int dtype, hidden, vocab; /* the shape it was prepared for */
+  CUfunction reduce_fn;  /* fsamp_reduce */
+  int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
+  int registers;         /* per thread, from the driver */
   struct fs_kernel *next;
 } fs_kernel;
 
+/* A prepared shape: which kernel serves (dtype, D, V, batch bucket). */
+typedef struct fs_plan {
+  int dtype, hidden, vocab, bucket;
+  fs_kernel *kernel;
+  char how[96];          /* how the variant was chosen ("built-in default") */
+  struct fs_plan *next;
+} fs_plan;
+
+/* Counters for the last-CTA reduction sit at the start of the workspace,
+** one per batch tile (B / 8 at most), zeroed once, reset by each kernel. */
+#define FS_COUNTER_BYTES (((FS_MAX_BATCH + 7) / 8) * 4)
+
 struct fs_context {
+  const fs_cu_api *cu;
   CUcontext cu_ctx;
   CUdevice device;
   int owns_primary;        /* 1 if we retained the primary context */
-  int sm_major, sm_minor, sm_count;
+  int arch;                /* major * 10 + minor */
+  int sm_count;
   int max_smem_optin;      /* bytes per block with opt-in */
   char device_name[128];
-  fs_kernel *kernels;      /* loaded variants (a small list) */
-  CUdeviceptr workspace;   /* candidates and counters */
+  fs_gen *gen;             /* opened on first use */
+  fs_kernel *kernels;      /* loaded variants */
+  fs_plan *plans;          /* prepared shapes */
+  CUdeviceptr workspace;   /* counters, then candidates */
   size_t workspace_bytes;
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };
+
+/* kernels.c: loads (generating and compiling if needed) a variant.  The
+** caller has made ctx's CUDA context current. */
+int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out);
+
+/* sample.c: the batch bucket of B (the next power of two, at most 256, then
+** multiples of 256). */
+int fs_bucket(int batch);
+
+/* The number of CTAs along the vocabulary for a kernel and shape. */
+int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
+                  int vocab);
+
+/* Workspace bytes a call needs. */
+size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
+                         int vocab, int samples);
+
+/* Runs a given loaded kernel (tests and the tuner use it to force a
+** variant).  Arguments must have been validated; no allocation. */
+int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
+              const fs_sampling *s, const fs_outputs *o, CUstream stream);
+
+/* Makes sure the workspace holds `bytes` (allocating outside capture). */
+int fs_workspace_reserve(fs_context *ctx, size_t bytes);
 
 /* Records a message on ctx (or the thread's slot when ctx is NULL) and
 ** returns `status`, so callers write `return fs_err(ctx, FS_..., "...")`. */

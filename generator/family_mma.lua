@@ -1,0 +1,138 @@
+-- family_mma.lua: the tensor-core mma.sync family (templates/fsamp_mma.cu).
+--
+-- Vocab tile is the M dimension of m16n8k16, batch tile N, hidden K; W and H
+-- stream through a cp.async pipeline.  Runs on sm_80 and later.
+--
+-- Parameters, in name order (the name fragment in brackets):
+--   tile_v  [v128]  vocab rows per CTA tile
+--   tile_b  [b16]   batch rows per CTA
+--   tile_k  [k64]   hidden elements per pipeline stage
+--   warps   [w4x1]  warps along vocab x along batch
+--   stages  [s4]    pipeline depth
+--   load    [l16]   bytes per cp.async
+--   reduce  [rl|r2] last-CTA reduction or a second launch
+--   grid    [gp|gt] persistent (one wave of CTAs, balanced chunks) or one
+--                   CTA per vocab tile
+
+local fam = { template = "templates/fsamp_mma.cu" }
+
+local function num(prefix, key)
+  return {
+    key = key,
+    encode = function(v) return prefix .. v[key] end,
+    decode = function(v, s)
+      local n = string.match(s, "^" .. prefix .. "(%d+)$")
+      if not n then return false end
+      v[key] = math.tointeger(tonumber(n))
+      return true
+    end,
+  }
+end
+
+local function enum(key, codes)
+  return {
+    key = key,
+    encode = function(v) return codes[v[key]] end,
+    decode = function(v, s)
+      for val, code in pairs(codes) do
+        if code == s then v[key] = val; return true end
+      end
+      return false
+    end,
+  }
+end
+
+-- warps is one number, m * 10 + n, so that it enumerates like the others.
+local warps = {
+  key = "warps",
+  encode = function(v) return string.format("w%dx%d", v.warps // 10, v.warps % 10) end,
+  decode = function(v, s)
+    local m, n = string.match(s, "^w(%d+)x(%d+)$")
+    if not m then return false end
+    v.warps_m, v.warps_n = math.tointeger(tonumber(m)), math.tointeger(tonumber(n))
+    v.warps = v.warps_m * 10 + v.warps_n
+    return true
+  end,
+}
+
+local p_tile_v = num("v", "tile_v"); p_tile_v.values = { 64, 128, 256 }
+local p_tile_b = num("b", "tile_b"); p_tile_b.values = { 8, 16, 32, 64 }
+local p_tile_k = num("k", "tile_k"); p_tile_k.values = { 32, 64, 128 }
+warps.values = { 21, 41, 81, 22, 42 }   -- m*10 + n
+local p_stages = num("s", "stages"); p_stages.values = { 2, 3, 4, 6 }
+local p_load = num("l", "load"); p_load.values = { 16, 8 }
+local p_reduce = enum("reduce", { last = "rl", pass2 = "r2" }); p_reduce.values = { "last", "pass2" }
+local p_grid = enum("grid", { persistent = "gp", tiles = "gt" }); p_grid.values = { "persistent", "tiles" }
+
+fam.params = { p_tile_v, p_tile_b, p_tile_k, warps, p_stages, p_load, p_reduce, p_grid }
+
+local function split(v)
+  v.warps_m, v.warps_n = v.warps // 10, v.warps % 10
+end
+
+local function smem_bytes(v)
+  return v.stages * (v.tile_v + v.tile_b) * (v.tile_k + 8) * 2
+end
+
+-- Named predicates; the first that fails names why a variant is invalid.
+fam.constraints = {
+  { name = "vocab tile divides into m16 blocks per warp",
+    pred = function(v) split(v); return v.tile_v % (16 * v.warps_m) == 0 end },
+  { name = "batch tile divides into n8 blocks per warp",
+    pred = function(v) return v.tile_b % (8 * v.warps_n) == 0 end },
+  { name = "64 to 256 threads per CTA",
+    pred = function(v) local t = 32 * v.warps_m * v.warps_n; return t >= 64 and t <= 256 end },
+  { name = "accumulators fit in registers (<= 64 fp32 per thread)",
+    pred = function(v)
+      return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end },
+  { name = "shared memory fits the architecture",
+    pred = function(v, a) return smem_bytes(v) + 4096 <= a.smem end },
+  { name = "pipeline keeps 32..96 KB of W in flight",
+    pred = function(v)
+      local b = (v.stages - 1) * v.tile_v * v.tile_k * 2
+      return b >= 32768 and b <= 98304 end },
+  { name = "8-byte loads only as a probe: 64-wide K tiles, batch tile <= 16",
+    pred = function(v) return v.load == 16 or (v.tile_k == 64 and v.tile_b <= 16) end },
+  { name = "32-wide K tiles only with 256-row vocab tiles (16 KB stages)",
+    pred = function(v) return v.tile_k ~= 32 or v.tile_v == 256 end },
+  { name = "second-launch reduction probed on 128-row tiles, persistent grid",
+    pred = function(v)
+      return v.reduce == "last" or (v.grid == "persistent" and v.tile_v == 128) end },
+  { name = "one CTA per tile probed on 128-row tiles with >= 4 stages",
+    pred = function(v) return v.grid == "persistent" or (v.tile_v == 128 and v.stages >= 4) end },
+  { name = "batch-split warps only when each warp keeps >= 16 batch columns",
+    pred = function(v) return v.warps_n == 1 or v.tile_b // v.warps_n >= 16 end },
+}
+
+function fam.derive(v, a)
+  split(v)
+  v.threads = 32 * v.warps_m * v.warps_n
+  v.smem = smem_bytes(v)
+  v.lastcta = v.reduce == "last" and 1 or 0
+  v.persistent = v.grid == "persistent" and 1 or 0
+  v.min_blocks = 1
+end
+
+function fam.macros(v)
+  return {
+    { "FS_BF16", v.dtype == 1 and 1 or 0 },
+    { "TILE_V", v.tile_v }, { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k },
+    { "WARPS_M", v.warps_m }, { "WARPS_N", v.warps_n },
+    { "STAGES", v.stages }, { "LOAD_BYTES", v.load },
+    { "REDUCE_LASTCTA", v.lastcta }, { "MIN_BLOCKS", v.min_blocks },
+  }
+end
+
+-- Heuristic default before tuning: W streaming for small B, wider batch
+-- tiles as B grows (W is re-read once per batch tile).
+function fam.default(arch, dtype, B, D, V)
+  local v = { tile_v = 128, tile_k = 64, stages = 4, load = 16,
+              reduce = "last", grid = "persistent" }
+  if B <= 8 then v.tile_b, v.warps = 8, 41
+  elseif B <= 16 then v.tile_b, v.warps = 16, 41
+  elseif B <= 32 then v.tile_b, v.warps = 32, 41
+  else v.tile_b, v.warps = 64, 42 end
+  return v
+end
+
+return fam

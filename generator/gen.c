@@ -1,0 +1,295 @@
+/*
+** gen.c: embeds Lua 5.4 to run the generator (see gen.h).  The Lua files and
+** templates come from the library's embedded copy (runtime/embedded.h);
+** `fs_require(path)` is the only way Lua reaches them.
+*/
+#include "gen.h"
+
+#include "embedded.h"
+#include "flashsampling.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fs_gen {
+  lua_State *L;
+  int ref_fsgen;      /* registry ref of the fsgen module table */
+  char revision[64];
+};
+
+/* fs_require(path): runs an embedded Lua file once and caches its result. */
+static int l_require(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "fs_loaded");
+  lua_getfield(L, -1, path);
+  if (!lua_isnil(L, -1)) return 1;
+  lua_pop(L, 1);
+  const fs_embedded_file *f = fs_embedded_find(path);
+  if (!f) return luaL_error(L, "fs_require: no embedded file '%s'", path);
+  char chunk[256];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (luaL_loadbufferx(L, f->data, f->size, chunk, "t") != LUA_OK)
+    return lua_error(L);
+  lua_call(L, 0, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, path);
+  return 1;
+}
+
+/* Message handler: appends a traceback (as lua.c does). */
+static int l_traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) msg = luaL_tolstring(L, 1, NULL);
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* Calls fsgen[fn] with nargs arguments already pushed; nres results.
+** On error copies the message (with traceback) to err. */
+static int call(fs_gen *g, const char *fn, int nargs, int nres, char *err,
+                size_t errlen) {
+  lua_State *L = g->L;
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, l_traceback);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->ref_fsgen);
+  lua_getfield(L, -1, fn);
+  lua_remove(L, -2);
+  lua_rotate(L, base + 1, 2); /* handler, function, args... */
+  if (lua_pcall(L, nargs, nres, base + 1) != LUA_OK) {
+    snprintf(err, errlen, "generator: %s", lua_tostring(L, -1));
+    lua_settop(L, base);
+    return FS_LUA;
+  }
+  lua_remove(L, base + 1); /* the handler */
+  return FS_OK;
+}
+
+static void open_libs(lua_State *L) {
+  static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},
+                                  {LUA_STRLIBNAME, luaopen_string},
+                                  {LUA_TABLIBNAME, luaopen_table},
+                                  {LUA_MATHLIBNAME, luaopen_math},
+                                  {NULL, NULL}};
+  for (const luaL_Reg *l = libs; l->func; l++) {
+    luaL_requiref(L, l->name, l->func, 1);
+    lua_pop(L, 1);
+  }
+  /* base's file loaders reach the file system: the generator needs none. */
+  lua_pushnil(L); lua_setglobal(L, "dofile");
+  lua_pushnil(L); lua_setglobal(L, "loadfile");
+}
+
+static int l_open(lua_State *L) {
+  open_libs(L);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "fs_loaded");
+  lua_register(L, "fs_require", l_require);
+  lua_pushcfunction(L, l_require);
+  lua_pushstring(L, "generator/fsgen.lua");
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+int fs_gen_open(fs_gen **out, char *err, size_t errlen) {
+  *out = NULL;
+  fs_gen *g = calloc(1, sizeof *g);
+  if (!g) {
+    snprintf(err, errlen, "generator: out of memory");
+    return FS_OUT_OF_MEMORY;
+  }
+  g->L = luaL_newstate();
+  if (!g->L) {
+    free(g);
+    snprintf(err, errlen, "generator: cannot create a Lua state");
+    return FS_OUT_OF_MEMORY;
+  }
+  lua_State *L = g->L;
+  lua_pushcfunction(L, l_traceback);
+  lua_pushcfunction(L, l_open);
+  if (lua_pcall(L, 0, 1, 1) != LUA_OK) {
+    snprintf(err, errlen, "generator: %s", lua_tostring(L, -1));
+    fs_gen_close(g);
+    return FS_LUA;
+  }
+  lua_getfield(L, -1, "REVISION");
+  snprintf(g->revision, sizeof g->revision, "%s",
+           lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+  lua_pop(L, 1);
+  g->ref_fsgen = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, 0);
+  *out = g;
+  return FS_OK;
+}
+
+void fs_gen_close(fs_gen *g) {
+  if (!g) return;
+  if (g->L) lua_close(g->L);
+  free(g);
+}
+
+const char *fs_gen_revision(fs_gen *g) { return g->revision; }
+
+static int int_field(lua_State *L, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  int v = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static void str_field(lua_State *L, int idx, const char *key, char *dst,
+                      size_t n) {
+  lua_getfield(L, idx, key);
+  snprintf(dst, n, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+  lua_pop(L, 1);
+}
+
+/* Reads the variant table at the top of the stack into v (pops it). */
+static int read_variant(fs_gen *g, fs_variant *v, char *err, size_t errlen) {
+  lua_State *L = g->L;
+  int t = lua_gettop(L);
+  memset(v, 0, sizeof *v);
+  str_field(L, t, "name", v->name, sizeof v->name);
+  str_field(L, t, "target", v->target, sizeof v->target);
+  v->arch = int_field(L, t, "arch");
+  v->dtype = int_field(L, t, "dtype");
+  v->tile_v = int_field(L, t, "tile_v");
+  v->tile_b = int_field(L, t, "tile_b");
+  v->tile_k = int_field(L, t, "tile_k");
+  v->warps_m = int_field(L, t, "warps_m");
+  v->warps_n = int_field(L, t, "warps_n");
+  v->stages = int_field(L, t, "stages");
+  v->load = int_field(L, t, "load");
+  v->threads = int_field(L, t, "threads");
+  v->smem = int_field(L, t, "smem");
+  v->lastcta = int_field(L, t, "lastcta");
+  v->persistent = int_field(L, t, "persistent");
+  lua_pushvalue(L, t);
+  int st = call(g, "params", 1, 1, err, errlen);
+  if (st == FS_OK) {
+    snprintf(v->params, sizeof v->params, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_settop(L, t - 1);
+  return st;
+}
+
+int fs_gen_enumerate(fs_gen *g, int arch, int dtype, fs_variant **list,
+                     int *count, char *err, size_t errlen) {
+  lua_State *L = g->L;
+  *list = NULL;
+  *count = 0;
+  lua_pushinteger(L, arch);
+  lua_pushinteger(L, dtype);
+  int st = call(g, "enumerate", 2, 1, err, errlen);
+  if (st) return st;
+  int n = (int)luaL_len(L, -1);
+  fs_variant *out = calloc(n > 0 ? (size_t)n : 1, sizeof *out);
+  if (!out) {
+    lua_settop(L, 0);
+    snprintf(err, errlen, "generator: out of memory for %d variants", n);
+    return FS_OUT_OF_MEMORY;
+  }
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, -1, i + 1);
+    st = read_variant(g, &out[i], err, errlen);
+    if (st) {
+      free(out);
+      lua_settop(L, 0);
+      return st;
+    }
+  }
+  lua_settop(L, 0);
+  *list = out;
+  *count = n;
+  return FS_OK;
+}
+
+int fs_gen_parse(fs_gen *g, const char *name, fs_variant *v, char *err,
+                 size_t errlen) {
+  lua_State *L = g->L;
+  lua_pushstring(L, name);
+  int st = call(g, "parse", 1, 2, err, errlen);
+  if (st) return st;
+  if (lua_isnil(L, -2)) {
+    snprintf(err, errlen, "variant name: %s", lua_tostring(L, -1));
+    lua_settop(L, 0);
+    return FS_INVALID_ARGUMENT;
+  }
+  lua_pop(L, 1);
+  st = read_variant(g, v, err, errlen);
+  lua_settop(L, 0);
+  return st;
+}
+
+int fs_gen_default(fs_gen *g, int arch, int dtype, int batch, int hidden,
+                   int vocab, fs_variant *v, char *err, size_t errlen) {
+  lua_State *L = g->L;
+  lua_pushinteger(L, arch);
+  lua_pushinteger(L, dtype);
+  lua_pushinteger(L, batch);
+  lua_pushinteger(L, hidden);
+  lua_pushinteger(L, vocab);
+  int st = call(g, "default", 5, 1, err, errlen);
+  if (st) return st;
+  st = read_variant(g, v, err, errlen);
+  lua_settop(L, 0);
+  return st;
+}
+
+int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
+                  size_t errlen) {
+  lua_State *L = g->L;
+  *src = NULL;
+  lua_pushstring(L, v->name);
+  int st = call(g, "parse", 1, 2, err, errlen);
+  if (st) return st;
+  if (lua_isnil(L, -2)) {
+    snprintf(err, errlen, "variant name: %s", lua_tostring(L, -1));
+    lua_settop(L, 0);
+    return FS_INVALID_ARGUMENT;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "template");
+  char tpath[128];
+  snprintf(tpath, sizeof tpath, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  st = call(g, "defines", 1, 1, err, errlen);
+  if (st) return st;
+  size_t dlen;
+  const char *defs = lua_tolstring(L, -1, &dlen);
+  const fs_embedded_file *t = fs_embedded_find(tpath);
+  if (!t) {
+    snprintf(err, errlen, "generator: template '%s' is not embedded", tpath);
+    lua_settop(L, 0);
+    return FS_INTERNAL;
+  }
+  char *out = malloc(dlen + t->size + 1);
+  if (!out) {
+    lua_settop(L, 0);
+    snprintf(err, errlen, "generator: out of memory");
+    return FS_OUT_OF_MEMORY;
+  }
+  memcpy(out, defs, dlen);
+  memcpy(out + dlen, t->data, t->size + 1);
+  lua_settop(L, 0);
+  *src = out;
+  return FS_OK;
+}
+
+int fs_gen_headers(const char *const **names, const char *const **contents) {
+  static const char *const hnames[] = {"fs_rng.h", "fs_params.h"};
+  static const char *hdata[2];
+  const fs_embedded_file *a = fs_embedded_find("runtime/fs_rng.h");
+  const fs_embedded_file *b = fs_embedded_find("templates/fs_params.h");
+  if (!a || !b) return -1;
+  hdata[0] = a->data;
+  hdata[1] = b->data;
+  *names = hnames;
+  *contents = hdata;
+  return 2;
+}

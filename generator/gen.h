@@ -1,0 +1,56 @@
+/*
+** gen.h: the kernel generator as seen from C (fs_gen_*).  Runs the Lua files
+** of generator/ (embedded in the library) in a private lua_State opened with
+** base, string, table and math only; every call into Lua is protected by
+** lua_pcall with a traceback handler.  Not thread-safe: one fs_gen per
+** thread (or a lock around it).
+*/
+#ifndef FS_GEN_H
+#define FS_GEN_H
+
+#include <stddef.h>
+
+typedef struct fs_gen fs_gen;
+
+/* One variant: its name (the DB key, NVRTC program name and CLI filter),
+** compile target, and the values the host needs to launch it. */
+typedef struct fs_variant {
+  char name[160];
+  char target[16];     /* NVRTC --gpu-architecture, e.g. "sm_90a" */
+  char params[384];    /* "tile_v=128,tile_b=16,..." */
+  int arch, dtype;
+  int tile_v, tile_b, tile_k, warps_m, warps_n, stages, load;
+  int threads, smem, lastcta, persistent;
+} fs_variant;
+
+/* Opens a generator.  Returns 0 or an fs_status (FS_LUA, FS_OUT_OF_MEMORY)
+** with a message in err. */
+int fs_gen_open(fs_gen **out, char *err, size_t errlen);
+void fs_gen_close(fs_gen *g);
+
+/* The generator revision string (part of every provenance record). */
+const char *fs_gen_revision(fs_gen *g);
+
+/* Every valid variant for (arch = major*10+minor, dtype), in a fixed order.
+** *list is malloc'ed (free it); *count its length. */
+int fs_gen_enumerate(fs_gen *g, int arch, int dtype, fs_variant **list,
+                     int *count, char *err, size_t errlen);
+
+/* Parses and checks a variant name. */
+int fs_gen_parse(fs_gen *g, const char *name, fs_variant *v, char *err,
+                 size_t errlen);
+
+/* The built-in default variant for a shape. */
+int fs_gen_default(fs_gen *g, int arch, int dtype, int batch, int hidden,
+                   int vocab, fs_variant *v, char *err, size_t errlen);
+
+/* The full CUDA source of a variant (malloc'ed, NUL-terminated): the
+** generator's #define block followed by the template. */
+int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
+                  size_t errlen);
+
+/* Headers the templates #include, for NVRTC: names and contents; returns
+** their count, or -1 if the library was built without them. */
+int fs_gen_headers(const char *const **names, const char *const **contents);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+** context.c: fs_context lifetime.  A context pins one GPU's CUDA context
+** (the primary one, retained, or the caller's), remembers the device's
+** architecture and limits, and owns the loaded kernels, prepared plans and
+** the workspace.
+*/
+#include "fs_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads the device's properties into ctx; rejects pre-sm_80 GPUs. */
+static int read_device(fs_context *ctx) {
+  const fs_cu_api *cu = ctx->cu;
+  int major = 0, minor = 0;
+  FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(
+                       &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->device));
+  FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(
+                       &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ctx->device));
+  FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(
+                       &ctx->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->device));
+  FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(
+                       &ctx->max_smem_optin,
+                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->device));
+  FS_CHECK_CU(ctx, cu->cuDeviceGetName(ctx->device_name, sizeof ctx->device_name, ctx->device));
+  ctx->arch = major * 10 + minor;
+  if (ctx->arch < 80)
+    return fs_err(ctx, FS_UNSUPPORTED,
+                  "device %s is sm_%d: flashsampling needs sm_80 or newer "
+                  "(bf16 mma.sync, cp.async)", ctx->device_name, ctx->arch);
+  return FS_OK;
+}
+
+static int new_context(fs_context **out) {
+  const char *why = NULL;
+  const fs_cu_api *cu = fs_cu_load(&why);
+  if (!cu) return fs_err(NULL, FS_NO_DEVICE, "%s", why);
+  fs_context *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return fs_err(NULL, FS_OUT_OF_MEMORY, "out of memory for a context");
+  ctx->cu = cu;
+  *out = ctx;
+  return FS_OK;
+}
+
+/* Moves ctx's message to the thread slot and frees ctx. */
+static int fail_create(fs_context *ctx, int st) {
+  fs_err(NULL, st, "%s", ctx->errmsg);
+  fs_context_destroy(ctx);
+  return st;
+}
+
+int fs_context_create(int device_ordinal, fs_context **ppCtx) {
+  fs_context *ctx = NULL;
+  if (!ppCtx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ppCtx=NULL: an output pointer is required");
+  *ppCtx = NULL;
+  FS_TRY(new_context(&ctx));
+  int n = 0;
+  CUresult r = ctx->cu->cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS) return fail_create(ctx, fs_cu_fail(ctx, r, "cuDeviceGetCount", __FILE__, __LINE__));
+  if (device_ordinal < 0 || device_ordinal >= n) {
+    fs_err(ctx, n == 0 ? FS_NO_DEVICE : FS_INVALID_ARGUMENT,
+           "device_ordinal=%d: must be in 0..%d (%d GPU(s) visible)", device_ordinal, n - 1, n);
+    return fail_create(ctx, n == 0 ? FS_NO_DEVICE : FS_INVALID_ARGUMENT);
+  }
+  int st = FS_OK;
+  if ((r = ctx->cu->cuDeviceGet(&ctx->device, device_ordinal)) != CUDA_SUCCESS)
+    st = fs_cu_fail(ctx, r, "cuDeviceGet", __FILE__, __LINE__);
+  if (!st) st = read_device(ctx);
+  if (!st && (r = ctx->cu->cuDevicePrimaryCtxRetain(&ctx->cu_ctx, ctx->device)) != CUDA_SUCCESS)
+    st = fs_cu_fail(ctx, r, "cuDevicePrimaryCtxRetain", __FILE__, __LINE__);
+  if (st) return fail_create(ctx, st);
+  ctx->owns_primary = 1;
+  *ppCtx = ctx;
+  return FS_OK;
+}
+
+int fs_context_create_from_cucontext(void *cu_context, fs_context **ppCtx) {
+  fs_context *ctx = NULL;
+  if (!ppCtx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ppCtx=NULL: an output pointer is required");
+  *ppCtx = NULL;
+  if (!cu_context) return fs_err(NULL, FS_INVALID_ARGUMENT, "cu_context=NULL: a CUcontext is required");
+  FS_TRY(new_context(&ctx));
+  ctx->cu_ctx = (CUcontext)cu_context;
+  CUresult r = ctx->cu->cuCtxPushCurrent(ctx->cu_ctx);
+  if (r != CUDA_SUCCESS) return fail_create(ctx, fs_cu_fail(ctx, r, "cuCtxPushCurrent", __FILE__, __LINE__));
+  r = ctx->cu->cuCtxGetDevice(&ctx->device);
+  CUcontext dummy;
+  ctx->cu->cuCtxPopCurrent(&dummy);
+  int st = r != CUDA_SUCCESS ? fs_cu_fail(ctx, r, "cuCtxGetDevice", __FILE__, __LINE__) : read_device(ctx);
+  if (st) {
+    ctx->cu_ctx = NULL;
+    return fail_create(ctx, st);
+  }
+  *ppCtx = ctx;
+  return FS_OK;
+}
+
+void fs_context_destroy(fs_context *ctx) {
+  if (!ctx) return;
+  const fs_cu_api *cu = ctx->cu;
+  CUcontext dummy;
+  int pushed = ctx->cu_ctx && cu->cuCtxPushCurrent(ctx->cu_ctx) == CUDA_SUCCESS;
+  for (fs_kernel *k = ctx->kernels, *nk; k; k = nk) {
+    nk = k->next;
+    if (pushed && k->module) cu->cuModuleUnload(k->module);
+    free(k);
+  }
+  for (fs_plan *p = ctx->plans, *np; p; p = np) {
+    np = p->next;
+    free(p);
+  }
+  if (pushed && ctx->workspace) cu->cuMemFree(ctx->workspace);
+  if (pushed) cu->cuCtxPopCurrent(&dummy);
+  if (ctx->owns_primary) cu->cuDevicePrimaryCtxRelease(ctx->device);
+  fs_gen_close(ctx->gen);
+  free(ctx->compile_log);
+  free(ctx);
+}

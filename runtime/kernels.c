@@ -1,0 +1,93 @@
+/*
+** kernels.c: turns a variant into a loaded kernel: generate the source
+** (generator), compile it (NVRTC), load the cubin (driver), look up its
+** functions and set their shared-memory limits.  Loaded kernels are kept on
+** the context by name.  A compile failure keeps the whole story (name,
+** target, NVRTC log, source) in the context's compile log.
+*/
+#include "fs_int.h"
+#include "fs_nvrtc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void keep_compile_failure(fs_context *ctx, const fs_variant *v,
+                                 const char *src, const fs_cubin *c) {
+  const char *log = c->log ? c->log : "";
+  size_t n = strlen(v->name) + strlen(log) + strlen(src) + 256;
+  char *text = malloc(n);
+  if (!text) return;
+  snprintf(text, n, "variant: %s\ntarget: %s\noptions: -std=c++17 -Xptxas -v\n"
+           "--- NVRTC log ---\n%s\n--- source ---\n%s", v->name, v->target, log, src);
+  fs_set_compile_log(ctx, text);
+  free(text);
+}
+
+/* Loads a cubin into a new fs_kernel for v. */
+static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
+                      fs_kernel **out) {
+  const fs_cu_api *cu = ctx->cu;
+  fs_kernel *k = calloc(1, sizeof *k);
+  if (!k) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a kernel");
+  k->v = *v;
+  CUresult r = cu->cuModuleLoadData(&k->module, cubin);
+  if (r != CUDA_SUCCESS) {
+    free(k);
+    return fs_cu_fail(ctx, r, "cuModuleLoadData", __FILE__, __LINE__);
+  }
+  int st = FS_OK;
+  if ((r = cu->cuModuleGetFunction(&k->main_fn, k->module, "fsamp_main")) ||
+      (r = cu->cuModuleGetFunction(&k->reduce_fn, k->module, "fsamp_reduce")) ||
+      (r = cu->cuFuncSetAttribute(k->main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  v->smem)) ||
+      (r = cu->cuFuncGetAttribute(&k->registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->main_fn)) ||
+      (r = cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&k->blocks_per_sm, k->main_fn,
+                                                           v->threads, (size_t)v->smem)))
+    st = fs_cu_fail(ctx, r, "loading kernel functions", __FILE__, __LINE__);
+  if (!st && k->blocks_per_sm < 1)
+    st = fs_err(ctx, FS_UNSUPPORTED, "variant %s: %d threads and %d bytes of shared memory "
+                "do not fit on %s", v->name, v->threads, v->smem, ctx->device_name);
+  if (st) {
+    cu->cuModuleUnload(k->module);
+    free(k);
+    return st;
+  }
+  *out = k;
+  return FS_OK;
+}
+
+int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
+  char err[512];
+  for (fs_kernel *k = ctx->kernels; k; k = k->next)
+    if (strcmp(k->v.name, v->name) == 0) {
+      *out = k;
+      return FS_OK;
+    }
+  if (v->arch / 10 != ctx->arch / 10 || v->arch > ctx->arch)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "variant %s is for sm_%d, this GPU is sm_%d",
+                  v->name, v->arch, ctx->arch);
+  if (v->smem > ctx->max_smem_optin)
+    return fs_err(ctx, FS_UNSUPPORTED, "variant %s needs %d bytes of shared memory, %s allows %d",
+                  v->name, v->smem, ctx->device_name, ctx->max_smem_optin);
+  char *src = NULL;
+  int st = fs_gen_source(ctx->gen, v, &src, err, sizeof err);
+  if (st) return fs_err(ctx, st, "%s", err);
+  fs_cubin c;
+  st = fs_nvrtc_compile(v->name, src, v->target, &c, err, sizeof err);
+  if (st) {
+    keep_compile_failure(ctx, v, src, &c);
+    fs_cubin_free(&c);
+    free(src);
+    return fs_err(ctx, st, "%s", err);
+  }
+  free(src);
+  fs_kernel *k = NULL;
+  st = load_cubin(ctx, v, c.data, &k);
+  fs_cubin_free(&c);
+  if (st) return st;
+  k->next = ctx->kernels;
+  ctx->kernels = k;
+  *out = k;
+  return FS_OK;
+}

@@ -1,0 +1,131 @@
+/*
+** nvrtc.c: NVRTC compilation of generated sources (see fs_nvrtc.h).  Options:
+** C++17, the named target, -Xptxas -v (so registers and spills are reported
+** even without a GPU) and no fast math (the Gumbel cap depends on precise
+** log1pf/logf).
+*/
+#include "fs_nvrtc.h"
+
+#include "flashsampling.h"
+#include "gen.h"
+
+#include <nvrtc.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int fs_nvrtc_version(void) {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return -1;
+  return major * 1000 + minor * 10;
+}
+
+unsigned long long fs_nvrtc_cache_key(const char *source, const char *target) {
+  unsigned long long h = 1469598103934665603ull; /* FNV-1a 64 */
+  const unsigned char *p;
+  for (p = (const unsigned char *)source; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  for (p = (const unsigned char *)target; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  h = (h ^ (unsigned)fs_nvrtc_version()) * 1099511628211ull;
+  return h;
+}
+
+/* Reads "Used N registers" and "N bytes stack frame, N bytes spill stores,
+** N bytes spill loads" from a ptxas -v log; with several kernels in the
+** module, the largest of each (the worst kernel decides). */
+static void parse_resources(fs_cubin *c) {
+  const char *s;
+  c->registers = -1;
+  c->spill_bytes = 0;
+  c->stack_bytes = 0;
+  for (s = c->log; (s = strstr(s, "Used ")) != NULL; s += 5) {
+    int r;
+    if (sscanf(s, "Used %d registers", &r) == 1 && r > c->registers) c->registers = r;
+  }
+  for (s = c->log; (s = strstr(s, "bytes stack frame")) != NULL; s++) {
+    const char *d = s;
+    int frame = 0, st = 0, ld = 0;
+    while (d > c->log && d[-1] == ' ') d--;
+    while (d > c->log && d[-1] >= '0' && d[-1] <= '9') d--;
+    sscanf(d, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads",
+           &frame, &st, &ld);
+    if (frame > c->stack_bytes) c->stack_bytes = frame;
+    if (st + ld > c->spill_bytes) c->spill_bytes = st + ld;
+  }
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define NV_CHECK(call)                                                      \
+  do {                                                                      \
+    nvrtcResult r_ = (call);                                                \
+    if (r_ != NVRTC_SUCCESS) {                                              \
+      snprintf(err, errlen, "%s: %s failed: %s", name, #call,               \
+               nvrtcGetErrorString(r_));                                    \
+      goto fail;                                                            \
+    }                                                                       \
+  } while (0)
+
+int fs_nvrtc_compile(const char *name, const char *source, const char *target,
+                     fs_cubin *out, char *err, size_t errlen) {
+  nvrtcProgram prog = NULL;
+  const char *const *hnames = NULL, *const *hdata = NULL;
+  char arch_opt[48];
+  int status = FS_NVRTC;
+  memset(out, 0, sizeof *out);
+  int nh = fs_gen_headers(&hnames, &hdata);
+  if (nh < 0) {
+    snprintf(err, errlen, "%s: template headers are not embedded", name);
+    return FS_INTERNAL;
+  }
+  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", target);
+  const char *opts[] = {arch_opt, "-std=c++17", "-Xptxas", "-v",
+                        "-default-device", "--extra-device-vectorization"};
+  double t0 = now();
+  NV_CHECK(nvrtcCreateProgram(&prog, source, name, nh, hdata, hnames));
+  nvrtcResult cr = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
+  size_t logsz = 0;
+  NV_CHECK(nvrtcGetProgramLogSize(prog, &logsz));
+  out->log = malloc(logsz + 1);
+  if (!out->log) {
+    snprintf(err, errlen, "%s: out of memory for the NVRTC log", name);
+    status = FS_OUT_OF_MEMORY;
+    goto fail;
+  }
+  out->log[0] = 0;
+  NV_CHECK(nvrtcGetProgramLog(prog, out->log));
+  out->log[logsz] = 0;
+  if (cr != NVRTC_SUCCESS) {
+    snprintf(err, errlen, "%s: NVRTC compile for %s failed: %s (see the compile log)",
+             name, target, nvrtcGetErrorString(cr));
+    goto fail;
+  }
+  NV_CHECK(nvrtcGetCUBINSize(prog, &out->size));
+  out->data = malloc(out->size ? out->size : 1);
+  if (!out->data) {
+    snprintf(err, errlen, "%s: out of memory for the cubin", name);
+    status = FS_OUT_OF_MEMORY;
+    goto fail;
+  }
+  NV_CHECK(nvrtcGetCUBIN(prog, out->data));
+  nvrtcDestroyProgram(&prog);
+  out->seconds = now() - t0;
+  parse_resources(out);
+  return FS_OK;
+fail:
+  if (prog) nvrtcDestroyProgram(&prog);
+  out->seconds = now() - t0;
+  return status;
+}
+
+void fs_cubin_free(fs_cubin *c) {
+  if (!c) return;
+  free(c->data);
+  free(c->log);
+  memset(c, 0, sizeof *c);
+}

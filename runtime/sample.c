@@ -1,0 +1,247 @@
+/*
+** sample.c: fs_prepare, fs_sample and the launch.  fs_prepare does all the
+** slow work (choose a variant per batch bucket, generate, compile, load,
+** allocate); fs_sample on a prepared shape only validates, finds its plan
+** and enqueues one kernel (two with the two-pass reduction): no allocation,
+** no synchronisation, so it can be captured in a CUDA graph.
+*/
+#include "fs_int.h"
+#include "fs_params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Architectures the generator knows; a GPU runs the newest one of its major
+** version not above it (sm_90 gets the sm_90a variants). */
+static int gen_arch(int arch) {
+  static const int known[] = {120, 100, 90, 89, 86, 80};
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (known[i] <= arch && known[i] / 10 == arch / 10) return known[i];
+  return 0;
+}
+
+int fs_bucket(int batch) {
+  int b = 1;
+  while (b < batch && b < 256) b *= 2;
+  if (batch > 256) b = (batch + 255) / 256 * 256;
+  return b;
+}
+
+int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
+  const int row_groups = (vocab + 15) / 16;
+  const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
+  int g;
+  if (k->v.persistent) {
+    g = k->blocks_per_sm * ctx->sm_count / nb;
+    if (g < 1) g = 1;
+  } else {
+    g = (vocab + k->v.tile_v - 1) / k->v.tile_v;
+  }
+  return g < row_groups ? g : row_groups;
+}
+
+size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
+                         int vocab, int samples) {
+  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab);
+  return FS_COUNTER_BYTES + (size_t)batch * samples * g * 12;
+}
+
+int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
+  const fs_cu_api *cu = ctx->cu;
+  if (bytes <= ctx->workspace_bytes) return FS_OK;
+  if (ctx->workspace) {
+    FS_CHECK_CU(ctx, cu->cuCtxSynchronize());
+    FS_CHECK_CU(ctx, cu->cuMemFree(ctx->workspace));
+    ctx->workspace = 0;
+    ctx->workspace_bytes = 0;
+  }
+  FS_CHECK_CU(ctx, cu->cuMemAlloc(&ctx->workspace, bytes));
+  FS_CHECK_CU(ctx, cu->cuMemsetD8(ctx->workspace, 0, bytes));
+  ctx->workspace_bytes = bytes;
+  return FS_OK;
+}
+
+int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
+              const fs_sampling *s, const fs_outputs *o, CUstream stream) {
+  const fs_cu_api *cu = ctx->cu;
+  const int B = p->batch, S = s->num_samples;
+  const int G = fs_num_chunks(ctx, k, B, p->vocab);
+  const size_t ncand = (size_t)B * S * G;
+  if (fs_workspace_need(ctx, k, B, p->vocab, S) > ctx->workspace_bytes)
+    return fs_err(ctx, FS_NOT_PREPARED, "workspace of %zu bytes is too small for B=%d, "
+                  "num_samples=%d: call fs_prepare with the largest shape",
+                  ctx->workspace_bytes, B, S);
+  fs_params prm;
+  memset(&prm, 0, sizeof prm);
+  prm.H = p->hidden_states;
+  prm.W = p->weight;
+  prm.h_stride = fs_h_stride(p);
+  prm.w_stride = fs_w_stride(p);
+  prm.B = B;
+  prm.D = p->hidden;
+  prm.V = p->vocab;
+  prm.vocab_offset = (int)p->vocab_offset;
+  prm.num_samples = S;
+  prm.num_chunks = G;
+  prm.row_groups = (p->vocab + 15) / 16;
+  prm.temperature = s->temperature;
+  prm.temperatures = s->temperatures;
+  prm.seed = s->seed;
+  prm.seeds = (const unsigned long long *)s->seeds;
+  prm.offset = s->offset;
+  prm.offsets = (const unsigned long long *)s->offsets;
+  prm.tokens = o->tokens;
+  prm.logits = o->logits;
+  prm.keys = (unsigned long long *)o->keys;
+  prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
+  prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
+  prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
+  void *args[] = {&prm};
+  const unsigned nb = (unsigned)((B + k->v.tile_b - 1) / k->v.tile_b);
+  FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
+                                      1, 1, (unsigned)k->v.smem, stream, args, NULL));
+  if (!k->v.lastcta) {
+    const unsigned items = (unsigned)(B * S);
+    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->reduce_fn, (items + 3) / 4, 1, 1, 128, 1, 1, 0,
+                                        stream, args, NULL));
+  }
+  return FS_OK;
+}
+
+static fs_plan *find_plan(fs_context *ctx, const fs_problem *p) {
+  const int bucket = fs_bucket(p->batch);
+  for (fs_plan *pl = ctx->plans; pl; pl = pl->next)
+    if (pl->bucket == bucket && pl->vocab == p->vocab && pl->hidden == p->hidden &&
+        pl->dtype == p->dtype)
+      return pl;
+  return NULL;
+}
+
+/* Chooses the variant for (shape, bucket).  With FS_VARIANT set in the
+** environment, that variant is forced (for benchmarks and debugging). */
+static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_variant *v,
+                  char *how, size_t howlen) {
+  char err[768];
+  int arch = gen_arch(ctx->arch);
+  if (!arch)
+    return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
+                  ctx->arch);
+  if (!ctx->gen) {
+    int st = fs_gen_open(&ctx->gen, err, sizeof err);
+    if (st) return fs_err(ctx, st, "%s", err);
+  }
+  const char *forced = getenv("FS_VARIANT");
+  if (forced && *forced) {
+    int st = fs_gen_parse(ctx->gen, forced, v, err, sizeof err);
+    if (st) return fs_err(ctx, st, "FS_VARIANT=%s: %s", forced, err);
+    snprintf(how, howlen, "forced by FS_VARIANT");
+    return FS_OK;
+  }
+  int st = fs_gen_default(ctx->gen, arch, p->dtype, bucket, p->hidden, p->vocab, v, err,
+                          sizeof err);
+  if (st) return fs_err(ctx, st, "%s", err);
+  snprintf(how, howlen, "built-in default");
+  return FS_OK;
+}
+
+/* Prepares one bucket: choose, load, record a plan. */
+static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int samples,
+                          fs_plan **out) {
+  fs_problem q = *p;
+  q.batch = bucket < p->batch ? bucket : p->batch;
+  fs_plan *pl = find_plan(ctx, &q);
+  if (!pl) {
+    fs_variant v;
+    char how[96];
+    FS_TRY(choose(ctx, &q, bucket, &v, how, sizeof how));
+    fs_kernel *k = NULL;
+    FS_TRY(fs_kernel_load(ctx, &v, &k));
+    pl = calloc(1, sizeof *pl);
+    if (!pl) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a plan");
+    pl->dtype = p->dtype;
+    pl->hidden = p->hidden;
+    pl->vocab = p->vocab;
+    pl->bucket = bucket;
+    pl->kernel = k;
+    snprintf(pl->how, sizeof pl->how, "%s", how);
+    pl->next = ctx->plans;
+    ctx->plans = pl;
+    if (getenv("FS_LOG"))
+      fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
+              p->hidden, p->vocab, bucket, v.name, how);
+  }
+  FS_TRY(fs_workspace_reserve(
+      ctx, fs_workspace_need(ctx, pl->kernel, bucket, p->vocab, samples)));
+  if (out) *out = pl;
+  return FS_OK;
+}
+
+static int prepare_locked(fs_context *ctx, const fs_problem *p, int samples) {
+  for (int b = 1;; b = b < 256 ? b * 2 : b + 256) {
+    FS_TRY(prepare_bucket(ctx, p, b, samples, NULL));
+    if (b >= fs_bucket(p->batch)) break;
+  }
+  return FS_OK;
+}
+
+#define WITH_CONTEXT(ctx, body)                                             \
+  do {                                                                      \
+    CUcontext dummy_;                                                       \
+    FS_CHECK_CU(ctx, ctx->cu->cuCtxPushCurrent(ctx->cu_ctx));               \
+    int st_ = (body);                                                       \
+    ctx->cu->cuCtxPopCurrent(&dummy_);                                      \
+    return st_;                                                             \
+  } while (0)
+
+int fs_prepare(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  fs_clear_err(ctx);
+  FS_TRY(fs_validate_problem(ctx, problem, 0));
+  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  WITH_CONTEXT(ctx, prepare_locked(ctx, problem, sampling->num_samples));
+}
+
+static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                         const fs_outputs *o, CUstream stream) {
+  fs_plan *pl = find_plan(ctx, p);
+  if (!pl || fs_workspace_need(ctx, pl->kernel, p->batch, p->vocab, s->num_samples) >
+                 ctx->workspace_bytes) {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+      return fs_err(ctx, FS_NOT_PREPARED,
+                    "stream is capturing and dtype=%d D=%d V=%d B=%d num_samples=%d is not "
+                    "prepared: call fs_prepare before capture", p->dtype, p->hidden,
+                    p->vocab, p->batch, s->num_samples);
+    FS_TRY(prepare_bucket(ctx, p, fs_bucket(p->batch), s->num_samples, &pl));
+  }
+  return fs_launch(ctx, pl->kernel, p, s, o, stream);
+}
+
+int fs_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+              const fs_outputs *outputs, void *stream) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  FS_TRY(fs_validate_problem(ctx, problem, 1));
+  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  FS_TRY(fs_validate_outputs(ctx, outputs));
+  WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, outputs, (CUstream)stream));
+}
+
+int fs_variant_name(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    char *buf, size_t bufsize) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  if (!buf || !bufsize) return fs_err(ctx, FS_INVALID_ARGUMENT, "buf=NULL or bufsize=0");
+  FS_TRY(fs_validate_problem(ctx, problem, 0));
+  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  fs_plan *pl = find_plan(ctx, problem);
+  if (!pl) {
+    CUcontext dummy;
+    FS_CHECK_CU(ctx, ctx->cu->cuCtxPushCurrent(ctx->cu_ctx));
+    int st = prepare_bucket(ctx, problem, fs_bucket(problem->batch), sampling->num_samples, &pl);
+    ctx->cu->cuCtxPopCurrent(&dummy);
+    FS_TRY(st);
+  }
+  snprintf(buf, bufsize, "%s (%s)", pl->kernel->v.name, pl->how);
+  return FS_OK;
+}

@@ -1,0 +1,37 @@
+/*
+** fs_params.h: the kernel parameter block, shared word for word by the host
+** (runtime/sample.c, C11) and the generated kernels (NVRTC).  Passed by value
+** as the only kernel argument.  Only fixed-size types (LP64 on both sides).
+**
+** Candidates: the main kernel splits the V rows of W into G balanced chunks
+** (in groups of 16 rows) and writes, for every (row b, sample s, chunk c),
+** the best key and its raw logit at index ((b * S) + s) * G + c.  The winner
+** of (b, s) is the max key over its G candidates.
+*/
+#ifndef FS_PARAMS_H
+#define FS_PARAMS_H
+
+typedef struct fs_params {
+  const void *H;                     /* [B, h_stride] bf16/fp16 */
+  const void *W;                     /* [V, w_stride] bf16/fp16 */
+  long long h_stride, w_stride;      /* elements */
+  int B, D, V;
+  int vocab_offset;                  /* global id of W's row 0 */
+  int num_samples;                   /* S */
+  int num_chunks;                    /* G: CTAs along the vocabulary */
+  int row_groups;                    /* ceil(V / 16) */
+  float temperature;                 /* used when temperatures == 0 */
+  const float *temperatures;         /* [B] or 0 */
+  unsigned long long seed;           /* used when seeds == 0 */
+  const unsigned long long *seeds;   /* [B] or 0 */
+  unsigned long long offset;         /* used when offsets == 0 */
+  const unsigned long long *offsets; /* [B] or 0 */
+  int *tokens;                       /* [B, S] global ids */
+  float *logits;                     /* [B, S] or 0 */
+  unsigned long long *keys;          /* [B, S] or 0 */
+  unsigned long long *cand_keys;     /* workspace [B * S * G] */
+  float *cand_logits;                /* workspace [B * S * G] */
+  unsigned int *counters;            /* workspace [ceil(B / TILE_B)], zeroed */
+} fs_params;
+
+#endif /* FS_PARAMS_H */

@@ -1,0 +1,341 @@
+/*
+** fsamp_mma.cu: fused LM-head sampling with tensor-core mma.sync (sm_80+).
+**
+** One CTA owns a balanced chunk of W's rows (a multiple of 16) and one tile of
+** TILE_B batch rows.  It streams its chunk through a STAGES-deep cp.async
+** pipeline of [TILE_V x TILE_K] W tiles and [TILE_B x TILE_K] H tiles,
+** multiplies them with mma.sync m16n8k16 (vocab rows are the M dimension,
+** batch rows N, fp32 accumulation), and at the end of every vocab tile
+** perturbs the logits with Gumbel noise (fs_rng.h, keyed by the global token
+** id) and folds them into one candidate per (batch row, sample) for the
+** chunk.  Logits never leave the chip.  The candidates of all chunks are
+** reduced by the last CTA of each batch tile (REDUCE_LASTCTA=1) or by the
+** fsamp_reduce kernel in a second launch (REDUCE_LASTCTA=0).
+**
+** Workload: decode, B small to a few hundred, D 1k..8k, V 16k..262k; W is
+** read from HBM exactly once per batch tile.  Every tunable below has a
+** default, so this file compiles alone.
+*/
+#include "fs_params.h"
+#include "fs_rng.h"
+
+/* ---- tunables (the generator overrides these) ---------------------------- */
+#ifndef FS_BF16
+#define FS_BF16 1          /* 1: bfloat16 inputs; 0: IEEE half */
+#endif
+#ifndef TILE_V
+#define TILE_V 128         /* vocab rows per CTA tile (M); 16*WARPS_M | TILE_V */
+#endif
+#ifndef TILE_B
+#define TILE_B 16          /* batch rows per CTA (N); 8*WARPS_N | TILE_B */
+#endif
+#ifndef TILE_K
+#define TILE_K 64          /* hidden elements per stage: 32, 64 or 128 */
+#endif
+#ifndef WARPS_M
+#define WARPS_M 4          /* warps along the vocab tile */
+#endif
+#ifndef WARPS_N
+#define WARPS_N 1          /* warps along the batch tile */
+#endif
+#ifndef STAGES
+#define STAGES 4           /* cp.async pipeline depth, 2..8 */
+#endif
+#ifndef LOAD_BYTES
+#define LOAD_BYTES 16      /* bytes per cp.async: 16 (cg) or 8 (ca) */
+#endif
+#ifndef REDUCE_LASTCTA
+#define REDUCE_LASTCTA 1   /* 1: last CTA reduces; 0: fsamp_reduce launch */
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1       /* __launch_bounds__ minimum CTAs per SM */
+#endif
+
+/* ---- derived values and static checks ----------------------------------- */
+#define THREADS (WARPS_M * WARPS_N * 32)
+#define WM (TILE_V / WARPS_M)       /* rows per warp */
+#define WN (TILE_B / WARPS_N)       /* batch columns per warp */
+#define MI (WM / 16)                /* m16 blocks per warp */
+#define NI (WN / 8)                 /* n8 blocks per warp */
+#define LDS (TILE_K + 8)            /* smem row pitch (elements): +16 B pad */
+#define VEC (LOAD_BYTES / 2)        /* elements per cp.async */
+#define STAGE_ELEMS ((TILE_V + TILE_B) * LDS)
+
+static_assert(TILE_V % (16 * WARPS_M) == 0, "TILE_V must be a multiple of 16*WARPS_M");
+static_assert(TILE_B % (8 * WARPS_N) == 0, "TILE_B must be a multiple of 8*WARPS_N");
+static_assert(TILE_K % 16 == 0 && TILE_K >= 16, "TILE_K must be a multiple of 16");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
+static_assert(LOAD_BYTES == 8 || LOAD_BYTES == 16, "LOAD_BYTES must be 8 or 16");
+static_assert(THREADS <= 1024, "too many threads");
+
+typedef unsigned short fs_elem; /* raw bf16/fp16 bits */
+
+/* ---- PTX wrappers -------------------------------------------------------- */
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* Copies LOAD_BYTES from global to shared, or zero-fills when !valid. */
+__device__ __forceinline__ void cp_async(void *dst, const void *src, bool valid) {
+  unsigned d = smem_addr(dst);
+  int n = valid ? LOAD_BYTES : 0;
+#if LOAD_BYTES == 16
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(n));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned r[2], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
+}
+
+/* d += a * b, m16n8k16, fp32 accumulate. */
+__device__ __forceinline__ void mma16816(float d[4], const unsigned a[4], const unsigned b[2]) {
+#if FS_BF16
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+#endif
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Keeps the larger key (and its logit). */
+__device__ __forceinline__ void keep_max(unsigned long long &k, float &z,
+                                         unsigned long long k2, float z2) {
+  if (k2 > k) { k = k2; z = z2; }
+}
+
+/* Max key over the G candidates of item (b, s), by one warp; lane 0 writes. */
+__device__ __forceinline__ void reduce_item(const fs_params &p, int item, int lane) {
+  const int G = p.num_chunks;
+  unsigned long long best = 0ull;
+  float z = 0.0f;
+  for (int c = lane; c < G; c += 32) {
+    size_t i = (size_t)item * G + c;
+    keep_max(best, z, __ldcg(p.cand_keys + i), __ldcg(p.cand_logits + i));
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
+    float z2 = __shfl_xor_sync(0xffffffffu, z, o);
+    if (k2 > best || (k2 == best && z2 > z)) { best = k2; z = z2; }
+  }
+  if (lane == 0) {
+    p.tokens[item] = (int)fs_key_token(best);
+    if (p.logits) p.logits[item] = z;
+    if (p.keys) p.keys[item] = best;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+fsamp_main(const fs_params p) {
+  extern __shared__ __align__(16) unsigned char fs_smem[];
+  fs_elem *smem = (fs_elem *)fs_smem;
+  __shared__ unsigned long long red_key[WARPS_M][TILE_B];
+  __shared__ float red_z[WARPS_M][TILE_B];
+  __shared__ int is_last;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int chunk = blockIdx.x, b0 = blockIdx.y * TILE_B;
+  const int G = p.num_chunks, S = p.num_samples;
+
+  /* This CTA's rows: a balanced share of the 16-row groups. */
+  const int v_begin = (int)((long long)chunk * p.row_groups / G) * 16;
+  const int v_end = min((int)((long long)(chunk + 1) * p.row_groups / G) * 16, p.V);
+  const int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
+  const int KT = (p.D + TILE_K - 1) / TILE_K;
+  const int total = ntiles * KT;
+
+  const fs_elem *Wg = (const fs_elem *)p.W;
+  const fs_elem *Hg = (const fs_elem *)p.H;
+
+  /* Issues the cp.async copies of pipeline step `it` into slot `slot`. */
+  auto load_stage = [&](int it, int slot) {
+    const int t = it / KT, k0 = (it - t * KT) * TILE_K;
+    fs_elem *sW = smem + slot * STAGE_ELEMS;
+    fs_elem *sH = sW + TILE_V * LDS;
+    const int vrow0 = v_begin + t * TILE_V;
+    constexpr int CPR = TILE_K / VEC; /* copies per row */
+    constexpr int NW = TILE_V * CPR, NH = TILE_B * CPR;
+#pragma unroll
+    for (int n = 0; n < (NW + THREADS - 1) / THREADS; n++) {
+      const int i = tid + n * THREADS;
+      if (NW % THREADS != 0 && i >= NW) break;
+      const int r = i / CPR, c = (i - r * CPR) * VEC;
+      const int v = vrow0 + r, k = k0 + c;
+      const bool ok = v < v_end && k < p.D;
+      const fs_elem *src = Wg + (ok ? (long long)v * p.w_stride + k : 0);
+      cp_async(sW + r * LDS + c, src, ok);
+    }
+#pragma unroll
+    for (int n = 0; n < (NH + THREADS - 1) / THREADS; n++) {
+      const int i = tid + n * THREADS;
+      if (NH % THREADS != 0 && i >= NH) break;
+      const int r = i / CPR, c = (i - r * CPR) * VEC;
+      const int b = b0 + r, k = k0 + c;
+      const bool ok = b < p.B && k < p.D;
+      const fs_elem *src = Hg + (ok ? (long long)b * p.h_stride + k : 0);
+      cp_async(sH + r * LDS + c, src, ok);
+    }
+  };
+
+  /* Per-column sampling parameters of the batch columns this thread owns. */
+  float inv_t[NI][2];
+  bool greedy[NI][2];
+  unsigned long long seed_c[NI][2], off_c[NI][2];
+  unsigned tag_c[NI][2];
+#pragma unroll
+  for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const int b = b0 + wn * WN + ni * 8 + 2 * (lane & 3) + j;
+      const int bc = b < p.B ? b : 0;
+      const float T = p.temperatures ? p.temperatures[bc] : p.temperature;
+      greedy[ni][j] = !(T > 0.0f);
+      inv_t[ni][j] = greedy[ni][j] ? 0.0f : 1.0f / T;
+      seed_c[ni][j] = p.seeds ? p.seeds[bc] : p.seed;
+      off_c[ni][j] = p.offsets ? p.offsets[bc] : p.offset;
+      tag_c[ni][j] = p.seeds ? 0u : (unsigned)(b + 1);
+    }
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) acc[mi][ni][q] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < total) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  for (int it = 0; it < total; it++) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nx = it + STAGES - 1;
+      if (nx < total) load_stage(nx, nx % STAGES);
+      cp_async_commit();
+    }
+    const fs_elem *sW = smem + (it % STAGES) * STAGE_ELEMS;
+    const fs_elem *sH = sW + TILE_V * LDS;
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; kk += 16) {
+      unsigned af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+        ldmatrix_x4(af[mi], sW + (wm * WM + mi * 16 + (lane & 15)) * LDS + kk + (lane >> 4) * 8);
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+        ldmatrix_x2(bf[ni], sH + (wn * WN + ni * 8 + (lane & 7)) * LDS + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni]);
+    }
+
+    const int t = it / KT;
+    if (it - t * KT != KT - 1) continue;
+
+    /* ---- epilogue of vocab tile t: perturb, fold into the chunk's candidates */
+    const int vrow0 = v_begin + t * TILE_V;
+    for (int s = 0; s < S; s++) {
+      unsigned long long bk[NI][2];
+      float bz[NI][2];
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) { bk[ni][j] = 0ull; bz[ni][j] = 0.0f; }
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int v = vrow0 + wm * WM + mi * 16 + (lane >> 2) + 8 * h;
+          if (v >= v_end) continue;
+          const unsigned token = (unsigned)(p.vocab_offset + v);
+#pragma unroll
+          for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+              const float z = acc[mi][ni][2 * h + j];
+              float score = z;
+              if (!greedy[ni][j])
+                score = fmaf(z, inv_t[ni][j],
+                             fs_noise(seed_c[ni][j], off_c[ni][j], token, (unsigned)s, tag_c[ni][j]));
+              keep_max(bk[ni][j], bz[ni][j], fs_pack_key(score, token), z);
+            }
+        }
+      /* max over the 8 lanes that share a column (lane bits 2..4) */
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) {
+            unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk[ni][j], o);
+            float z2 = __shfl_xor_sync(0xffffffffu, bz[ni][j], o);
+            keep_max(bk[ni][j], bz[ni][j], k2, z2);
+          }
+          if (lane < 4) {
+            const int col = wn * WN + ni * 8 + 2 * lane + j;
+            red_key[wm][col] = bk[ni][j];
+            red_z[wm][col] = bz[ni][j];
+          }
+        }
+      __syncthreads();
+      if (tid < TILE_B && b0 + tid < p.B) {
+        unsigned long long k = red_key[0][tid];
+        float z = red_z[0][tid];
+#pragma unroll
+        for (int w = 1; w < WARPS_M; w++) keep_max(k, z, red_key[w][tid], red_z[w][tid]);
+        const size_t ci = ((size_t)(b0 + tid) * S + s) * G + chunk;
+        if (t > 0) keep_max(k, z, p.cand_keys[ci], p.cand_logits[ci]);
+        p.cand_keys[ci] = k;
+        p.cand_logits[ci] = z;
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[mi][ni][q] = 0.0f;
+  }
+  cp_async_wait<0>();
+
+#if REDUCE_LASTCTA
+  /* The last CTA of this batch tile to finish reduces its G candidates. */
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == (unsigned)(G - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int nb = min(TILE_B, p.B - b0);
+  for (int item = warp; item < nb * S; item += THREADS / 32)
+    reduce_item(p, b0 * S + item, lane);
+  if (tid == 0) p.counters[blockIdx.y] = 0u; /* ready for the next launch */
+#endif
+}
+
+/* Second-pass reduction (REDUCE_LASTCTA=0): one warp per (b, s) item. */
+extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) {
+  const int item = blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (item < p.B * p.num_samples) reduce_item(p, item, threadIdx.x & 31);
+}

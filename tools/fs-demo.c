@@ -1,0 +1,178 @@
+/*
+** fs-demo: samples from a random LM head of a given shape and prints the
+** tokens, the time per call and the fraction of the HBM bandwidth floor.
+** Without a GPU it runs the CPU reference on the same kind of problem and
+** says so.
+**
+**   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
+**           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
+*/
+#include "fs_tools.h"
+
+#include "fs_half.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct args {
+  int D, V, B, dtype, iters;
+  float T;
+  unsigned long long seed;
+} args;
+
+static int usage(const char *msg) {
+  if (msg) fprintf(stderr, "fs-demo: %s\n", msg);
+  fprintf(stderr,
+          "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"
+          "               [--temperature T] [--seed S] [--iters N] [--list-models]\n");
+  return 2;
+}
+
+static int parse(int argc, char **argv, args *a) {
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 1.0f, 1234};
+  for (int i = 1; i < argc; i++) {
+    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(k, "--list-models")) {
+      for (const fs_model *m = fs_models; m->name; m++)
+        printf("%-14s D=%-5d V=%-7d %s\n", m->name, m->hidden, m->vocab, m->note);
+      exit(0);
+    }
+    if (!v) return usage("every option takes a value");
+    i++;
+    if (!strcmp(k, "--model")) {
+      const fs_model *m = fs_model_find(v);
+      if (!m) return usage("unknown model (see --list-models)");
+      a->D = m->hidden;
+      a->V = m->vocab;
+    } else if (!strcmp(k, "--shape")) {
+      if (sscanf(v, "D=%d,V=%d", &a->D, &a->V) != 2) return usage("--shape wants D=..,V=..");
+    } else if (!strcmp(k, "--batch")) {
+      a->B = atoi(v);
+    } else if (!strcmp(k, "--dtype")) {
+      if (!strcmp(v, "bf16")) a->dtype = FS_DTYPE_BF16;
+      else if (!strcmp(v, "fp16")) a->dtype = FS_DTYPE_FP16;
+      else return usage("--dtype is bf16 or fp16");
+    } else if (!strcmp(k, "--temperature")) {
+      a->T = strtof(v, NULL);
+    } else if (!strcmp(k, "--seed")) {
+      a->seed = strtoull(v, NULL, 0);
+    } else if (!strcmp(k, "--iters")) {
+      a->iters = atoi(v);
+    } else {
+      return usage("unknown option");
+    }
+  }
+  return 0;
+}
+
+static void print_tokens(const int32_t *tok, int B) {
+  printf("tokens:");
+  for (int b = 0; b < B && b < 16; b++) printf(" %d", tok[b]);
+  printf(B > 16 ? " ...\n" : "\n");
+}
+
+/* No GPU: the CPU reference on host tensors. */
+static int run_cpu(const args *a) {
+  size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
+  uint16_t *H = malloc(nh * 2), *W = malloc(nw * 2);
+  int32_t *tok = malloc((size_t)a->B * 4);
+  if (!H || !W || !tok) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  unsigned long long s = a->seed;
+  for (size_t i = 0; i < nh + nw; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    float u = (float)((s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+    uint16_t x = a->dtype == FS_DTYPE_BF16 ? fs_float_to_bf16(u) : fs_float_to_half(u);
+    if (i < nh) H[i] = x; else W[i - nh] = x;
+  }
+  fs_problem p = {a->B, a->D, a->V, 0, a->dtype, H, 0, W, 0};
+  fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
+  double t0 = fs_tools_now();
+  int st = fs_reference_sample(&p, &sm, tok, NULL, NULL);
+  double ms = fs_tools_now() - t0;
+  if (st) {
+    fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(NULL));
+    return 1;
+  }
+  print_tokens(tok, a->B);
+  printf("CPU reference: %.1f ms for B=%d D=%d V=%d (no timing of the GPU kernel: no GPU)\n", ms,
+         a->B, a->D, a->V);
+  free(H); free(W); free(tok);
+  return 0;
+}
+
+static int run_gpu(fs_context *ctx, const args *a) {
+  const fs_cu_api *cu = ctx->cu;
+  CUdeviceptr H = 0, W = 0, tok = 0;
+  CUevent e0, e1;
+  CUcontext dummy;
+  size_t wbytes = (size_t)a->V * a->D * 2;
+  double bw = fs_tools_read_bandwidth(ctx, (size_t)2 << 30, 10);
+  int st = FS_OK;
+  cu->cuCtxPushCurrent(ctx->cu_ctx);
+  if (cu->cuMemAlloc(&H, (size_t)a->B * a->D * 2) || cu->cuMemAlloc(&W, wbytes) ||
+      cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
+      cu->cuEventCreate(&e1, 0)) {
+    fprintf(stderr, "fs-demo: device allocation failed\n");
+    return 1;
+  }
+  cu->cuCtxPopCurrent(&dummy);
+  if ((st = fs_tools_fill_random(ctx, H, (size_t)a->B * a->D, a->dtype, 1.0f, a->seed)) ||
+      (st = fs_tools_fill_random(ctx, W, (size_t)a->V * a->D, a->dtype, 1.0f, a->seed + 1)))
+    goto fail;
+  fs_problem p = {a->B, a->D, a->V, 0, a->dtype, (void *)(uintptr_t)H, 0,
+                  (void *)(uintptr_t)W, 0};
+  fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
+  fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
+  char name[256];
+  if ((st = fs_prepare(ctx, &p, &sm)) || (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
+    goto fail;
+  cu->cuCtxPushCurrent(ctx->cu_ctx);
+  for (int i = 0; i < 3 && !st; i++) st = fs_sample(ctx, &p, &sm, &o, NULL);
+  cu->cuEventRecord(e0, NULL);
+  for (int i = 0; i < a->iters && !st; i++) {
+    sm.offset = (unsigned long long)i;
+    st = fs_sample(ctx, &p, &sm, &o, NULL);
+  }
+  cu->cuEventRecord(e1, NULL);
+  cu->cuEventSynchronize(e1);
+  float ms = 0;
+  cu->cuEventElapsedTime(&ms, e0, e1);
+  int32_t host_tok[16];
+  cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
+  cu->cuCtxPopCurrent(&dummy);
+  if (st) goto fail;
+  double us = ms * 1e3 / a->iters, floor_us = wbytes / bw * 1e6;
+  print_tokens(host_tok, a->B);
+  printf("device: %s (sm_%d, %d SMs)\nvariant: %s\n", ctx->device_name, ctx->arch,
+         ctx->sm_count, name);
+  printf("B=%d D=%d V=%d %s: %.1f us per call (mean of %d back to back; W = %.2f GB > L2)\n",
+         a->B, a->D, a->V, a->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", us, a->iters,
+         wbytes / 1e9);
+  printf("floor: %.1f us (W bytes / measured read bandwidth %.2f TB/s) -> time/floor %.3f\n",
+         floor_us, bw / 1e12, us / floor_us);
+  return 0;
+fail:
+  fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
+  if (*fs_last_compile_log(ctx)) fprintf(stderr, "%.4000s\n", fs_last_compile_log(ctx));
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  args a;
+  int rc = parse(argc, argv, &a);
+  if (rc) return rc;
+  fs_context *ctx = NULL;
+  int st = fs_context_create(0, &ctx);
+  if (st == FS_NO_DEVICE || st == FS_UNSUPPORTED) {
+    printf("no usable GPU (%s): running the CPU reference instead\n", fs_last_error(NULL));
+    return run_cpu(&a);
+  }
+  if (st) {
+    fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(NULL));
+    return 1;
+  }
+  rc = run_gpu(ctx, &a);
+  fs_context_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,125 @@
+/* fs_tools.c: see fs_tools.h. */
+#include "fs_tools.h"
+
+#include "fs_half.h"
+#include "fs_nvrtc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const fs_model fs_models[] = {
+    {"qwen3-0.6b", 151936, 1024, "Qwen3 0.6B"},
+    {"llama3.2-1b", 128256, 2048, "Llama 3.2 1B"},
+    {"qwen3-30b-a3b", 151936, 2048, "Qwen3 30B-A3B"},
+    {"gpt-oss", 201088, 2880, "GPT-OSS 20B/120B"},
+    {"llama3.1-8b", 128256, 4096, "Llama 3.1 8B"},
+    {"qwen3-8b", 151936, 4096, "Qwen3 8B, Qwen3 235B-A22B"},
+    {"gemma3-27b", 262208, 5376, "Gemma 3 27B"},
+    {"deepseek-v3", 129280, 7168, "DeepSeek V3"},
+    {"kimi-k2.5", 163840, 7168, "Kimi K2.5"},
+    {"llama3-70b", 128256, 8192, "Llama 3 70B"},
+    {NULL, 0, 0, NULL}};
+
+const fs_model *fs_model_find(const char *name) {
+  for (const fs_model *m = fs_models; m->name; m++)
+    if (strcmp(m->name, name) == 0) return m;
+  return NULL;
+}
+
+double fs_tools_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int fs_tools_fill_random(fs_context *ctx, CUdeviceptr dst, size_t n, int dtype,
+                         float scale, uint64_t seed) {
+  const size_t chunk = (size_t)1 << 24;
+  uint16_t *buf = malloc(chunk * 2);
+  if (!buf) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of host memory");
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  CUcontext dummy;
+  FS_CHECK_CU(ctx, ctx->cu->cuCtxPushCurrent(ctx->cu_ctx));
+  int st = FS_OK;
+  for (size_t off = 0; off < n && !st; off += chunk) {
+    size_t m = n - off < chunk ? n - off : chunk;
+    for (size_t i = 0; i < m; i++) {
+      s ^= s << 13; s ^= s >> 7; s ^= s << 17; /* xorshift64 */
+      float u = (float)((s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+      buf[i] = dtype == FS_DTYPE_BF16 ? fs_float_to_bf16(u * scale)
+                                      : fs_float_to_half(u * scale);
+    }
+    CUresult r = ctx->cu->cuMemcpyHtoD(dst + off * 2, buf, m * 2);
+    if (r) st = fs_cu_fail(ctx, r, "cuMemcpyHtoD", __FILE__, __LINE__);
+  }
+  ctx->cu->cuCtxPopCurrent(&dummy);
+  free(buf);
+  return st;
+}
+
+static const char probe_src[] =
+    "extern \"C\" __global__ void fs_read_probe(const uint4 *p, size_t n, unsigned *out) {\n"
+    "  unsigned acc = 0;\n"
+    "  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (size_t)gridDim.x * blockDim.x) {\n"
+    "    uint4 v = __ldcs(p + i);\n"
+    "    acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
+    "  }\n"
+    "  if (acc == 0x12345678u) *out = acc;\n"
+    "}\n";
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double fs_tools_read_bandwidth(fs_context *ctx, size_t bytes, int reps) {
+  const fs_cu_api *cu = ctx->cu;
+  char err[256], target[16];
+  fs_cubin c;
+  snprintf(target, sizeof target, "sm_%d", ctx->arch);
+  if (fs_nvrtc_compile("fs_read_probe", probe_src, target, &c, err, sizeof err)) {
+    fprintf(stderr, "probe: %s\n%s\n", err, c.log ? c.log : "");
+    fs_cubin_free(&c);
+    return 0;
+  }
+  CUcontext dummy;
+  if (cu->cuCtxPushCurrent(ctx->cu_ctx)) return 0;
+  CUmodule mod = NULL;
+  CUfunction fn;
+  CUdeviceptr buf = 0, out = 0;
+  CUevent e0 = NULL, e1 = NULL;
+  double result = 0, *t = calloc((size_t)reps, sizeof *t);
+  if (t && !cu->cuModuleLoadData(&mod, c.data) &&
+      !cu->cuModuleGetFunction(&fn, mod, "fs_read_probe") && !cu->cuMemAlloc(&buf, bytes) &&
+      !cu->cuMemAlloc(&out, 4) && !cu->cuMemsetD8(buf, 1, bytes) &&
+      !cu->cuEventCreate(&e0, 0) && !cu->cuEventCreate(&e1, 0)) {
+    size_t n = bytes / 16;
+    void *args[] = {&buf, &n, &out};
+    int ok = 1;
+    for (int i = -2; i < reps && ok; i++) {
+      cu->cuEventRecord(e0, NULL);
+      ok = !cu->cuLaunchKernel(fn, ctx->sm_count * 8, 1, 1, 512, 1, 1, 0, NULL, args, NULL);
+      cu->cuEventRecord(e1, NULL);
+      cu->cuEventSynchronize(e1);
+      float ms = 0;
+      cu->cuEventElapsedTime(&ms, e0, e1);
+      if (i >= 0) t[i] = ms;
+    }
+    if (ok) {
+      qsort(t, (size_t)reps, sizeof *t, cmp_double);
+      result = (double)bytes / (t[reps / 2] * 1e-3);
+    }
+  }
+  if (e0) cu->cuEventDestroy(e0);
+  if (e1) cu->cuEventDestroy(e1);
+  if (buf) cu->cuMemFree(buf);
+  if (out) cu->cuMemFree(out);
+  if (mod) cu->cuModuleUnload(mod);
+  cu->cuCtxPopCurrent(&dummy);
+  fs_cubin_free(&c);
+  free(t);
+  return result;
+}

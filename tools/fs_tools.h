@@ -1,0 +1,36 @@
+/*
+** fs_tools.h: helpers shared by the command-line programs (not part of the
+** library's ABI): model presets, random device tensors, and an HBM read
+** bandwidth probe compiled with NVRTC.
+*/
+#ifndef FS_TOOLS_H
+#define FS_TOOLS_H
+
+#include "fs_int.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fs_model {
+  const char *name;
+  int vocab, hidden;
+  const char *note;
+} fs_model;
+
+/* The LM-head presets of shared/BACKGROUND.md, ending with a NULL name. */
+extern const fs_model fs_models[];
+const fs_model *fs_model_find(const char *name);
+
+/* Fills n elements of bf16/fp16 (dtype) at dst on the device with values
+** uniform in [-scale, scale) from `seed` (host generation, then a copy). */
+int fs_tools_fill_random(fs_context *ctx, CUdeviceptr dst, size_t n, int dtype,
+                         float scale, uint64_t seed);
+
+/* Measures HBM read bandwidth (bytes/s) by streaming `bytes` of device memory
+** with 16-byte loads, median of `reps` runs.  Returns 0 on failure. */
+double fs_tools_read_bandwidth(fs_context *ctx, size_t bytes, int reps);
+
+/* Milliseconds between two events. */
+double fs_tools_now(void);
+
+#endif
