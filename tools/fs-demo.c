@@ -16,7 +16,7 @@
 #include <string.h>
 
 typedef struct args {
-  int D, V, B, dtype, iters;
+  int D, V, B, dtype, iters, check;
   float T;
   unsigned long long seed;
 } args;
@@ -30,7 +30,7 @@ static int usage(const char *msg) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 1.0f, 1234};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -59,6 +59,8 @@ static int parse(int argc, char **argv, args *a) {
       a->seed = strtoull(v, NULL, 0);
     } else if (!strcmp(k, "--iters")) {
       a->iters = atoi(v);
+    } else if (!strcmp(k, "--check")) {
+      a->check = atoi(v);
     } else {
       return usage("unknown option");
     }
@@ -99,6 +101,31 @@ static int run_cpu(const args *a) {
          a->B, a->D, a->V);
   free(H); free(W); free(tok);
   return 0;
+}
+
+/* Compares the last call's tokens with the CPU reference on the same data. */
+static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
+                 const fs_problem *p, const fs_sampling *sm, CUdeviceptr tok) {
+  const fs_cu_api *cu = ctx->cu;
+  size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
+  uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
+  int32_t *gpu = malloc((size_t)a->B * 4), *ref = malloc((size_t)a->B * 4);
+  CUcontext dummy;
+  if (!h || !w || !gpu || !ref) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  cu->cuCtxPushCurrent(ctx->cu_ctx);
+  cu->cuMemcpyDtoH(h, H, nh * 2);
+  cu->cuMemcpyDtoH(w, W, nw * 2);
+  cu->cuMemcpyDtoH(gpu, tok, (size_t)a->B * 4);
+  cu->cuCtxPopCurrent(&dummy);
+  fs_problem q = *p;
+  q.hidden_states = h;
+  q.weight = w;
+  int st = fs_reference_sample(&q, sm, ref, NULL, NULL), bad = 0;
+  if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
+  for (int b = 0; b < a->B; b++) bad += gpu[b] != ref[b];
+  printf("check: %d of %d tokens equal the CPU reference's\n", a->B - bad, a->B);
+  free(h); free(w); free(gpu); free(ref);
+  return bad ? 3 : 0;
 }
 
 static int run_gpu(fs_context *ctx, const args *a) {
@@ -151,6 +178,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
          wbytes / 1e9);
   printf("floor: %.1f us (W bytes / measured read bandwidth %.2f TB/s) -> time/floor %.3f\n",
          floor_us, bw / 1e12, us / floor_us);
+  if (a->check) return check(ctx, a, H, W, &p, &sm, tok);
   return 0;
 fail:
   fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
