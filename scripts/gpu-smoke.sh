@@ -7,7 +7,7 @@ out=${OUT:-.}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/smi.txt"
 for args in "--shape D=64,V=1000 --batch 3" "--shape D=4096,V=151937 --batch 5 --temperature 0" \
             "--shape D=4096,V=151937 --batch 3" "--shape D=256,V=151937 --batch 300 --dtype fp16" \
-            "--shape D=4096,V=151936 --batch 64 --temperature 2"; do
+            "--shape D=1024,V=151936 --batch 64 --temperature 2"; do
   echo "== fs-demo $args --check 1"
   FS_LOG=1 ./build/fs-demo $args --check 1 --iters 5 2>&1 | tail -8
 done 2>&1 | tee "$out/check.log"
