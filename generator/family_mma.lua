@@ -6,7 +6,7 @@
 -- Parameters, in name order (the name fragment in brackets):
 --   tile_v  [v128]  vocab rows per CTA tile
 --   tile_b  [b16]   batch rows per CTA
---   tile_k  [k64]   hidden elements per pipeline stage
+--   tile_k  [k64]   hidden elements per pipeline stage (256: longer DRAM bursts)
 --   warps   [w4x1]  warps along vocab x along batch
 --   stages  [s4]    pipeline depth
 --   load    [l16]   bytes per cp.async
@@ -56,8 +56,8 @@ local warps = {
 }
 
 local p_tile_v = num("v", "tile_v"); p_tile_v.values = { 64, 128, 256 }
-local p_tile_b = num("b", "tile_b"); p_tile_b.values = { 8, 16, 32, 64 }
-local p_tile_k = num("k", "tile_k"); p_tile_k.values = { 32, 64, 128 }
+local p_tile_b = num("b", "tile_b"); p_tile_b.values = { 8, 16, 32, 64, 128 }
+local p_tile_k = num("k", "tile_k"); p_tile_k.values = { 32, 64, 128, 256 }
 warps.values = { 21, 41, 81, 22, 42 }   -- m*10 + n
 local p_stages = num("s", "stages"); p_stages.values = { 2, 3, 4, 6 }
 local p_load = num("l", "load"); p_load.values = { 16, 8 }
@@ -70,8 +70,10 @@ local function split(v)
   v.warps_m, v.warps_n = v.warps // 10, v.warps % 10
 end
 
+-- Pipeline stages plus the staged fp32 logits of one tile (the epilogue).
 local function smem_bytes(v)
   return v.stages * (v.tile_v + v.tile_b) * (v.tile_k + 8) * 2
+       + v.tile_b * (v.tile_v + 4) * 4
 end
 
 -- Named predicates; the first that fails names why a variant is invalid.
@@ -82,6 +84,15 @@ fam.constraints = {
     pred = function(v) return v.tile_b % (8 * v.warps_n) == 0 end },
   { name = "64 to 256 threads per CTA",
     pred = function(v) local t = 32 * v.warps_m * v.warps_n; return t >= 64 and t <= 256 end },
+  { name = "epilogue: each thread owns one batch column and whole quads of rows",
+    pred = function(v)
+      local t = 32 * v.warps_m * v.warps_n
+      return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
+    end },
+  { name = "256-wide K tiles only with vocab tiles <= 128 rows and <= 4 stages",
+    pred = function(v) return v.tile_k ~= 256 or (v.tile_v <= 128 and v.stages <= 4) end },
+  { name = "128-row batch tiles only split over 2+ batch warps",
+    pred = function(v) return v.tile_b < 128 or v.warps_n >= 2 end },
   { name = "accumulators fit in registers (<= 64 fp32 per thread)",
     pred = function(v)
       return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end },
@@ -131,7 +142,8 @@ function fam.default(arch, dtype, B, D, V)
   if B <= 8 then v.tile_b, v.warps = 8, 41
   elseif B <= 16 then v.tile_b, v.warps = 16, 41
   elseif B <= 32 then v.tile_b, v.warps = 32, 41
-  else v.tile_b, v.warps = 64, 42 end
+  elseif B <= 64 then v.tile_b, v.warps = 64, 42
+  else v.tile_b, v.warps = 128, 42 end
   return v
 end
 

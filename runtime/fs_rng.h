@@ -7,8 +7,10 @@
 **
 ** Counter layout for one (row, sample, token) draw:
 **   key     = { seed_lo, seed_hi }                        (the seed, 64 bits)
-**   counter = { token, sample | tag << 16, offset_lo, offset_hi }
-** where token is the GLOBAL token id (vocab_offset + local row of W) and
+**   counter = { token >> 2, sample | tag << 16, offset_lo, offset_hi }
+** and the draw is word (token & 3) of the 128-bit output, so one Philox call
+** serves four consecutive token ids.  token is the GLOBAL token id
+** (vocab_offset + local row of W) and
 ** tag = row + 1 with a scalar seed (rows independent) or 0 with per-row seeds
 ** (a request's noise does not depend on its batch slot).  Nothing depends on
 ** tiles, CTAs, variants or shards.  Hence sample < 2^16 and row < 2^16 - 1.
@@ -97,13 +99,20 @@ FS_RNG_FN float fs_gumbel(fs_u32 x) {
   return -logf(e);
 }
 
+/* The random words of tokens 4*quad .. 4*quad+3 (row tag, sample) under
+** (seed, offset). */
+FS_RNG_FN fs_philox_out fs_noise_quad(fs_u64 seed, fs_u64 offset, fs_u32 quad,
+                                      fs_u32 sample, fs_u32 tag) {
+  return fs_philox4x32_10(quad, sample | (tag << 16), (fs_u32)offset,
+                          (fs_u32)(offset >> 32), (fs_u32)seed,
+                          (fs_u32)(seed >> 32));
+}
+
 /* The noise of (global token, row tag, sample) under (seed, offset). */
 FS_RNG_FN float fs_noise(fs_u64 seed, fs_u64 offset, fs_u32 token,
                          fs_u32 sample, fs_u32 tag) {
-  fs_philox_out r = fs_philox4x32_10(token, sample | (tag << 16),
-                                     (fs_u32)offset, (fs_u32)(offset >> 32),
-                                     (fs_u32)seed, (fs_u32)(seed >> 32));
-  return fs_gumbel(r.v[0]);
+  fs_philox_out r = fs_noise_quad(seed, offset, token >> 2, sample, tag);
+  return fs_gumbel(r.v[token & 3]);
 }
 
 /* Order-preserving 64-bit key of (score, token): a larger score gives a

@@ -60,6 +60,9 @@
 #define LDS (TILE_K + 8)            /* smem row pitch (elements): +16 B pad */
 #define VEC (LOAD_BYTES / 2)        /* elements per cp.async */
 #define STAGE_ELEMS ((TILE_V + TILE_B) * LDS)
+#define ZP (TILE_V + 4)             /* pitch (floats) of the staged logits */
+#define TPC (THREADS / TILE_B)      /* epilogue threads per batch column */
+#define RPT (TILE_V / TPC)          /* epilogue rows per thread */
 
 static_assert(TILE_V % (16 * WARPS_M) == 0, "TILE_V must be a multiple of 16*WARPS_M");
 static_assert(TILE_B % (8 * WARPS_N) == 0, "TILE_B must be a multiple of 8*WARPS_N");
@@ -67,6 +70,8 @@ static_assert(TILE_K % 16 == 0 && TILE_K >= 16, "TILE_K must be a multiple of 16
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
 static_assert(LOAD_BYTES == 8 || LOAD_BYTES == 16, "LOAD_BYTES must be 8 or 16");
 static_assert(THREADS <= 1024, "too many threads");
+static_assert(THREADS % TILE_B == 0 && TPC <= 32, "THREADS must be TILE_B times 1..32");
+static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
 typedef unsigned short fs_elem; /* raw bf16/fp16 bits */
 
@@ -142,8 +147,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 fsamp_main(const fs_params p) {
   extern __shared__ __align__(16) unsigned char fs_smem[];
   fs_elem *smem = (fs_elem *)fs_smem;
-  __shared__ unsigned long long red_key[WARPS_M][TILE_B];
-  __shared__ float red_z[WARPS_M][TILE_B];
   __shared__ int is_last;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -191,24 +194,18 @@ fsamp_main(const fs_params p) {
     }
   };
 
-  /* Per-column sampling parameters of the batch columns this thread owns. */
-  float inv_t[NI][2];
-  bool greedy[NI][2];
-  unsigned long long seed_c[NI][2], off_c[NI][2];
-  unsigned tag_c[NI][2];
-#pragma unroll
-  for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      const int b = b0 + wn * WN + ni * 8 + 2 * (lane & 3) + j;
-      const int bc = b < p.B ? b : 0;
-      const float T = p.temperatures ? p.temperatures[bc] : p.temperature;
-      greedy[ni][j] = !(T > 0.0f);
-      inv_t[ni][j] = greedy[ni][j] ? 0.0f : 1.0f / T;
-      seed_c[ni][j] = p.seeds ? p.seeds[bc] : p.seed;
-      off_c[ni][j] = p.offsets ? p.offsets[bc] : p.offset;
-      tag_c[ni][j] = p.seeds ? 0u : (unsigned)(b + 1);
-    }
+  /* The epilogue's column and rows for this thread, and the column's
+  ** sampling parameters (fixed for the CTA's lifetime). */
+  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS); /* [TILE_B][ZP] */
+  const int ecol = tid / TPC, epart = tid % TPC;
+  const int eb = b0 + ecol, ebc = eb < p.B ? eb : 0;
+  const float eT = p.temperatures ? p.temperatures[ebc] : p.temperature;
+  const bool egreedy = !(eT > 0.0f);
+  const float einv = egreedy ? 0.0f : 1.0f / eT;
+  const unsigned long long eseed = p.seeds ? p.seeds[ebc] : p.seed;
+  const unsigned long long eoff = p.offsets ? p.offsets[ebc] : p.offset;
+  const unsigned etag = p.seeds ? 0u : (unsigned)(eb + 1);
+  const unsigned ephase = (unsigned)p.vocab_offset & 3u; /* token quads vs rows */
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -252,63 +249,57 @@ fsamp_main(const fs_params p) {
     const int t = it / KT;
     if (it - t * KT != KT - 1) continue;
 
-    /* ---- epilogue of vocab tile t: perturb, fold into the chunk's candidates */
+    /* ---- epilogue of vocab tile t: stage the logits, perturb, fold ---- */
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+          sZ[(wn * WN + ni * 8 + 2 * (lane & 3) + (q & 1)) * ZP + wm * WM + mi * 16 +
+             (lane >> 2) + 8 * (q >> 1)] = acc[mi][ni][q];
+    __syncthreads();
     const int vrow0 = v_begin + t * TILE_V;
     for (int s = 0; s < S; s++) {
-      unsigned long long bk[NI][2];
-      float bz[NI][2];
+      unsigned long long bk = 0ull;
+      float bz = 0.0f;
+      for (int r = epart * RPT; r < (epart + 1) * RPT; r += 4) {
+        const int v = vrow0 + r;
+        if (v >= v_end) break;
+        const float4 z4 = *(const float4 *)(sZ + ecol * ZP + r);
+        const float z[4] = {z4.x, z4.y, z4.z, z4.w};
+        const unsigned tok0 = (unsigned)(p.vocab_offset + v);
+        float sc[4] = {z[0], z[1], z[2], z[3]};
+        if (!egreedy) {
+          const fs_philox_out q0 = fs_noise_quad(eseed, eoff, tok0 >> 2, (unsigned)s, etag);
+          fs_philox_out q1 = q0;
+          if (ephase) q1 = fs_noise_quad(eseed, eoff, (tok0 >> 2) + 1u, (unsigned)s, etag);
 #pragma unroll
-      for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) { bk[ni][j] = 0ull; bz[ni][j] = 0.0f; }
-#pragma unroll
-      for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int v = vrow0 + wm * WM + mi * 16 + (lane >> 2) + 8 * h;
-          if (v >= v_end) continue;
-          const unsigned token = (unsigned)(p.vocab_offset + v);
-#pragma unroll
-          for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-              const float z = acc[mi][ni][2 * h + j];
-              float score = z;
-              if (!greedy[ni][j])
-                score = fmaf(z, inv_t[ni][j],
-                             fs_noise(seed_c[ni][j], off_c[ni][j], token, (unsigned)s, tag_c[ni][j]));
-              keep_max(bk[ni][j], bz[ni][j], fs_pack_key(score, token), z);
-            }
-        }
-      /* max over the 8 lanes that share a column (lane bits 2..4) */
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-#pragma unroll
-          for (int o = 4; o < 32; o <<= 1) {
-            unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk[ni][j], o);
-            float z2 = __shfl_xor_sync(0xffffffffu, bz[ni][j], o);
-            keep_max(bk[ni][j], bz[ni][j], k2, z2);
-          }
-          if (lane < 4) {
-            const int col = wn * WN + ni * 8 + 2 * lane + j;
-            red_key[wm][col] = bk[ni][j];
-            red_z[wm][col] = bz[ni][j];
+          for (int j = 0; j < 4; j++) {
+            const unsigned w = ephase + (unsigned)j; /* word of token tok0 + j */
+            const unsigned x = w == 0 ? q0.v[0] : w == 1 ? q0.v[1] : w == 2 ? q0.v[2]
+                             : w == 3 ? q0.v[3] : w == 4 ? q1.v[0] : w == 5 ? q1.v[1]
+                             : q1.v[2];
+            sc[j] = fmaf(z[j], einv, fs_gumbel(x));
           }
         }
-      __syncthreads();
-      if (tid < TILE_B && b0 + tid < p.B) {
-        unsigned long long k = red_key[0][tid];
-        float z = red_z[0][tid];
 #pragma unroll
-        for (int w = 1; w < WARPS_M; w++) keep_max(k, z, red_key[w][tid], red_z[w][tid]);
-        const size_t ci = ((size_t)(b0 + tid) * S + s) * G + chunk;
-        if (t > 0) keep_max(k, z, p.cand_keys[ci], p.cand_logits[ci]);
-        p.cand_keys[ci] = k;
-        p.cand_logits[ci] = z;
+        for (int j = 0; j < 4; j++)
+          if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
       }
-      __syncthreads();
+      /* max over the TPC consecutive lanes that share this column */
+#pragma unroll
+      for (int o = 1; o < TPC; o <<= 1) {
+        const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
+        const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
+        keep_max(bk, bz, k2, z2);
+      }
+      if (epart == 0 && eb < p.B) {
+        const size_t ci = ((size_t)eb * S + s) * G + chunk;
+        if (t > 0) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
+        p.cand_keys[ci] = bk;
+        p.cand_logits[ci] = bz;
+      }
     }
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
