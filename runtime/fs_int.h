@@ -62,6 +62,14 @@ struct fs_context {
 ** caller has made ctx's CUDA context current. */
 int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out);
 
+/* The same from a cubin compiled earlier (tuning database, tuner): no NVRTC.
+** The cubin must have been compiled from v's source for this GPU. */
+int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
+                         fs_kernel **out);
+
+/* Unloads and forgets a loaded kernel (plans using it are dropped too). */
+void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
+
 /* sample.c: the batch bucket of B (the next power of two, at most 256, then
 ** multiples of 256). */
 int fs_bucket(int batch);

@@ -57,19 +57,40 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   return FS_OK;
 }
 
-int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
-  char err[512];
+static fs_kernel *find_loaded(fs_context *ctx, const char *name) {
   for (fs_kernel *k = ctx->kernels; k; k = k->next)
-    if (strcmp(k->v.name, v->name) == 0) {
-      *out = k;
-      return FS_OK;
-    }
+    if (strcmp(k->v.name, name) == 0) return k;
+  return NULL;
+}
+
+/* Can this GPU run v at all? */
+static int check_fits(fs_context *ctx, const fs_variant *v) {
   if (v->arch / 10 != ctx->arch / 10 || v->arch > ctx->arch)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "variant %s is for sm_%d, this GPU is sm_%d",
                   v->name, v->arch, ctx->arch);
   if (v->smem > ctx->max_smem_optin)
     return fs_err(ctx, FS_UNSUPPORTED, "variant %s needs %d bytes of shared memory, %s allows %d",
                   v->name, v->smem, ctx->device_name, ctx->max_smem_optin);
+  return FS_OK;
+}
+
+int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
+                         fs_kernel **out) {
+  fs_kernel *k = find_loaded(ctx, v->name);
+  if (!k) {
+    FS_TRY(check_fits(ctx, v));
+    FS_TRY(load_cubin(ctx, v, cubin, &k));
+    k->next = ctx->kernels;
+    ctx->kernels = k;
+  }
+  *out = k;
+  return FS_OK;
+}
+
+int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
+  char err[512];
+  if ((*out = find_loaded(ctx, v->name)) != NULL) return FS_OK;
+  FS_TRY(check_fits(ctx, v));
   char *src = NULL;
   int st = fs_gen_source(ctx->gen, v, &src, err, sizeof err);
   if (st) return fs_err(ctx, st, "%s", err);
@@ -90,4 +111,28 @@ int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
   ctx->kernels = k;
   *out = k;
   return FS_OK;
+}
+
+void fs_kernel_unload(fs_context *ctx, fs_kernel *k) {
+  fs_kernel **pp;
+  for (fs_plan **pl = &ctx->plans; *pl;) {
+    if ((*pl)->kernel == k) {
+      fs_plan *dead = *pl;
+      *pl = dead->next;
+      free(dead);
+    } else {
+      pl = &(*pl)->next;
+    }
+  }
+  for (pp = &ctx->kernels; *pp; pp = &(*pp)->next)
+    if (*pp == k) {
+      *pp = k->next;
+      break;
+    }
+  CUcontext dummy;
+  if (ctx->cu->cuCtxPushCurrent(ctx->cu_ctx) == CUDA_SUCCESS) {
+    ctx->cu->cuModuleUnload(k->module);
+    ctx->cu->cuCtxPopCurrent(&dummy);
+  }
+  free(k);
 }
