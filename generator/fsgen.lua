@@ -13,7 +13,9 @@
 
 local fsgen = {}
 
-fsgen.REVISION = "gen-1"      -- bump when generated sources change meaning
+-- The base revision; gen.c appends a hash of every embedded generator and
+-- template file, so any change to them makes a new revision.
+fsgen.REVISION = "gen-1"
 
 -- Families, in name order.
 local families = { mma = fs_require("generator/family_mma.lua") }

@@ -84,6 +84,18 @@ static void open_libs(lua_State *L) {
   lua_pushnil(L); lua_setglobal(L, "loadfile");
 }
 
+/* FNV-1a over every embedded file: changes whenever the generator, a
+** template or a shared header changes, so tuning results and cached cubins
+** of older sources are never mistaken for current ones. */
+static unsigned long long content_hash(void) {
+  unsigned long long h = 1469598103934665603ull;
+  for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
+    for (const char *c = f->path; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (size_t i = 0; i < f->size; i++) h = (h ^ (unsigned char)f->data[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 static int l_open(lua_State *L) {
   open_libs(L);
   lua_newtable(L);
@@ -92,6 +104,11 @@ static int l_open(lua_State *L) {
   lua_pushcfunction(L, l_require);
   lua_pushstring(L, "generator/fsgen.lua");
   lua_call(L, 1, 1);
+  /* REVISION = the Lua file's base revision + the content hash */
+  lua_getfield(L, -1, "REVISION");
+  lua_pushfstring(L, "%s-%08x", lua_tostring(L, -1), (unsigned)(content_hash() >> 32));
+  lua_setfield(L, -3, "REVISION");
+  lua_pop(L, 1);
   return 1;
 }
 

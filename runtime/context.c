@@ -5,6 +5,7 @@
 ** the workspace.
 */
 #include "fs_int.h"
+#include "store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,8 @@ void fs_context_destroy(fs_context *ctx) {
   if (pushed) cu->cuCtxPopCurrent(&dummy);
   if (ctx->owns_primary) cu->cuDevicePrimaryCtxRelease(ctx->device);
   fs_gen_close(ctx->gen);
+  fs_store_close(ctx->user_db);
+  fs_store_close(ctx->defaults_db);
   free(ctx->compile_log);
   free(ctx);
 }

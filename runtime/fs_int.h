@@ -32,7 +32,7 @@ typedef struct fs_kernel {
 typedef struct fs_plan {
   int dtype, hidden, vocab, bucket;
   fs_kernel *kernel;
-  char how[96];          /* how the variant was chosen ("built-in default") */
+  char how[192];          /* how the variant was chosen ("built-in default") */
   struct fs_plan *next;
 } fs_plan;
 
@@ -52,6 +52,8 @@ struct fs_context {
   fs_gen *gen;             /* opened on first use */
   fs_kernel *kernels;      /* loaded variants */
   fs_plan *plans;          /* prepared shapes */
+  struct fs_store *user_db, *defaults_db; /* tuning results, read-only */
+  int user_db_tried, defaults_db_tried;
   CUdeviceptr workspace;   /* counters, then candidates */
   size_t workspace_bytes;
   char errmsg[FS_ERRMSG_MAX];
@@ -69,6 +71,12 @@ int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin
 
 /* Unloads and forgets a loaded kernel (plans using it are dropped too). */
 void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
+
+/* tuned.c: the tuned kernel for (shape, bucket) from the tuning databases,
+** loaded (and re-validated against `dflt` if it was tuned on another shape),
+** with how it was found; *out NULL when nothing tuned applies. */
+int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
+                    fs_kernel **out, char *how, size_t howlen);
 
 /* sample.c: the batch bucket of B (the next power of two, at most 256, then
 ** multiples of 256). */

@@ -118,11 +118,12 @@ static fs_plan *find_plan(fs_context *ctx, const fs_problem *p) {
   return NULL;
 }
 
-/* Chooses the variant for (shape, bucket).  With FS_VARIANT set in the
-** environment, that variant is forced (for benchmarks and debugging). */
-static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_variant *v,
+/* Chooses and loads the kernel for (shape, bucket): FS_VARIANT if set, else
+** the tuning databases (tuned.c), else the generator's built-in default. */
+static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **out,
                   char *how, size_t howlen) {
   char err[768];
+  fs_variant v;
   int arch = gen_arch(ctx->arch);
   if (!arch)
     return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
@@ -133,16 +134,18 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_variant *
   }
   const char *forced = getenv("FS_VARIANT");
   if (forced && *forced) {
-    int st = fs_gen_parse(ctx->gen, forced, v, err, sizeof err);
+    int st = fs_gen_parse(ctx->gen, forced, &v, err, sizeof err);
     if (st) return fs_err(ctx, st, "FS_VARIANT=%s: %s", forced, err);
     snprintf(how, howlen, "forced by FS_VARIANT");
-    return FS_OK;
+    return fs_kernel_load(ctx, &v, out);
   }
-  int st = fs_gen_default(ctx->gen, arch, p->dtype, bucket, p->hidden, p->vocab, v, err,
+  int st = fs_gen_default(ctx->gen, arch, p->dtype, bucket, p->hidden, p->vocab, &v, err,
                           sizeof err);
   if (st) return fs_err(ctx, st, "%s", err);
+  FS_TRY(fs_tuned_choose(ctx, p, bucket, &v, out, how, howlen));
+  if (*out) return FS_OK;
   snprintf(how, howlen, "built-in default");
-  return FS_OK;
+  return fs_kernel_load(ctx, &v, out);
 }
 
 /* Prepares one bucket: choose, load, record a plan. */
@@ -152,11 +155,9 @@ static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int 
   q.batch = bucket < p->batch ? bucket : p->batch;
   fs_plan *pl = find_plan(ctx, &q);
   if (!pl) {
-    fs_variant v;
-    char how[96];
-    FS_TRY(choose(ctx, &q, bucket, &v, how, sizeof how));
+    char how[192];
     fs_kernel *k = NULL;
-    FS_TRY(fs_kernel_load(ctx, &v, &k));
+    FS_TRY(choose(ctx, &q, bucket, &k, how, sizeof how));
     pl = calloc(1, sizeof *pl);
     if (!pl) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a plan");
     pl->dtype = p->dtype;
@@ -167,9 +168,10 @@ static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int 
     snprintf(pl->how, sizeof pl->how, "%s", how);
     pl->next = ctx->plans;
     ctx->plans = pl;
-    if (getenv("FS_LOG"))
+    const char *lg = getenv("FS_LOG");
+    if (lg && *lg && strcmp(lg, "0"))
       fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
-              p->hidden, p->vocab, bucket, v.name, how);
+              p->hidden, p->vocab, bucket, k->v.name, how);
   }
   FS_TRY(fs_workspace_reserve(
       ctx, fs_workspace_need(ctx, pl->kernel, bucket, p->vocab, samples)));

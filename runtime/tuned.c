@@ -1,0 +1,198 @@
+/*
+** tuned.c: where a shape's kernel comes from.  The chain, first hit wins:
+**   1. FS_VARIANT=<name> in the environment (forced; benchmarks, debugging);
+**   2. the user's tuning database (FS_TUNING_DB, else
+**      $XDG_CACHE_HOME/flashsampling/tuning.db, else
+**      ~/.cache/flashsampling/tuning.db), exact (device, shape, bucket);
+**   3. the shipped defaults (FS_DEFAULTS_DB, else the repository's
+**      tuning-db/defaults/defaults.db), exact;
+**   4. the nearest tuned shape of the same arch and dtype in either, which is
+**      re-validated on this GPU against the built-in default before use;
+**   5. the built-in default of the generator.
+** Databases are opened read-only on first use; one that is missing, corrupt
+** or of another schema is skipped (FS_LOG=1 says why), never fatal.  A
+** winner is used only if it was tuned with the current generator revision
+** (the content hash of generator and templates): cubins of other sources
+** are never loaded.  Its cubin, when stored, is loaded without NVRTC.
+*/
+#include "fs_int.h"
+#include "fs_nvrtc.h"
+#include "fs_rng.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FS_DEFAULTS_PATH
+#define FS_DEFAULTS_PATH ""
+#endif
+
+static int logging(void) {
+  const char *e = getenv("FS_LOG");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Opens `path` read-only into *slot (once); NULL on any problem. */
+static fs_store *open_db(fs_store **slot, int *tried, const char *path) {
+  char err[512];
+  if (*tried) return *slot;
+  *tried = 1;
+  if (!path || !*path) return NULL;
+  if (fs_store_open(path, FS_STORE_READONLY, slot, err, sizeof err) != FS_OK) {
+    *slot = NULL;
+    if (logging()) fprintf(stderr, "flashsampling: tuning database skipped: %s\n", err);
+  }
+  return *slot;
+}
+
+static void user_db_path(char *buf, size_t n) {
+  const char *e = getenv("FS_TUNING_DB");
+  if (e) {
+    snprintf(buf, n, "%s", strcmp(e, "off") ? e : "");
+    return;
+  }
+  const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+  if (x && *x) snprintf(buf, n, "%s/flashsampling/tuning.db", x);
+  else if (h && *h) snprintf(buf, n, "%s/.cache/flashsampling/tuning.db", h);
+  else buf[0] = 0;
+}
+
+typedef struct accept_arg {
+  fs_context *ctx;
+  const char *rev;
+  fs_variant *v;
+} accept_arg;
+
+/* A stored winner is usable if it is from this generator revision, parses
+** for this GPU and fits it. */
+static int accept(void *arg, const fs_store_choice *c) {
+  accept_arg *a = arg;
+  char err[256];
+  if (strcmp(c->generator_rev, a->rev) != 0) return 0;
+  if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
+  return a->v->smem <= a->ctx->max_smem_optin;
+}
+
+/* Runs k and the built-in default on a small synthetic problem of the same
+** D (V capped at 4096, B = bucket capped at 64) and checks that they pick
+** the same tokens except at fp32 near-ties.  Used for nearest-shape winners,
+** which were verified on another shape. */
+static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
+                      const fs_problem *p, int bucket) {
+  const fs_cu_api *cu = ctx->cu;
+  fs_kernel *kd = NULL;
+  FS_TRY(fs_kernel_load(ctx, dflt, &kd));
+  const int B = bucket < 64 ? bucket : 64, V = p->vocab < 4096 ? p->vocab : 4096, D = p->hidden;
+  size_t nh = (size_t)B * D, nw = (size_t)V * D;
+  unsigned short *host = malloc((nh + nw) * 2);
+  unsigned long long *keys = malloc((size_t)B * 16);
+  if (!host || !keys) {
+    free(host);
+    free(keys);
+    return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory re-validating %s", k->v.name);
+  }
+  unsigned long long s = 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < nh + nw; i++) { /* small values: bf16 0x3c00 ~ 2^-7 scale */
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    host[i] = (unsigned short)((p->dtype == FS_DTYPE_BF16 ? 0x3c00 : 0x2000) | (s & 0x7f) |
+                               ((s >> 8) & 1) << 15);
+  }
+  CUdeviceptr dh = 0, dw = 0, dt = 0, dk = 0;
+  int st = FS_OK, bad = 0;
+  CUresult r;
+  if ((r = cu->cuMemAlloc(&dh, (nh + nw) * 2)) || (r = cu->cuMemAlloc(&dt, (size_t)B * 4)) ||
+      (r = cu->cuMemAlloc(&dk, (size_t)B * 16)) ||
+      (r = cu->cuMemcpyHtoD(dh, host, (nh + nw) * 2)))
+    st = fs_cu_fail(ctx, r, "allocating the re-validation problem", __FILE__, __LINE__);
+  dw = dh + nh * 2;
+  fs_problem q = {B, D, V, 0, p->dtype, (void *)(uintptr_t)dh, 0, (void *)(uintptr_t)dw, 0};
+  fs_sampling sm = {1.0f, NULL, 1, 7, NULL, 0, NULL};
+  for (int pass = 0; pass < 2 && !st; pass++) {
+    fs_kernel *kk = pass ? kd : k;
+    fs_outputs o = {(int32_t *)(uintptr_t)dt, NULL, (uint64_t *)(uintptr_t)(dk + (size_t)pass * B * 8)};
+    st = fs_workspace_reserve(ctx, fs_workspace_need(ctx, kk, B, V, 1));
+    if (!st) st = fs_launch(ctx, kk, &q, &sm, &o, NULL);
+  }
+  if (!st && (r = cu->cuMemcpyDtoH(keys, dk, (size_t)B * 16)))
+    st = fs_cu_fail(ctx, r, "reading re-validation results", __FILE__, __LINE__);
+  for (int b = 0; b < B && !st; b++) {
+    unsigned long long a = keys[b], d = keys[B + b];
+    float sa = fs_key_score(a), sd = fs_key_score(d);
+    if (a != d && !(sa - sd < 1e-3f * (1.0f + (sd < 0 ? -sd : sd)) &&
+                    sd - sa < 1e-3f * (1.0f + (sd < 0 ? -sd : sd))))
+      bad++;
+  }
+  if (dh) cu->cuMemFree(dh);
+  if (dt) cu->cuMemFree(dt);
+  if (dk) cu->cuMemFree(dk);
+  free(host);
+  free(keys);
+  if (!st && bad)
+    st = fs_err(ctx, FS_INTERNAL, "tuned variant %s disagrees with the built-in default on "
+                "%d of %d rows: not used", k->v.name, bad, B);
+  return st;
+}
+
+/* Loads a database winner: its stored cubin if the source hash matches the
+** current source, else compiled with NVRTC. */
+static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c,
+                       fs_kernel **out) {
+  char hash[32], err[256];
+  char *src = NULL;
+  if (c->cubin && fs_gen_source(ctx->gen, v, &src, err, sizeof err) == FS_OK) {
+    snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
+    free(src);
+    if (strcmp(hash, c->source_hash) == 0) return fs_kernel_load_cubin(ctx, v, c->cubin, out);
+  }
+  return fs_kernel_load(ctx, v, out);
+}
+
+int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
+                    fs_kernel **out, char *how, size_t howlen) {
+  char path[1024], arch[16];
+  fs_variant v;
+  accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v};
+  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
+  fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket};
+  user_db_path(path, sizeof path);
+  fs_store *dbs[2];
+  dbs[0] = open_db(&ctx->user_db, &ctx->user_db_tried, path);
+  const char *d = getenv("FS_DEFAULTS_DB");
+  dbs[1] = open_db(&ctx->defaults_db, &ctx->defaults_db_tried, d ? d : FS_DEFAULTS_PATH);
+  static const char *const names[2] = {"tuning database", "shipped defaults"};
+  for (int nearest = 0; nearest < 2; nearest++)
+    for (int i = 0; i < 2; i++) {
+      fs_store_choice c;
+      memset(&c, 0, sizeof c);
+      if (!dbs[i]) continue;
+      int st = nearest ? fs_store_nearest(dbs[i], &key, accept, &aa, &c)
+                       : fs_store_winner(dbs[i], &key, &c);
+      if (st != FS_OK) {
+        if (logging())
+          fprintf(stderr, "flashsampling: %s: %s\n", names[i], fs_store_errmsg(dbs[i]));
+        fs_store_choice_clear(&c);
+        continue;
+      }
+      if (c.match == FS_STORE_MATCH_NONE || (!nearest && !accept(&aa, &c))) {
+        fs_store_choice_clear(&c);
+        continue;
+      }
+      fs_kernel *k = NULL;
+      st = load_choice(ctx, &v, &c, &k);
+      if (!st && c.match == FS_STORE_MATCH_NEAREST) st = revalidate(ctx, k, dflt, p, bucket);
+      if (!st) {
+        snprintf(how, howlen, "%s, %s%s (D=%d V=%d B=%d)", names[i],
+                 c.match == FS_STORE_MATCH_EXACT ? "tuned" : "nearest tuned",
+                 c.cubin ? ", stored cubin" : "", c.hidden, c.vocab, c.bucket);
+        *out = k;
+      } else if (logging()) {
+        fprintf(stderr, "flashsampling: %s winner %s skipped: %s\n", names[i], c.variant,
+                fs_last_error(ctx));
+      }
+      fs_store_choice_clear(&c);
+      if (!st) return FS_OK;
+    }
+  *out = NULL;
+  return FS_OK;
+}
