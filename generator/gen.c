@@ -105,8 +105,10 @@ static int l_open(lua_State *L) {
   lua_pushstring(L, "generator/fsgen.lua");
   lua_call(L, 1, 1);
   /* REVISION = the Lua file's base revision + the content hash */
+  char rev[96];
   lua_getfield(L, -1, "REVISION");
-  lua_pushfstring(L, "%s-%08x", lua_tostring(L, -1), (unsigned)(content_hash() >> 32));
+  snprintf(rev, sizeof rev, "%s-%08x", lua_tostring(L, -1), (unsigned)(content_hash() >> 32));
+  lua_pushstring(L, rev);
   lua_setfield(L, -3, "REVISION");
   lua_pop(L, 1);
   return 1;
@@ -299,14 +301,16 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
 }
 
 int fs_gen_headers(const char *const **names, const char *const **contents) {
-  static const char *const hnames[] = {"fs_rng.h", "fs_params.h"};
-  static const char *hdata[2];
-  const fs_embedded_file *a = fs_embedded_find("runtime/fs_rng.h");
-  const fs_embedded_file *b = fs_embedded_find("templates/fs_params.h");
-  if (!a || !b) return -1;
-  hdata[0] = a->data;
-  hdata[1] = b->data;
+  static const char *const hnames[] = {"fs_rng.h", "fs_params.h", "fs_device.h"};
+  static const char *const paths[] = {"runtime/fs_rng.h", "templates/fs_params.h",
+                                      "templates/fs_device.h"};
+  static const char *hdata[3];
+  for (int i = 0; i < 3; i++) {
+    const fs_embedded_file *f = fs_embedded_find(paths[i]);
+    if (!f) return -1;
+    hdata[i] = f->data;
+  }
   *names = hnames;
   *contents = hdata;
-  return 2;
+  return 3;
 }

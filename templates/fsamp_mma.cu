@@ -16,9 +16,6 @@
 ** read from HBM exactly once per batch tile.  Every tunable below has a
 ** default, so this file compiles alone.
 */
-#include "fs_params.h"
-#include "fs_rng.h"
-
 /* ---- tunables (the generator overrides these) ---------------------------- */
 #ifndef FS_BF16
 #define FS_BF16 1          /* 1: bfloat16 inputs; 0: IEEE half */
@@ -73,13 +70,9 @@ static_assert(THREADS <= 1024, "too many threads");
 static_assert(THREADS % TILE_B == 0 && TPC <= 32, "THREADS must be TILE_B times 1..32");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
-typedef unsigned short fs_elem; /* raw bf16/fp16 bits */
+#include "fs_device.h"
 
 /* ---- PTX wrappers -------------------------------------------------------- */
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* Copies LOAD_BYTES from global to shared, or zero-fills when !valid. */
 __device__ __forceinline__ void cp_async(void *dst, const void *src, bool valid) {
   unsigned d = smem_addr(dst);
@@ -95,68 +88,17 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x2(unsigned r[2], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
-}
-
-/* d += a * b, m16n8k16, fp32 accumulate. */
-__device__ __forceinline__ void mma16816(float d[4], const unsigned a[4], const unsigned b[2]) {
-#if FS_BF16
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-#endif
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/* Keeps the larger key (and its logit). */
-__device__ __forceinline__ void keep_max(unsigned long long &k, float &z,
-                                         unsigned long long k2, float z2) {
-  if (k2 > k) { k = k2; z = z2; }
-}
-
-/* Max key over the G candidates of item (b, s), by one warp; lane 0 writes. */
-__device__ __forceinline__ void reduce_item(const fs_params &p, int item, int lane) {
-  const int G = p.num_chunks;
-  unsigned long long best = 0ull;
-  float z = 0.0f;
-  for (int c = lane; c < G; c += 32) {
-    size_t i = (size_t)item * G + c;
-    keep_max(best, z, __ldcg(p.cand_keys + i), __ldcg(p.cand_logits + i));
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
-    float z2 = __shfl_xor_sync(0xffffffffu, z, o);
-    if (k2 > best || (k2 == best && z2 > z)) { best = k2; z = z2; }
-  }
-  if (lane == 0) {
-    p.tokens[item] = (int)fs_key_token(best);
-    if (p.logits) p.logits[item] = z;
-    if (p.keys) p.keys[item] = best;
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 fsamp_main(const fs_params p) {
   extern __shared__ __align__(16) unsigned char fs_smem[];
   fs_elem *smem = (fs_elem *)fs_smem;
-  __shared__ int is_last;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int chunk = blockIdx.x, b0 = blockIdx.y * TILE_B;
-  const int G = p.num_chunks, S = p.num_samples;
 
-  /* This CTA's rows: a balanced share of the 16-row groups. */
-  const int v_begin = (int)((long long)chunk * p.row_groups / G) * 16;
-  const int v_end = min((int)((long long)(chunk + 1) * p.row_groups / G) * 16, p.V);
+  int v_begin, v_end; /* this CTA's rows: a balanced share of 16-row groups */
+  fs_chunk_rows(p, chunk, &v_begin, &v_end);
   const int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
   const int KT = (p.D + TILE_K - 1) / TILE_K;
   const int total = ntiles * KT;
@@ -194,18 +136,10 @@ fsamp_main(const fs_params p) {
     }
   };
 
-  /* The epilogue's column and rows for this thread, and the column's
-  ** sampling parameters (fixed for the CTA's lifetime). */
+  /* The epilogue's column and rows for this thread. */
   float *sZ = (float *)(smem + STAGES * STAGE_ELEMS); /* [TILE_B][ZP] */
   const int ecol = tid / TPC, epart = tid % TPC;
-  const int eb = b0 + ecol, ebc = eb < p.B ? eb : 0;
-  const float eT = p.temperatures ? p.temperatures[ebc] : p.temperature;
-  const bool egreedy = !(eT > 0.0f);
-  const float einv = egreedy ? 0.0f : 1.0f / eT;
-  const unsigned long long eseed = p.seeds ? p.seeds[ebc] : p.seed;
-  const unsigned long long eoff = p.offsets ? p.offsets[ebc] : p.offset;
-  const unsigned etag = p.seeds ? 0u : (unsigned)(eb + 1);
-  const unsigned ephase = (unsigned)p.vocab_offset & 3u; /* token quads vs rows */
+  const fs_col col = fs_col_load(p, b0 + ecol);
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -259,48 +193,8 @@ fsamp_main(const fs_params p) {
           sZ[(wn * WN + ni * 8 + 2 * (lane & 3) + (q & 1)) * ZP + wm * WM + mi * 16 +
              (lane >> 2) + 8 * (q >> 1)] = acc[mi][ni][q];
     __syncthreads();
-    const int vrow0 = v_begin + t * TILE_V;
-    for (int s = 0; s < S; s++) {
-      unsigned long long bk = 0ull;
-      float bz = 0.0f;
-      for (int r = epart * RPT; r < (epart + 1) * RPT; r += 4) {
-        const int v = vrow0 + r;
-        if (v >= v_end) break;
-        const float4 z4 = *(const float4 *)(sZ + ecol * ZP + r);
-        const float z[4] = {z4.x, z4.y, z4.z, z4.w};
-        const unsigned tok0 = (unsigned)(p.vocab_offset + v);
-        float sc[4] = {z[0], z[1], z[2], z[3]};
-        if (!egreedy) {
-          const fs_philox_out q0 = fs_noise_quad(eseed, eoff, tok0 >> 2, (unsigned)s, etag);
-          fs_philox_out q1 = q0;
-          if (ephase) q1 = fs_noise_quad(eseed, eoff, (tok0 >> 2) + 1u, (unsigned)s, etag);
-#pragma unroll
-          for (int j = 0; j < 4; j++) {
-            const unsigned w = ephase + (unsigned)j; /* word of token tok0 + j */
-            const unsigned x = w == 0 ? q0.v[0] : w == 1 ? q0.v[1] : w == 2 ? q0.v[2]
-                             : w == 3 ? q0.v[3] : w == 4 ? q1.v[0] : w == 5 ? q1.v[1]
-                             : q1.v[2];
-            sc[j] = fmaf(z[j], einv, fs_gumbel(x));
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-          if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
-      }
-      /* max over the TPC consecutive lanes that share this column */
-#pragma unroll
-      for (int o = 1; o < TPC; o <<= 1) {
-        const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
-        const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
-        keep_max(bk, bz, k2, z2);
-      }
-      if (epart == 0 && eb < p.B) {
-        const size_t ci = ((size_t)eb * S + s) * G + chunk;
-        if (t > 0) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
-        p.cand_keys[ci] = bk;
-        p.cand_logits[ci] = bz;
-      }
-    }
+    fs_epilogue(p, sZ + ecol * ZP, col, epart * RPT, v_begin + t * TILE_V, v_end, t, chunk,
+                epart == 0);
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -311,22 +205,8 @@ fsamp_main(const fs_params p) {
   cp_async_wait<0>();
 
 #if REDUCE_LASTCTA
-  /* The last CTA of this batch tile to finish reduces its G candidates. */
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == (unsigned)(G - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  const int nb = min(TILE_B, p.B - b0);
-  for (int item = warp; item < nb * S; item += THREADS / 32)
-    reduce_item(p, b0 * S + item, lane);
-  if (tid == 0) p.counters[blockIdx.y] = 0u; /* ready for the next launch */
+  fs_last_cta_reduce(p, b0, THREADS);
 #endif
 }
 
-/* Second-pass reduction (REDUCE_LASTCTA=0): one warp per (b, s) item. */
-extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) {
-  const int item = blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (item < p.B * p.num_samples) reduce_item(p, item, threadIdx.x & 31);
-}
+FS_DEFINE_REDUCE_KERNEL

@@ -1,0 +1,178 @@
+/*
+** fs_device.h: device code shared by the kernel templates (NVRTC includes
+** it).  The including template defines FS_BF16, TILE_V, TILE_B, TPC (epilogue
+** threads per batch column) and RPT (epilogue rows per thread) first.
+**
+**  - PTX wrappers: ldmatrix, mma.sync m16n8k16 (bf16/fp16 -> fp32);
+**  - the epilogue: a thread owns one batch column and RPT consecutive rows
+**    of the tile's logits staged in shared memory, adds the Gumbel noise (one
+**    Philox call per four tokens), keeps the best key and folds it into the
+**    chunk's candidate;
+**  - the reduction of a (row, sample) item over the G chunk candidates.
+*/
+#ifndef FS_DEVICE_H
+#define FS_DEVICE_H
+
+#include "fs_params.h"
+#include "fs_rng.h"
+
+typedef unsigned short fs_elem; /* raw bf16/fp16 bits */
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned r[2], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
+}
+
+/* d += a * b, m16n8k16, fp32 accumulate. */
+__device__ __forceinline__ void mma16816(float d[4], const unsigned a[4], const unsigned b[2]) {
+#if FS_BF16
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+#endif
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Keeps the larger key (and its logit). */
+__device__ __forceinline__ void keep_max(unsigned long long &k, float &z,
+                                         unsigned long long k2, float z2) {
+  if (k2 > k) { k = k2; z = z2; }
+}
+
+/* The sampling parameters of one batch column (fixed for a CTA). */
+struct fs_col {
+  int b;                       /* batch row, may be >= B (then unused) */
+  bool greedy;                 /* T == 0, negative or NaN */
+  float inv_t;
+  unsigned long long seed, off;
+  unsigned tag;                /* row + 1 with a scalar seed, else 0 */
+};
+
+__device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
+  fs_col c;
+  const int bc = b < p.B ? b : 0;
+  const float T = p.temperatures ? p.temperatures[bc] : p.temperature;
+  c.b = b;
+  c.greedy = !(T > 0.0f);
+  c.inv_t = c.greedy ? 0.0f : 1.0f / T;
+  c.seed = p.seeds ? p.seeds[bc] : p.seed;
+  c.off = p.offsets ? p.offsets[bc] : p.offset;
+  c.tag = p.seeds ? 0u : (unsigned)(b + 1);
+  return c;
+}
+
+/* The epilogue of one vocab tile for one thread: rows [r0, r0 + RPT) of
+** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r).
+** The TPC consecutive lanes that share the column combine their bests and
+** the first of them folds it into candidate (c.b, s, chunk); t == 0 starts
+** the chunk's candidate.  All lanes of the warp must call it together. */
+__device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
+                                            const fs_col &c, int r0, int vrow0, int v_end,
+                                            int t, int chunk, bool leader) {
+  const unsigned phase = (unsigned)p.vocab_offset & 3u; /* token quads vs rows */
+  for (int s = 0; s < p.num_samples; s++) {
+    unsigned long long bk = 0ull;
+    float bz = 0.0f;
+    for (int r = r0; r < r0 + RPT; r += 4) {
+      const int v = vrow0 + r;
+      if (v >= v_end) break;
+      const float4 z4 = *(const float4 *)(zcol + r);
+      const float z[4] = {z4.x, z4.y, z4.z, z4.w};
+      const unsigned tok0 = (unsigned)(p.vocab_offset + v);
+      float sc[4] = {z[0], z[1], z[2], z[3]};
+      if (!c.greedy) {
+        const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, (unsigned)s, c.tag);
+        fs_philox_out q1 = q0;
+        if (phase) q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, (unsigned)s, c.tag);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const unsigned w = phase + (unsigned)j; /* word of token tok0 + j */
+          const unsigned x = w == 0 ? q0.v[0] : w == 1 ? q0.v[1] : w == 2 ? q0.v[2]
+                           : w == 3 ? q0.v[3] : w == 4 ? q1.v[0] : w == 5 ? q1.v[1]
+                           : q1.v[2];
+          sc[j] = fmaf(z[j], c.inv_t, fs_gumbel(x));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
+    }
+#pragma unroll
+    for (int o = 1; o < TPC; o <<= 1) {
+      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
+      const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
+      keep_max(bk, bz, k2, z2);
+    }
+    if (leader && c.b < p.B) {
+      const size_t ci = ((size_t)c.b * p.num_samples + s) * p.num_chunks + chunk;
+      if (t > 0) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
+      p.cand_keys[ci] = bk;
+      p.cand_logits[ci] = bz;
+    }
+  }
+}
+
+/* Max key over the G candidates of item (b, s), by one warp; lane 0 writes. */
+__device__ __forceinline__ void fs_reduce_item(const fs_params &p, int item, int lane) {
+  const int G = p.num_chunks;
+  unsigned long long best = 0ull;
+  float z = 0.0f;
+  for (int c = lane; c < G; c += 32) {
+    size_t i = (size_t)item * G + c;
+    keep_max(best, z, __ldcg(p.cand_keys + i), __ldcg(p.cand_logits + i));
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
+    float z2 = __shfl_xor_sync(0xffffffffu, z, o);
+    if (k2 > best || (k2 == best && z2 > z)) { best = k2; z = z2; }
+  }
+  if (lane == 0) {
+    p.tokens[item] = (int)fs_key_token(best);
+    if (p.logits) p.logits[item] = z;
+    if (p.keys) p.keys[item] = best;
+  }
+}
+
+/* Called by every thread of the CTA after its candidates are written: the
+** last CTA of batch tile blockIdx.y to finish reduces the tile's items and
+** resets the tile's counter for the next launch.  nthreads = blockDim.x. */
+__device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, int nthreads) {
+  __shared__ int is_last;
+  const int tid = threadIdx.x;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == (unsigned)(p.num_chunks - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int nb = min(TILE_B, p.B - b0), S = p.num_samples;
+  for (int item = tid >> 5; item < nb * S; item += nthreads / 32)
+    fs_reduce_item(p, b0 * S + item, tid & 31);
+  if (tid == 0) p.counters[blockIdx.y] = 0u; /* ready for the next launch */
+}
+
+/* The balanced share of 16-row groups of chunk `chunk`: rows [*vb, *ve). */
+__device__ __forceinline__ void fs_chunk_rows(const fs_params &p, int chunk, int *vb, int *ve) {
+  const int G = p.num_chunks;
+  *vb = (int)((long long)chunk * p.row_groups / G) * 16;
+  *ve = min((int)((long long)(chunk + 1) * p.row_groups / G) * 16, p.V);
+}
+
+/* Second-pass reduction kernel body (REDUCE_LASTCTA=0): a warp per item. */
+#define FS_DEFINE_REDUCE_KERNEL                                                    \
+  extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) { \
+    const int item = blockIdx.x * 4 + (threadIdx.x >> 5);                          \
+    if (item < p.B * p.num_samples) fs_reduce_item(p, item, threadIdx.x & 31);     \
+  }
+
+#endif /* FS_DEVICE_H */
