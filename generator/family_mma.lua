@@ -6,7 +6,7 @@
 -- Parameters, in name order (the name fragment in brackets):
 --   tile_v  [v128]  vocab rows per CTA tile
 --   tile_b  [b16]   batch rows per CTA
---   tile_k  [k64]   hidden elements per pipeline stage (256: longer DRAM bursts)
+--   tile_k  [k64]   hidden elements per pipeline stage
 --   warps   [w4x1]  warps along vocab x along batch
 --   stages  [s4]    pipeline depth
 --   load    [l16]   bytes per cp.async
@@ -14,61 +14,21 @@
 --   grid    [gp|gt] persistent (one wave of CTAs, balanced chunks) or one
 --                   CTA per vocab tile
 
-local fam = { template = "templates/fsamp_mma.cu" }
+local common = fs_require("generator/params.lua")
+local fam = { template = "templates/fsamp_mma.cu", min_arch = 80 }
 
-local function num(prefix, key)
-  return {
-    key = key,
-    encode = function(v) return prefix .. v[key] end,
-    decode = function(v, s)
-      local n = string.match(s, "^" .. prefix .. "(%d+)$")
-      if not n then return false end
-      v[key] = math.tointeger(tonumber(n))
-      return true
-    end,
-  }
-end
-
-local function enum(key, codes)
-  return {
-    key = key,
-    encode = function(v) return codes[v[key]] end,
-    decode = function(v, s)
-      for val, code in pairs(codes) do
-        if code == s then v[key] = val; return true end
-      end
-      return false
-    end,
-  }
-end
-
--- warps is one number, m * 10 + n, so that it enumerates like the others.
-local warps = {
-  key = "warps",
-  encode = function(v) return string.format("w%dx%d", v.warps // 10, v.warps % 10) end,
-  decode = function(v, s)
-    local m, n = string.match(s, "^w(%d+)x(%d+)$")
-    if not m then return false end
-    v.warps_m, v.warps_n = math.tointeger(tonumber(m)), math.tointeger(tonumber(n))
-    v.warps = v.warps_m * 10 + v.warps_n
-    return true
-  end,
-}
-
-local p_tile_v = num("v", "tile_v"); p_tile_v.values = { 64, 128, 256 }
-local p_tile_b = num("b", "tile_b"); p_tile_b.values = { 8, 16, 32, 64, 128 }
-local p_tile_k = num("k", "tile_k"); p_tile_k.values = { 32, 64, 128, 256 }
-warps.values = { 21, 41, 81, 22, 42 }   -- m*10 + n
-local p_stages = num("s", "stages"); p_stages.values = { 2, 3, 4, 6 }
-local p_load = num("l", "load"); p_load.values = { 16, 8 }
-local p_reduce = enum("reduce", { last = "rl", pass2 = "r2" }); p_reduce.values = { "last", "pass2" }
-local p_grid = enum("grid", { persistent = "gp", tiles = "gt" }); p_grid.values = { "persistent", "tiles" }
+local p_tile_v = common.num("v", "tile_v", { 64, 128, 256 })
+local p_tile_b = common.num("b", "tile_b", { 8, 16, 32, 64, 128 })
+local p_tile_k = common.num("k", "tile_k", { 32, 64, 128 })
+local warps = common.warps({ 21, 41, 81, 22, 42 })
+local p_stages = common.num("s", "stages", { 2, 4, 6 })
+local p_load = common.num("l", "load", { 16, 8 })
+local p_reduce = common.enum("reduce", { last = "rl", pass2 = "r2" }, { "last", "pass2" })
+local p_grid = common.enum("grid", { persistent = "gp", tiles = "gt" }, { "persistent", "tiles" })
 
 fam.params = { p_tile_v, p_tile_b, p_tile_k, warps, p_stages, p_load, p_reduce, p_grid }
 
-local function split(v)
-  v.warps_m, v.warps_n = v.warps // 10, v.warps % 10
-end
+local split = common.split
 
 -- Pipeline stages plus the staged fp32 logits of one tile (the epilogue).
 local function smem_bytes(v)
@@ -89,8 +49,6 @@ fam.constraints = {
       local t = 32 * v.warps_m * v.warps_n
       return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
     end },
-  { name = "256-wide K tiles only with vocab tiles <= 128 rows and <= 4 stages",
-    pred = function(v) return v.tile_k ~= 256 or (v.tile_v <= 128 and v.stages <= 4) end },
   { name = "128-row batch tiles only split over 2+ batch warps",
     pred = function(v) return v.tile_b < 128 or v.warps_n >= 2 end },
   { name = "accumulators fit in registers (<= 64 fp32 per thread)",
@@ -122,6 +80,7 @@ function fam.derive(v, a)
   v.lastcta = v.reduce == "last" and 1 or 0
   v.persistent = v.grid == "persistent" and 1 or 0
   v.min_blocks = 1
+  v.k_multiple = 8
 end
 
 function fam.macros(v)

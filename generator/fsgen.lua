@@ -17,8 +17,12 @@ local fsgen = {}
 -- template file, so any change to them makes a new revision.
 fsgen.REVISION = "gen-1"
 
--- Families, in name order.
-local families = { mma = fs_require("generator/family_mma.lua") }
+-- Families, in enumeration order.
+local family_order = { "mma", "ws" }
+local families = {
+  mma = fs_require("generator/family_mma.lua"),
+  ws = fs_require("generator/family_ws.lua"),
+}
 fsgen.families = families
 
 -- Architectures we generate for: name fragment, NVRTC target, smem budget.
@@ -67,6 +71,7 @@ local function finish(v)
   fam.derive(v, arch_info(v.arch))
   v.name = fsgen.name(v)
   v.target = archs[v.arch].target
+  v.family_name = v.family
   v.template = fam.template
   return v
 end
@@ -75,8 +80,9 @@ end
 function fsgen.enumerate(arch, dtype)
   arch_info(arch)
   local out = {}
-  for _, fname in ipairs({ "mma" }) do
+  for _, fname in ipairs(family_order) do
     local fam = families[fname]
+    if arch < fam.min_arch then goto next_family end
     local function rec(i, v)
       if i > #fam.params then
         local ok = fsgen.check(v)
@@ -95,6 +101,7 @@ function fsgen.enumerate(arch, dtype)
       v[prm.key] = nil
     end
     rec(1, { family = fname, arch = arch, dtype = dtype })
+    ::next_family::
   end
   return out
 end

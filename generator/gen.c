@@ -174,6 +174,8 @@ static int read_variant(fs_gen *g, fs_variant *v, char *err, size_t errlen) {
   memset(v, 0, sizeof *v);
   str_field(L, t, "name", v->name, sizeof v->name);
   str_field(L, t, "target", v->target, sizeof v->target);
+  str_field(L, t, "family", v->family, sizeof v->family);
+  v->k_multiple = int_field(L, t, "k_multiple");
   v->arch = int_field(L, t, "arch");
   v->dtype = int_field(L, t, "dtype");
   v->tile_v = int_field(L, t, "tile_v");

@@ -18,7 +18,9 @@ typedef struct fs_variant {
   char name[160];
   char target[16];     /* NVRTC --gpu-architecture, e.g. "sm_90a" */
   char params[384];    /* "tile_v=128,tile_b=16,..." */
+  char family[16];     /* "mma", "ws" */
   int arch, dtype;
+  int k_multiple;      /* D must be a multiple of this for the variant */
   int tile_v, tile_b, tile_k, warps_m, warps_n, stages, load;
   int threads, smem, lastcta, persistent;
 } fs_variant;

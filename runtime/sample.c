@@ -65,6 +65,9 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream) {
   const fs_cu_api *cu = ctx->cu;
+  if (k->v.k_multiple > 0 && p->hidden % k->v.k_multiple)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->hidden=%d: variant %s needs D to be a "
+                  "multiple of %d", p->hidden, k->v.name, k->v.k_multiple);
   const int B = p->batch, S = s->num_samples;
   const int G = fs_num_chunks(ctx, k, B, p->vocab);
   const size_t ncand = (size_t)B * S * G;

@@ -62,6 +62,7 @@ typedef struct accept_arg {
   fs_context *ctx;
   const char *rev;
   fs_variant *v;
+  int hidden;
 } accept_arg;
 
 /* A stored winner is usable if it is from this generator revision, parses
@@ -71,6 +72,7 @@ static int accept(void *arg, const fs_store_choice *c) {
   char err[256];
   if (strcmp(c->generator_rev, a->rev) != 0) return 0;
   if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
+  if (a->v->k_multiple > 0 && a->hidden % a->v->k_multiple) return 0;
   return a->v->smem <= a->ctx->max_smem_optin;
 }
 
@@ -152,7 +154,7 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_v
                     fs_kernel **out, char *how, size_t howlen) {
   char path[1024], arch[16];
   fs_variant v;
-  accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v};
+  accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden};
   snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
   fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket};
   user_db_path(path, sizeof path);

@@ -1,0 +1,79 @@
+-- family_ws.lua: the warp-specialised Hopper family (templates/fsamp_ws.cu).
+--
+-- One producer warp streams W and H rows with cp.async.bulk (TMA engine)
+-- into a STAGES-deep ring completed on mbarriers; WARPS_M x WARPS_N consumer
+-- warps run mma.sync m16n8k16 and the shared epilogue.  sm_90 and later.
+-- Applies only when D is a multiple of tile_k (bulk copies cannot zero-fill).
+--
+-- Parameters, in name order (the name fragment in brackets):
+--   tile_v  [v128]  vocab rows per CTA tile
+--   tile_b  [b16]   batch rows per CTA
+--   tile_k  [k128]  hidden elements per stage = bytes/2 of each row copy
+--   warps   [w4x1]  consumer warps along vocab x along batch
+--   stages  [s4]    pipeline depth
+
+local common = fs_require("generator/params.lua")
+local fam = { template = "templates/fsamp_ws.cu", min_arch = 90 }
+
+local p_tile_v = common.num("v", "tile_v", { 64, 128, 256 })
+local p_tile_b = common.num("b", "tile_b", { 8, 16, 32, 64, 128 })
+local p_tile_k = common.num("k", "tile_k", { 64, 128, 256 })
+local p_warps = common.warps({ 21, 41, 81, 22, 42 })
+local p_stages = common.num("s", "stages", { 3, 4, 6 })
+
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_warps, p_stages }
+
+local function smem_bytes(v)
+  return v.stages * (v.tile_v + v.tile_b) * (v.tile_k + 8) * 2
+       + v.tile_b * (v.tile_v + 4) * 4 + 16 * v.stages
+end
+
+local function cthreads(v) return 32 * v.warps_m * v.warps_n end
+
+fam.constraints = {
+  { name = "the architecture has cp.async.bulk and mbarrier tx-counts (sm_90+)",
+    pred = function(v, a) common.split(v); return v.arch >= 90 end },
+  { name = "vocab tile divides into m16 blocks per warp",
+    pred = function(v) return v.tile_v % (16 * v.warps_m) == 0 end },
+  { name = "batch tile divides into n8 blocks per warp",
+    pred = function(v) return v.tile_b % (8 * v.warps_n) == 0 end },
+  { name = "epilogue: each consumer thread owns one batch column and whole quads of rows",
+    pred = function(v)
+      local t = cthreads(v)
+      return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
+    end },
+  { name = "128-row batch tiles only split over 2+ batch warps",
+    pred = function(v) return v.tile_b < 128 or v.warps_n >= 2 end },
+  { name = "batch-split warps only when each warp keeps >= 16 batch columns",
+    pred = function(v) return v.warps_n == 1 or v.tile_b // v.warps_n >= 16 end },
+  { name = "accumulators fit in registers (<= 64 fp32 per thread)",
+    pred = function(v)
+      return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end },
+  { name = "shared memory fits the architecture",
+    pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
+  { name = "pipeline keeps 48..192 KB of W in flight",
+    pred = function(v)
+      local b = (v.stages - 1) * v.tile_v * v.tile_k * 2
+      return b >= 49152 and b <= 196608 end },
+}
+
+function fam.derive(v, a)
+  common.split(v)
+  v.threads = cthreads(v) + 32
+  v.smem = smem_bytes(v)
+  v.lastcta = 1
+  v.persistent = 1
+  v.k_multiple = v.tile_k
+  v.min_blocks = 1
+end
+
+function fam.macros(v)
+  return {
+    { "FS_BF16", v.dtype == 1 and 1 or 0 },
+    { "TILE_V", v.tile_v }, { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k },
+    { "WARPS_M", v.warps_m }, { "WARPS_N", v.warps_n },
+    { "STAGES", v.stages }, { "REDUCE_LASTCTA", 1 }, { "MIN_BLOCKS", v.min_blocks },
+  }
+end
+
+return fam
