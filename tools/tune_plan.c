@@ -1,0 +1,222 @@
+/*
+** tune_plan.c: which variants fs-tune tries, in which order (tune_plan_*).
+**
+** The generator enumerates the space for (arch, dtype); --filter keeps names
+** containing a substring; each bucket then orders its variants so that the
+** most promising come first (a small --budget still finds a good winner):
+** the built-in default first (it is also the oracle), then by how far the
+** batch tile is from the bucket, preferring the plain choices (last-CTA
+** reduction, persistent grid, 16-byte loads), then in enumeration order.
+** --max-variants cuts each bucket's list.  Sources are generated here, in
+** the main thread (Lua is not thread-safe), and variants whose sources are
+** byte-identical (they differ only in host-side parameters such as the grid)
+** share one compile.
+*/
+#include "tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tune_param(const fs_variant *v, const char *key, char *buf, size_t n) {
+  size_t kl = strlen(key);
+  const char *p = v->params;
+  buf[0] = 0;
+  while (p && *p) {
+    if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+      const char *val = p + kl + 1, *end = strchr(val, ',');
+      size_t len = end ? (size_t)(end - val) : strlen(val);
+      if (len >= n) len = n - 1;
+      memcpy(buf, val, len);
+      buf[len] = 0;
+      return buf;
+    }
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return buf;
+}
+
+static unsigned long long fnv1a(const char *s) {
+  unsigned long long h = 1469598103934665603ull;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    h = (h ^ *p) * 1099511628211ull;
+  return h;
+}
+
+/* Lower is more promising for `bucket`. */
+static double promise(const fs_variant *v, int bucket) {
+  double want = bucket < 8 ? 8 : bucket > 128 ? 128 : bucket;
+  double s = 4.0 * fabs(log2((double)v->tile_b) - log2(want));
+  if (!v->lastcta) s += 1;
+  if (!v->persistent) s += 1;
+  if (v->load != 16) s += 1;
+  return s;
+}
+
+typedef struct ranked {
+  double score;
+  int index;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->score != y->score) return x->score < y->score ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+static int find_item(const tune_plan *pl, const char *name) {
+  for (int i = 0; i < pl->nitems; i++)
+    if (strcmp(pl->items[i].v.name, name) == 0) return i;
+  return -1;
+}
+
+/* Generates the source of item i (once) and finds an earlier item with the
+** same bytes. */
+static int prepare_source(tune_plan *pl, fs_gen *g, int i, char *err, size_t errlen) {
+  tune_item *it = &pl->items[i];
+  if (it->src) return FS_OK;
+  char e[512];
+  int st = fs_gen_source(g, &it->v, &it->src, e, sizeof e);
+  if (st) {
+    snprintf(err, errlen, "%s: %s", it->v.name, e);
+    return st;
+  }
+  it->key = fs_nvrtc_cache_key(it->src, it->v.target);
+  snprintf(it->hash, sizeof it->hash, "%016llx", it->key);
+  for (int j = 0; j < pl->nitems; j++) {
+    tune_item *o = &pl->items[j];
+    if (j != i && o->src && o->dup_of < 0 && o->key == it->key &&
+        strcmp(o->src, it->src) == 0) {
+      it->dup_of = j;
+      break;
+    }
+  }
+  return FS_OK;
+}
+
+/* The revision names the generator and, through the hash of one fixed full
+** source (template included), the templates: the same for every shape,
+** dtype and bucket list, so that a rerun with other options resumes. */
+static int plan_revision(tune_plan *pl, fs_gen *g, int arch, char *err, size_t errlen) {
+  char e[512], *src = NULL;
+  fs_variant v;
+  int st = fs_gen_default(g, arch, FS_DTYPE_BF16, 1, 4096, 151936, &v, e, sizeof e);
+  if (!st) st = fs_gen_source(g, &v, &src, e, sizeof e);
+  if (st) {
+    snprintf(err, errlen, "generator revision: %s", e);
+    return st;
+  }
+  snprintf(pl->revision, sizeof pl->revision, "%s+%08llx", fs_gen_revision(g),
+           fnv1a(src) & 0xffffffffull);
+  free(src);
+  return FS_OK;
+}
+
+static int queue_compile(tune_plan *pl, char *queued, int i) {
+  int s = pl->items[i].dup_of >= 0 ? pl->items[i].dup_of : i;
+  if (!queued[s]) {
+    queued[s] = 1;
+    pl->compile[pl->ncompile++] = s;
+  }
+  return s;
+}
+
+int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o, char *err,
+                    size_t errlen) {
+  char e[512];
+  fs_variant *list = NULL;
+  int n = 0;
+  memset(pl, 0, sizeof *pl);
+  pl->arch = arch;
+  int st = fs_gen_enumerate(g, arch, o->dtype, &list, &n, e, sizeof e);
+  if (st) {
+    snprintf(err, errlen, "enumerating the design space for sm_%d: %s", arch, e);
+    return st;
+  }
+  pl->items = calloc((size_t)n, sizeof *pl->items);
+  pl->compile = calloc((size_t)n, sizeof *pl->compile);
+  ranked *rk = calloc((size_t)n, sizeof *rk);
+  char *queued = calloc((size_t)n, 1);
+  if (!pl->items || !pl->compile || !rk || !queued) {
+    free(list); free(rk); free(queued);
+    snprintf(err, errlen, "out of memory for %d variants", n);
+    return FS_OUT_OF_MEMORY;
+  }
+  pl->nitems = n;
+  for (int i = 0; i < n; i++) {
+    pl->items[i].v = list[i];
+    pl->items[i].dup_of = -1;
+    pl->items[i].registers = pl->items[i].spills = pl->items[i].stack = -1;
+  }
+  free(list);
+  if (n > 0) snprintf(pl->target, sizeof pl->target, "%s", pl->items[0].v.target);
+
+  pl->nbuckets = o->nbuckets;
+  for (int b = 0; b < o->nbuckets && !st; b++) {
+    const int bucket = o->buckets[b];
+    pl->buckets[b] = bucket;
+    fs_variant dv;
+    st = fs_gen_default(g, arch, o->dtype, bucket, o->D, o->V, &dv, e, sizeof e);
+    if (st) {
+      snprintf(err, errlen, "the built-in default for B=%d: %s", bucket, e);
+      break;
+    }
+    int d = find_item(pl, dv.name);
+    if (d < 0) {
+      snprintf(err, errlen, "the built-in default %s is not in the enumerated space", dv.name);
+      st = FS_INTERNAL;
+      break;
+    }
+    pl->deflt[b] = d;
+    pl->order[b] = calloc((size_t)n, sizeof(int));
+    if (!pl->order[b]) {
+      snprintf(err, errlen, "out of memory");
+      st = FS_OUT_OF_MEMORY;
+      break;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (o->filter && !strstr(pl->items[i].v.name, o->filter)) continue;
+      rk[m].score = i == d ? -1.0 : promise(&pl->items[i].v, bucket);
+      rk[m].index = i;
+      m++;
+    }
+    qsort(rk, (size_t)m, sizeof *rk, cmp_ranked);
+    if (o->max_variants > 0 && m > o->max_variants) m = o->max_variants;
+    for (int i = 0; i < m; i++) pl->order[b][i] = rk[i].index;
+    pl->norder[b] = m;
+    if (!m) {
+      snprintf(err, errlen, "--filter %s: no variant of the %d for sm_%d matches", o->filter,
+               n, arch);
+      st = FS_INVALID_ARGUMENT;
+      break;
+    }
+  }
+  /* Sources in compile order: each bucket's default, then its list. */
+  for (int b = 0; b < pl->nbuckets && !st; b++) {
+    st = prepare_source(pl, g, pl->deflt[b], err, errlen);
+    if (!st) queue_compile(pl, queued, pl->deflt[b]);
+    for (int i = 0; i < pl->norder[b] && !st; i++) {
+      st = prepare_source(pl, g, pl->order[b][i], err, errlen);
+      if (!st) queue_compile(pl, queued, pl->order[b][i]);
+    }
+  }
+  if (!st) st = plan_revision(pl, g, arch, err, errlen);
+  free(rk);
+  free(queued);
+  return st;
+}
+
+void tune_plan_free(tune_plan *pl) {
+  for (int i = 0; i < pl->nitems; i++) {
+    free(pl->items[i].src);
+    free(pl->items[i].cubin);
+    free(pl->items[i].log);
+  }
+  for (int b = 0; b < pl->nbuckets; b++) free(pl->order[b]);
+  free(pl->items);
+  free(pl->compile);
+  memset(pl, 0, sizeof *pl);
+}
