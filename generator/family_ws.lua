@@ -1,14 +1,14 @@
 -- family_ws.lua: the warp-specialised Hopper family (templates/fsamp_ws.cu).
 --
--- One producer warp streams W and H rows with cp.async.bulk (TMA engine)
--- into a STAGES-deep ring completed on mbarriers; WARPS_M x WARPS_N consumer
--- warps run mma.sync m16n8k16 and the shared epilogue.  sm_90 and later.
--- Applies only when D is a multiple of tile_k (bulk copies cannot zero-fill).
+-- One producer warp streams W and H with 2-D tensor copies (TMA engine,
+-- 64-element 128-byte-swizzled boxes, zero fill at the edges) into a
+-- STAGES-deep ring completed on mbarriers; WARPS_M x WARPS_N consumer warps
+-- run mma.sync m16n8k16 and the shared epilogue.  sm_90 and later.
 --
 -- Parameters, in name order (the name fragment in brackets):
 --   tile_v  [v128]  vocab rows per CTA tile
 --   tile_b  [b16]   batch rows per CTA
---   tile_k  [k128]  hidden elements per stage = bytes/2 of each row copy
+--   tile_k  [k128]  hidden elements per stage (64-element boxes per operand)
 --   warps   [w4x1]  consumer warps along vocab x along batch
 --   stages  [s4]    pipeline depth
 
@@ -23,9 +23,11 @@ local p_stages = common.num("s", "stages", { 3, 4, 6 })
 
 fam.params = { p_tile_v, p_tile_b, p_tile_k, p_warps, p_stages }
 
+-- Stages (dense swizzled boxes) + staged logits + mbarriers + 1 KB of
+-- slack to align the boxes to 1024 bytes.
 local function smem_bytes(v)
-  return v.stages * (v.tile_v + v.tile_b) * (v.tile_k + 8) * 2
-       + v.tile_b * (v.tile_v + 4) * 4 + 16 * v.stages
+  return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
+       + v.tile_b * (v.tile_v + 4) * 4 + 16 * v.stages + 1024
 end
 
 local function cthreads(v) return 32 * v.warps_m * v.warps_n end
@@ -63,7 +65,7 @@ function fam.derive(v, a)
   v.smem = smem_bytes(v)
   v.lastcta = 1
   v.persistent = 1
-  v.k_multiple = v.tile_k
+  v.k_multiple = 8
   v.min_blocks = 1
 end
 

@@ -25,6 +25,7 @@ typedef struct fs_kernel {
   CUfunction reduce_fn;  /* fsamp_reduce */
   int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
   int registers;         /* per thread, from the driver */
+  int is_tma;            /* takes W and H tensor maps after the params */
   struct fs_kernel *next;
 } fs_kernel;
 

@@ -100,7 +100,31 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
-  void *args[] = {&prm};
+  /* The ws family reads W and H through TMA tensor maps: 64-element boxes,
+  ** 128-byte swizzle, zero fill past the edges. */
+  CUtensorMap tw, th;
+  void *args[] = {&prm, &tw, &th};
+  if (k->is_tma) {
+    const CUtensorMapDataType dt = p->dtype == FS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const cuuint32_t es[2] = {1, 1};
+    const cuuint64_t wd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)p->vocab};
+    const cuuint64_t ws[1] = {(cuuint64_t)prm.w_stride * 2};
+    const cuuint32_t wb[2] = {64, (cuuint32_t)k->v.tile_v};
+    const cuuint64_t hd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)B};
+    const cuuint64_t hs[1] = {(cuuint64_t)prm.h_stride * 2};
+    const cuuint32_t hb[2] = {64, (cuuint32_t)k->v.tile_b};
+    FS_CHECK_CU(ctx, cu->cuTensorMapEncodeTiled(&tw, dt, 2, (void *)p->weight, wd, ws, wb, es,
+                                                CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                CU_TENSOR_MAP_SWIZZLE_128B,
+                                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    FS_CHECK_CU(ctx, cu->cuTensorMapEncodeTiled(&th, dt, 2, (void *)p->hidden_states, hd, hs, hb,
+                                                es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                CU_TENSOR_MAP_SWIZZLE_128B,
+                                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  }
   const unsigned nb = (unsigned)((B + k->v.tile_b - 1) / k->v.tile_b);
   FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
                                       1, 1, (unsigned)k->v.smem, stream, args, NULL));

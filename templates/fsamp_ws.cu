@@ -3,16 +3,17 @@
 **
 ** Like fsamp_mma.cu (mma.sync m16n8k16, vocab rows as M, batch as N, fp32
 ** accumulation, the same epilogue and candidates), but the loads are done by
-** one producer warp with cp.async.bulk (the TMA engine): one bulk copy per
-** W row and per H row of a [TILE_K]-wide stage, completing on the stage's
-** "full" mbarrier with its byte count.  The consumer warps wait on "full",
+** one producer warp with 2-D tensor copies (cp.async.bulk.tensor, the TMA
+** engine): per stage, TILE_K/64 boxes of [TILE_V rows x 64 elements] of W and
+** [TILE_B x 64] of H, 128-byte swizzled (so ldmatrix reads are conflict-free)
+** and zero-filled past the edges of W and H (ragged V, B and K need no
+** special case), completing on the stage's "full" mbarrier with its byte
+** count.  The host encodes the two tensor maps (runtime/sample.c) and passes
+** them as __grid_constant__ parameters.  The consumer warps wait on "full",
 ** multiply, and arrive on the stage's "empty" mbarrier; the producer waits
 ** on "empty" before refilling.  There is no CTA-wide barrier in the main
 ** loop, so the producer keeps up to STAGES stages in flight while the
 ** consumers run an epilogue.
-**
-** Rule: D must be a multiple of TILE_K (a bulk copy cannot zero-fill a
-** ragged K tail); the runtime only picks this family when it is.
 */
 
 /* ---- tunables (the generator overrides these) ---------------------------- */
@@ -26,7 +27,7 @@
 #define TILE_B 16          /* batch rows per CTA (N) */
 #endif
 #ifndef TILE_K
-#define TILE_K 128         /* hidden elements per stage (one bulk copy per row) */
+#define TILE_K 128         /* hidden elements per stage: 64 * (boxes per operand) */
 #endif
 #ifndef WARPS_M
 #define WARPS_M 4          /* consumer warps along the vocab tile */
@@ -52,15 +53,18 @@
 #define WN (TILE_B / WARPS_N)
 #define MI (WM / 16)
 #define NI (WN / 8)
-#define LDS (TILE_K + 8)            /* smem row pitch (elements): +16 B pad */
-#define STAGE_ELEMS ((TILE_V + TILE_B) * LDS)
+#define KB (TILE_K / 64)            /* 64-element (128-byte) boxes per row and stage */
+#define W_BOX (TILE_V * 64)         /* elements of one W box */
+#define H_BOX (TILE_B * 64)
+#define STAGE_ELEMS (KB * (W_BOX + H_BOX))
 #define ZP (TILE_V + 4)
 #define TPC (CTHREADS / TILE_B)
 #define RPT (TILE_V / TPC)
 
 static_assert(TILE_V % (16 * WARPS_M) == 0, "TILE_V must be a multiple of 16*WARPS_M");
 static_assert(TILE_B % (8 * WARPS_N) == 0, "TILE_B must be a multiple of 8*WARPS_N");
-static_assert(TILE_K % 16 == 0, "TILE_K must be a multiple of 16");
+static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizzle boxes)");
+static_assert((TILE_B * 128) % 1024 == 0, "H boxes must keep 1024-byte alignment (TILE_B % 8)");
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
 static_assert(CTHREADS % TILE_B == 0 && TPC <= 32, "consumer threads must be TILE_B times 1..32");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
@@ -89,20 +93,32 @@ __device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned pari
                "DONE:\n"
                "}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
 }
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes,
-                                          unsigned long long *bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-               "[%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes),
-               "r"(smem_addr(bar)) : "memory");
+/* The host's CUtensorMap (128 bytes, opaque). */
+struct __align__(64) fs_tmap { unsigned long long opaque[16]; };
+
+/* Copies the box at element coordinates (x = k, y = row) of *map. */
+__device__ __forceinline__ void tma_load_2d(void *dst, const fs_tmap *map, int x, int y,
+                                            unsigned long long *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+               "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+               "l"((unsigned long long)map), "r"(x), "r"(y), "r"(smem_addr(bar)) : "memory");
+}
+
+/* Address of the 16-byte chunk holding element (row r, column k) of a
+** 128-byte-swizzled box of 64-element rows: chunk (k / 8) ^ (r % 8). */
+__device__ __forceinline__ const fs_elem *swz(const fs_elem *box, int r, int k) {
+  return box + r * 64 + ((((k >> 3) ^ r) & 7) << 3);
 }
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(CTHREADS) : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-fsamp_main(const fs_params p) {
-  extern __shared__ __align__(128) unsigned char fs_smem[];
-  fs_elem *smem = (fs_elem *)fs_smem;
+fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap tmW,
+           const __grid_constant__ fs_tmap tmH) {
+  extern __shared__ __align__(1024) unsigned char fs_smem_raw[];
+  /* 128-byte swizzled boxes need 1024-byte aligned destinations */
+  fs_elem *smem = (fs_elem *)(((unsigned long long)fs_smem_raw + 1023) & ~1023ull);
   float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);                     /* [TILE_B][ZP] */
   unsigned long long *full = (unsigned long long *)(sZ + TILE_B * ZP);   /* [STAGES] */
   unsigned long long *empty = full + STAGES;                             /* [STAGES] */
@@ -112,7 +128,7 @@ fsamp_main(const fs_params p) {
   int v_begin, v_end;
   fs_chunk_rows(p, chunk, &v_begin, &v_end);
   const int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
-  const int KT = p.D / TILE_K;
+  const int KT = (p.D + TILE_K - 1) / TILE_K;
   const int total = ntiles * KT;
 
   if (tid == 0) {
@@ -125,22 +141,20 @@ fsamp_main(const fs_params p) {
   __syncthreads();
 
   if (warp == CWARPS) {
-    /* ---- producer: one bulk copy per valid row of W and H per stage ---- */
-    const fs_elem *Wg = (const fs_elem *)p.W, *Hg = (const fs_elem *)p.H;
-    const int nbr = min(TILE_B, p.B - b0);
-    const unsigned kbytes = TILE_K * 2;
-    for (int it = 0; it < total; it++) {
-      const int slot = it % STAGES;
-      mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
-      const int t = it / KT, k0 = (it - t * KT) * TILE_K;
-      const int vrow0 = v_begin + t * TILE_V, nv = min(TILE_V, v_end - vrow0);
-      if (lane == 0) mbar_expect_tx(full + slot, (unsigned)(nv + nbr) * kbytes);
-      __syncwarp();
-      fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + TILE_V * LDS;
-      for (int r = lane; r < nv; r += 32)
-        bulk_copy(sW + r * LDS, Wg + (long long)(vrow0 + r) * p.w_stride + k0, kbytes, full + slot);
-      for (int r = lane; r < nbr; r += 32)
-        bulk_copy(sH + r * LDS, Hg + (long long)(b0 + r) * p.h_stride + k0, kbytes, full + slot);
+    /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
+    if (lane == 0) {
+      for (int it = 0; it < total; it++) {
+        const int slot = it % STAGES;
+        mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+        const int t = it / KT, k0 = (it - t * KT) * TILE_K;
+        mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
+        fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+#pragma unroll
+        for (int kb = 0; kb < KB; kb++) {
+          tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, v_begin + t * TILE_V, full + slot);
+          tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
+        }
+      }
     }
   } else {
     /* ---- consumers: mma over each stage, epilogue at each tile's end ---- */
@@ -158,16 +172,18 @@ fsamp_main(const fs_params p) {
     for (int it = 0; it < total; it++) {
       const int slot = it % STAGES;
       mbar_wait(full + slot, (it / STAGES) & 1);
-      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + TILE_V * LDS;
+      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
 #pragma unroll
       for (int kk = 0; kk < TILE_K; kk += 16) {
         unsigned af[MI][4], bf[NI][2];
+        const fs_elem *bw = sW + (kk >> 6) * W_BOX, *bh = sH + (kk >> 6) * H_BOX;
+        const int kc = kk & 63;
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
-          ldmatrix_x4(af[mi], sW + (wm * WM + mi * 16 + (lane & 15)) * LDS + kk + (lane >> 4) * 8);
+          ldmatrix_x4(af[mi], swz(bw, wm * WM + mi * 16 + (lane & 15), kc + (lane >> 4) * 8));
 #pragma unroll
         for (int ni = 0; ni < NI; ni++)
-          ldmatrix_x2(bf[ni], sH + (wn * WN + ni * 8 + (lane & 7)) * LDS + kk + ((lane >> 3) & 1) * 8);
+          ldmatrix_x2(bf[ni], swz(bh, wn * WN + ni * 8 + (lane & 7), kc + ((lane >> 3) & 1) * 8));
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
 #pragma unroll

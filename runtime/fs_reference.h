@@ -1,0 +1,40 @@
+/*
+** fs_reference.h: the CPU reference's internal entry point for tests.
+**
+** fs_reference_sample() (flashsampling.h) returns what the GPU returns; GPU
+** tests also need to know how close the race was, because the kernel forms
+** logits in fp32 in its own order and a near-tie may legitimately go the
+** other way.  fs_reference_row() answers one (row, sample) with the winner
+** and the runner-up, both scored exactly as fs_reference_sample() scores
+** them (see the definition in reference.c).
+*/
+#ifndef FS_REFERENCE_H
+#define FS_REFERENCE_H
+
+#include "flashsampling.h"
+
+#include <stdint.h>
+
+/* One (row, sample) of the reference draw.  "score" is the perturbed score
+** in double: z / T + (double)fs_noise(...) for a sampled row, z for a greedy
+** row.  When V == 1 there is no runner-up: second_token is -1 and
+** second_score / second_logit are -INFINITY.  When two candidates tie
+** exactly, the smaller global id is the winner and second_score == score. */
+typedef struct fs_ref_result {
+  int32_t token;        /* global id of the winner (vocab_offset + v) */
+  double logit;         /* its logit z, in double */
+  double score;         /* its perturbed score, in double */
+  int32_t second_token; /* global id of the runner-up, or -1 */
+  double second_logit;  /* the runner-up's z */
+  double second_score;  /* the runner-up's perturbed score */
+} fs_ref_result;
+
+/* The reference draw of row `row` (0..B-1) and sample `sample`
+** (0..num_samples-1) of the problem; pointers are HOST pointers as for
+** fs_reference_sample().  Costs V x D multiply-adds.  Returns FS_OK and fills
+** *out, or FS_INVALID_ARGUMENT (fs_last_error(NULL) names the argument) or
+** FS_OUT_OF_MEMORY. */
+int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
+                     int sample, fs_ref_result *out /* OUT */);
+
+#endif /* FS_REFERENCE_H */

@@ -1,0 +1,272 @@
+/*
+** reference.c: the CPU reference draw, fs_reference_sample() and
+** fs_reference_row().  It is the oracle the GPU tests compare against, so it
+** is written to be obviously right first and fast enough second: tests run
+** it on LM-head shapes such as B=300, D=64, V=151937 and B=3, D=4096,
+** V=151937 and expect seconds, i.e. a few GFLOP of double arithmetic on one
+** core.
+**
+** The definition (the same as flashsampling.h and fs_rng.h):
+**   z[b,v]   = sum over k = 0..D-1, in that order, of
+**              double(H[b,k]) * double(W[v,k])      (bf16/fp16 decoded exactly;
+**              each product is exact in double, so FMA contraction is moot)
+**   token    = vocab_offset + v                      (the global id)
+**   T[b]     = temperatures ? temperatures[b] : temperature
+**   greedy   : T == 0, T < 0 or T is NaN
+**   score    = z                                     (greedy row)
+**            = z / T + (double)fs_noise(seed_b, offset_b, token, sample, tag)
+**   seed_b   = seeds ? seeds[b] : seed;  offset_b likewise
+**   tag      = seeds ? 0 : b + 1
+**   winner   = argmax over v of score, ties to the smaller token; a NaN
+**              score loses to every number
+**   outputs  : tokens = winner, logits = (float)z, keys =
+**              fs_pack_key((float)score, winner)
+**
+** Work layout: H rows are decoded to double once per block of rows, W is
+** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
+** runs REF_VT independent sequential sums (instruction-level parallelism
+** without changing the summation order).  The noise (Philox + two logs per
+** (b, v, sample)) usually costs as much as the dot products.
+*/
+#include "fs_int.h"
+#include "fs_half.h"
+#include "fs_reference.h"
+#include "fs_rng.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define REF_VT 8                  /* W rows per tile: independent sums */
+_Static_assert(REF_VT == 8, "ref_pass names eight accumulators");
+#define REF_H_DOUBLES (1 << 18)   /* decoded H rows per block: 2 MiB */
+#define REF_RESULTS_MAX (1 << 20) /* (row, sample) results per pass */
+
+/* The per-row sampling parameters of row b (host arrays). */
+typedef struct ref_row {
+  int greedy;
+  double temperature;
+  uint64_t seed, offset;
+  uint32_t tag;
+} ref_row;
+
+static ref_row ref_row_params(const fs_sampling *s, int b) {
+  ref_row r;
+  float t = s->temperatures ? s->temperatures[b] : s->temperature;
+  r.greedy = !(t > 0.0f); /* 0, negative or NaN */
+  r.temperature = (double)t;
+  r.seed = s->seeds ? s->seeds[b] : s->seed;
+  r.offset = s->offsets ? s->offsets[b] : s->offset;
+  r.tag = s->seeds ? 0u : (uint32_t)b + 1u;
+  return r;
+}
+
+/* Decodes n elements of dtype (bf16 or fp16 bits) to double, dst[i*step]. */
+static void ref_decode(int dtype, const uint16_t *src, long long n,
+                       double *dst, int step) {
+  long long i;
+  if (dtype == FS_DTYPE_BF16) {
+    for (i = 0; i < n; i++) dst[i * step] = (double)fs_bf16_to_float(src[i]);
+  } else {
+    for (i = 0; i < n; i++) dst[i * step] = (double)fs_half_to_float(src[i]);
+  }
+}
+
+/* a beats b: larger, or a number against a NaN. */
+static int ref_better(double a, double b) {
+  return a > b || (isnan(b) && !isnan(a));
+}
+
+static void ref_result_init(fs_ref_result *r) {
+  r->token = -1;
+  r->logit = r->score = -INFINITY;
+  r->second_token = -1;
+  r->second_logit = r->second_score = -INFINITY;
+}
+
+/* Offers candidate `token` to r.  Candidates arrive in increasing token
+** order, so a tie keeps the earlier (smaller) id as the winner and the later
+** one becomes the runner-up. */
+static void ref_offer(fs_ref_result *r, double score, double z,
+                      int32_t token) {
+  if (r->token < 0 || ref_better(score, r->score)) {
+    r->second_token = r->token;
+    r->second_logit = r->logit;
+    r->second_score = r->score;
+    r->token = token;
+    r->logit = z;
+    r->score = score;
+  } else if (r->second_token < 0 || ref_better(score, r->second_score)) {
+    r->second_token = token;
+    r->second_logit = z;
+    r->second_score = score;
+  }
+}
+
+/* Scratch for one pass; sized by ref_alloc(). */
+typedef struct ref_scratch {
+  double *h;           /* [rows, D] decoded H */
+  double *wt;          /* [D, REF_VT] decoded W tile, interleaved */
+  fs_ref_result *res;  /* [rows, samples] */
+} ref_scratch;
+
+static void ref_free(ref_scratch *sc) {
+  free(sc->h);
+  free(sc->wt);
+  free(sc->res);
+}
+
+static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
+  sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
+  sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
+  sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
+  if (!sc->h || !sc->wt || !sc->res) {
+    ref_free(sc);
+    return fs_err(NULL, FS_OUT_OF_MEMORY,
+                  "fs_reference: cannot allocate %zu bytes of scratch "
+                  "(rows=%d, D=%d, samples=%d)",
+                  sizeof(double) * ((size_t)rows * (size_t)D +
+                                    (size_t)D * REF_VT) +
+                      sizeof(fs_ref_result) * (size_t)rows * (size_t)samples,
+                  rows, D, samples);
+  }
+  return FS_OK;
+}
+
+/* Draws rows [b0, b1) x samples [s0, s1) into
+** sc->res[(b - b0) * (s1 - s0) + (s - s0)].  The problem and sampling must
+** have been validated; sc must hold (b1 - b0) rows and (s1 - s0) samples. */
+static void ref_pass(const fs_problem *p, const fs_sampling *s, int b0,
+                     int b1, int s0, int s1, ref_scratch *sc) {
+  const int D = p->hidden, V = p->vocab, nb = b1 - b0, ns = s1 - s0;
+  const long long hs = fs_h_stride(p), ws = fs_w_stride(p);
+  const uint16_t *H = (const uint16_t *)p->hidden_states;
+  const uint16_t *W = (const uint16_t *)p->weight;
+  double *h = sc->h, *wt = sc->wt;
+  fs_ref_result *res = sc->res;
+  int i, j, k, v0, t;
+
+  for (i = 0; i < nb; i++)
+    ref_decode(p->dtype, H + (long long)(b0 + i) * hs, D, h + (size_t)i * D, 1);
+  for (i = 0; i < nb * ns; i++) ref_result_init(&res[i]);
+
+  for (v0 = 0; v0 < V; v0 += REF_VT) {
+    const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
+    for (j = 0; j < REF_VT; j++) {
+      if (j < nv) {
+        ref_decode(p->dtype, W + (long long)(v0 + j) * ws, D, wt + j, REF_VT);
+      } else {
+        for (k = 0; k < D; k++) wt[(size_t)k * REF_VT + j] = 0.0;
+      }
+    }
+    for (i = 0; i < nb; i++) {
+      const double *hb = h + (size_t)i * D;
+      const ref_row rp = ref_row_params(s, b0 + i);
+      fs_ref_result *ri = res + (size_t)i * ns;
+      /* Eight named accumulators stay in registers (an array does not at
+      ** -O2); each is a plain sequential sum over k. */
+      double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+      for (k = 0; k < D; k++) {
+        const double x = hb[k];
+        const double *w = wt + (size_t)k * REF_VT;
+        a0 += x * w[0]; a1 += x * w[1]; a2 += x * w[2]; a3 += x * w[3];
+        a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
+      }
+      const double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
+      for (j = 0; j < nv; j++) {
+        const int32_t token = (int32_t)(p->vocab_offset + v0 + j);
+        const double z = acc[j];
+        if (rp.greedy) {
+          ref_offer(ri, z, z, token);
+          continue;
+        }
+        for (t = 0; t < ns; t++) {
+          double g = (double)fs_noise(rp.seed, rp.offset, (uint32_t)token,
+                                      (uint32_t)(s0 + t), rp.tag);
+          ref_offer(&ri[t], z / rp.temperature + g, z, token);
+        }
+      }
+    }
+  }
+  /* A greedy row's samples are all the same draw. */
+  for (i = 0; i < nb; i++) {
+    if (!ref_row_params(s, b0 + i).greedy) continue;
+    for (t = 1; t < ns; t++) res[(size_t)i * ns + t] = res[(size_t)i * ns];
+  }
+}
+
+static int ref_misaligned(const void *ptr, unsigned a) {
+  return ((uintptr_t)ptr % a) != 0;
+}
+
+int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
+                        int32_t *tokens, float *logits, uint64_t *keys) {
+  FS_TRY(fs_validate_problem(NULL, problem, 1));
+  FS_TRY(fs_validate_sampling(NULL, sampling, problem->batch));
+  if (!tokens)
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "tokens=NULL: a [B, num_samples] int32 host array is "
+                  "required");
+  if (ref_misaligned(tokens, 4))
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "tokens=%p: must be 4-byte aligned", (void *)tokens);
+  if (logits && ref_misaligned(logits, 4))
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "logits=%p: must be 4-byte aligned", (void *)logits);
+  if (keys && ref_misaligned(keys, 8))
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "keys=%p: must be 8-byte aligned", (void *)keys);
+
+  const int B = problem->batch, D = problem->hidden;
+  const int S = sampling->num_samples;
+  int rows = REF_H_DOUBLES / D;
+  if (rows < 1) rows = 1;
+  if (rows > B) rows = B;
+  int samples = REF_RESULTS_MAX / rows;
+  if (samples < 1) samples = 1;
+  if (samples > S) samples = S;
+
+  ref_scratch sc;
+  FS_TRY(ref_alloc(&sc, rows, samples, D));
+  for (int b0 = 0; b0 < B; b0 += rows) {
+    const int b1 = B - b0 < rows ? B : b0 + rows;
+    for (int s0 = 0; s0 < S; s0 += samples) {
+      const int s1 = S - s0 < samples ? S : s0 + samples;
+      ref_pass(problem, sampling, b0, b1, s0, s1, &sc);
+      for (int i = 0; i < b1 - b0; i++) {
+        for (int t = 0; t < s1 - s0; t++) {
+          const fs_ref_result *r = &sc.res[(size_t)i * (s1 - s0) + t];
+          const size_t o = (size_t)(b0 + i) * S + (size_t)(s0 + t);
+          tokens[o] = r->token;
+          if (logits) logits[o] = (float)r->logit;
+          if (keys) keys[o] = fs_pack_key((float)r->score, (uint32_t)r->token);
+        }
+      }
+    }
+  }
+  ref_free(&sc);
+  return FS_OK;
+}
+
+int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
+                     int sample, fs_ref_result *out) {
+  FS_TRY(fs_validate_problem(NULL, p, 1));
+  FS_TRY(fs_validate_sampling(NULL, s, p->batch));
+  if (row < 0 || row >= p->batch)
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,
+                  (int)p->batch);
+  if (sample < 0 || sample >= s->num_samples)
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "sample=%d: must be in 0..%d (num_samples=%d)", sample,
+                  (int)s->num_samples - 1, (int)s->num_samples);
+  if (!out)
+    return fs_err(NULL, FS_INVALID_ARGUMENT,
+                  "out=NULL: an fs_ref_result is required");
+  ref_scratch sc;
+  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden));
+  ref_pass(p, s, row, row + 1, sample, sample + 1, &sc);
+  *out = sc.res[0];
+  ref_free(&sc);
+  return FS_OK;
+}
