@@ -25,8 +25,12 @@
 **    tol below the oracle token's exact score: a near-tie may go either way
 **    when logits are accumulated in fp32 in another order (at D <= 8192 and
 **    logits of this size the difference is ~1e-4), a real error may not.
-** FS_TUNE_INJECT_WRONG=<variant name> adds 1 to that variant's tokens after
-** each run (a test hook that proves a wrong variant is caught).
+** Test hooks (they prove the tuner catches what they fake):
+**   FS_TUNE_INJECT_WRONG=<variant>  adds 1 to that variant's tokens after each
+**                                   run: it must be recorded as wrong;
+**   FS_TUNE_INJECT_CRASH=<variant>  the child dies (SIGSEGV) on that job;
+**   FS_TUNE_INJECT_HANG=<variant>   the child stops answering on that job;
+** both of the last must be recorded as run-failed, and tuning goes on.
 **
 ** Timing (CUDA events around one launch): 5 warm-up runs, then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
@@ -77,7 +81,7 @@ typedef struct worker {
   int oracle_ok;
   int32_t *otok[NCFG];        /* the oracle's token and its exact score */
   double *oscore[NCFG];
-  const char *inject;
+  const char *inject, *inject_crash, *inject_hang;
   int fatal;                  /* the context is unusable */
   char msg[1024];
 } worker;
@@ -490,6 +494,9 @@ static void do_job(worker *w, const tune_msg *m, const void *cubin, tune_msg *r)
     snprintf(w->msg, sizeof w->msg, "no oracle: SETUP failed");
     goto done;
   }
+  if (w->inject_crash && strcmp(w->inject_crash, m->variant.name) == 0) raise(SIGSEGV);
+  if (w->inject_hang && strcmp(w->inject_hang, m->variant.name) == 0)
+    for (;;) pause();
   if (load(w, &m->variant, cubin, &k)) goto done;
   int lb = -1;
   r->registers = k->registers;
@@ -548,6 +555,8 @@ int tune_worker_main(int in_fd, int out_fd, int device) {
   w->in_fd = in_fd;
   w->out_fd = out_fd;
   w->inject = getenv("FS_TUNE_INJECT_WRONG");
+  w->inject_crash = getenv("FS_TUNE_INJECT_CRASH");
+  w->inject_hang = getenv("FS_TUNE_INJECT_HANG");
 
   reply_init(&r, TUNE_MSG_HELLO);
   r.status = fs_context_create(device, &w->ctx);

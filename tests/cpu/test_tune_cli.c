@@ -1,0 +1,325 @@
+// fs-test-timeout: 240
+/*
+** test_tune_cli: transcript tests of the fs-tune program (zstd's cli-tests
+** style): each case runs the built binary ($FS_TEST_BINARY_DIR/fs-tune) in a
+** fresh temporary directory, with HOME and XDG_CACHE_HOME pointing inside it,
+** and checks the exit status, stdout and stderr.  Needs no GPU: on a machine
+** with one the dry-run cases still only compile.
+**
+** Cases: --help; bad arguments (exit 2, the message names the argument, its
+** value and the rule); --list-models; a dry run that compiles a filtered
+** slice of the space and says timing needs a GPU, with --report; list on a
+** missing and on an empty database; export/import round trips (empty, and a
+** database with a run written through the store API); the default database
+** path under XDG_CACHE_HOME and HOME; corrupt and truncated databases (exit 1,
+** a clear message, never a signal).
+*/
+#include "fs_test.h"
+
+#include "store.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char bin[4096], tmp[4096];
+
+typedef struct result {
+  int code;        /* exit status, or 128 + signal */
+  char *out, *err; /* malloc'ed */
+} result;
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  if (f) {
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+      if (n + 2 > cap) {
+        cap = cap ? 2 * cap : 4096;
+        char *nb = realloc(buf, cap);
+        REQUIRE(nb);
+        buf = nb;
+      }
+      buf[n++] = (char)c;
+    }
+    fclose(f);
+  }
+  if (!buf) {
+    buf = malloc(1);
+    REQUIRE(buf);
+  }
+  buf[n] = 0;
+  return buf;
+}
+
+/* Runs fs-tune with the NULL-terminated arguments in `dir` (relative to
+** tmp), with env: HOME=<tmp>/home, XDG_CACHE_HOME=<xdg or unset>. */
+static result run_in(const char *xdg, const char *const *args) {
+  char out[4600], err[4600], home[4600];
+  const char *argv[64];
+  int n = 0;
+  argv[n++] = bin;
+  for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+  argv[n] = NULL;
+  snprintf(out, sizeof out, "%s/stdout.txt", tmp);
+  snprintf(err, sizeof err, "%s/stderr.txt", tmp);
+  snprintf(home, sizeof home, "%s/home", tmp);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    setenv("HOME", home, 1);
+    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+#define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+static void result_free(result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* Checks the exit code and that each needle appears in stdout or stderr. */
+static void expect(const char *what, result r, int code, ...) {
+  va_list ap;
+  CHECK_MSG(r.code == code, "%s: exit %d, expected %d\nstdout:\n%.3000s\nstderr:\n%.3000s", what,
+            r.code, code, r.out, r.err);
+  va_start(ap, code);
+  for (const char *needle; (needle = va_arg(ap, const char *)) != NULL;)
+    CHECK_MSG(strstr(r.out, needle) || strstr(r.err, needle),
+              "%s: '%s' not in the output\nstdout:\n%.3000s\nstderr:\n%.3000s", what, needle,
+              r.out, r.err);
+  va_end(ap);
+  result_free(&r);
+}
+
+static int exists(const char *rel) {
+  char p[4600];
+  snprintf(p, sizeof p, "%s/%s", tmp, rel);
+  return access(p, F_OK) == 0;
+}
+
+static void path_in_tmp(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", tmp, rel); }
+
+static void test_usage(void) {
+  result r = RUN("--help");
+  CHECK(strstr(r.out, "usage: fs-tune") != NULL);
+  CHECK(strstr(r.out, "--dry-run") && strstr(r.out, "export OUT.db"));
+  expect("--help", r, 0, NULL);
+
+  expect("unknown option", RUN("--frobnicate"), 2, "--frobnicate", "unknown option", NULL);
+  expect("--batch 0", RUN("--batch", "0"), 2, "--batch 0", "1..65535", NULL);
+  expect("--batch x", RUN("--batch", "1,x"), 2, "--batch 1,x", "'x'", NULL);
+  expect("--shape D=4095", RUN("--shape", "D=4095,V=10"), 2, "--shape D=4095,V=10", "D=4095",
+         "multiple of 8", NULL);
+  expect("--shape junk", RUN("--shape", "4096x10"), 2, "--shape 4096x10", "D=", NULL);
+  expect("--dtype int8", RUN("--dtype", "int8"), 2, "--dtype int8", "bf16 or fp16", NULL);
+  expect("--jobs 0", RUN("--jobs", "0"), 2, "--jobs 0", "1..256", NULL);
+  expect("--max-variants 0", RUN("--max-variants", "0"), 2, "--max-variants 0", ">= 1", NULL);
+  expect("--budget -1", RUN("--budget", "-1"), 2, "--budget -1", "seconds > 0", NULL);
+  expect("--arch 75", RUN("--arch", "75"), 2, "--arch 75", "80, 86, 89, 90, 100, 120", NULL);
+  expect("--model nope", RUN("--model", "nope"), 2, "--model nope", "--list-models", NULL);
+  expect("--model and --shape", RUN("--model", "qwen3-8b", "--shape", "D=8,V=8"), 2,
+         "give one of them", NULL);
+  expect("--db without value", RUN("--db"), 2, "--db", "needs a value", NULL);
+  expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
+  expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
+  expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
+  expect("import without file", RUN("import"), 2, "import", "one input file", NULL);
+
+  result m = RUN("--list-models");
+  CHECK(strstr(m.out, "qwen3-8b") && strstr(m.out, "4096") && strstr(m.out, "151936"));
+  expect("--list-models", m, 0, "llama3-70b", NULL);
+}
+
+static void test_dry_run(void) {
+  result r = RUN("--dry-run", "--filter", "_v128_b16_", "--max-variants", "6", "--jobs", "2",
+                 "--report", "dry.csv");
+  int compiled = 0;
+  for (const char *p = r.out; (p = strstr(p, "  compiled fsamp_")) != NULL; p++) compiled++;
+  CHECK_MSG(compiled >= 1, "no compiled variant in:\n%.3000s", r.out);
+  CHECK(strstr(r.out, "_v128_b16_") != NULL);
+  CHECK(strstr(r.out, "rejected (register spills)") != NULL);
+  expect("--dry-run", r, 0, "timing needs a GPU: no variants were timed", NULL);
+  CHECK(exists("dry.csv") && exists("dry.csv.svg"));
+  char p[4600];
+  path_in_tmp(p, sizeof p, "dry.csv");
+  char *csv = slurp(p);
+  CHECK(strncmp(csv, "bucket,variant,tile_v", 21) == 0);
+  CHECK(strstr(csv, ",compiled,") != NULL);
+  free(csv);
+  path_in_tmp(p, sizeof p, "dry.csv.svg");
+  char *svg = slurp(p);
+  CHECK(strncmp(svg, "<?xml", 5) == 0 && strstr(svg, "</svg>\n") != NULL);
+  free(svg);
+  /* A dry run writes no database. */
+  CHECK(!exists("home/.cache/flashsampling/tuning.db"));
+}
+
+static void test_empty_db(void) {
+  expect("list, no database", RUN("list", "--db", "fresh.db"), 0, "nothing is tuned", NULL);
+  expect("list, default path", RUN("list"), 0, "home/.cache/flashsampling/tuning.db", NULL);
+  /* An empty database: export, import, list. */
+  expect("export empty", RUN("export", "empty-export.db", "--db", "empty.db"), 0,
+         "0 run(s)", NULL);
+  CHECK(exists("empty.db") && exists("empty-export.db"));
+  expect("export onto an existing file", RUN("export", "empty-export.db", "--db", "empty.db"), 2,
+         "exists", NULL);
+  expect("import empty", RUN("import", "empty-export.db", "--db", "imported.db"), 0,
+         "merged empty-export.db", NULL);
+  expect("list empty", RUN("list", "--db", "imported.db"), 0, "runs:", "(none)", "winners:",
+         NULL);
+  expect("show empty", RUN("show", "--db", "imported.db", "--model", "qwen3-8b"), 0,
+         "measurements:", "(none)", NULL);
+  expect("import missing", RUN("import", "missing.db", "--db", "imported.db"), 1, "missing.db",
+         NULL);
+  /* The default database: XDG_CACHE_HOME, else HOME/.cache (created). */
+  char xdg[4600];
+  path_in_tmp(xdg, sizeof xdg, "xdg");
+  expect("import to XDG", run_in(xdg, (const char *const[]){"import", "empty-export.db", NULL}),
+         0, NULL);
+  CHECK(exists("xdg/flashsampling/tuning.db"));
+  expect("import to HOME", RUN("import", "empty-export.db"), 0, NULL);
+  CHECK(exists("home/.cache/flashsampling/tuning.db"));
+}
+
+/* A database with one run written through the store API. */
+static void make_db(const char *path) {
+  char err[512];
+  fs_store *st = NULL;
+  REQUIRE(fs_store_open(path, FS_STORE_CREATE, &st, err, sizeof err) == FS_OK);
+  fs_store_run run;
+  memset(&run, 0, sizeof run);
+  run.device_name = "NVIDIA Test GPU";
+  run.arch = "sm_90";
+  run.sm_count = 132;
+  run.driver_version = 13000;
+  run.nvrtc_version = "13.0";
+  run.generator_rev = "gen-test";
+  int64_t id = 0;
+  REQUIRE(fs_store_begin_run(st, &run, &id) == FS_OK);
+  static const char *names[] = {"fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_rl_gp",
+                                "fsamp_bf16_sm90a_mma_v64_b8_k128_w4x1_s4_l16_rl_gp",
+                                "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s3_l16_rl_gp"};
+  static const int outcomes[] = {FS_STORE_OUTCOME_OK, FS_STORE_OUTCOME_OK,
+                                 FS_STORE_OUTCOME_WRONG};
+  for (int i = 0; i < 3; i++) {
+    fs_store_measurement m;
+    memset(&m, 0, sizeof m);
+    m.dtype = FS_DTYPE_BF16;
+    m.hidden = 4096;
+    m.vocab = 151936;
+    m.bucket = 8;
+    m.variant = names[i];
+    m.source_hash = "00112233aabbccdd";
+    m.outcome = outcomes[i];
+    m.median_us = outcomes[i] == FS_STORE_OUTCOME_OK ? 300.0 + 50 * i : -1;
+    m.spread_us = 1.0;
+    m.samples = 40;
+    m.floor_us = 260.0;
+    m.registers = 96;
+    m.spills = 0;
+    m.smem_bytes = 82560;
+    REQUIRE(fs_store_add_measurement(st, id, &m, NULL) == FS_OK);
+  }
+  static const char cubin[] = "not really a cubin";
+  REQUIRE(fs_store_put_cubin(st, names[0], "sm_90", "13.0", "00112233aabbccdd", cubin,
+                             sizeof cubin) == FS_OK);
+  REQUIRE(fs_store_finish_run(st, id) == FS_OK);
+  fs_store_close(st);
+}
+
+static void test_db_with_data(void) {
+  char p[4600];
+  path_in_tmp(p, sizeof p, "data.db");
+  make_db(p);
+  expect("list data", RUN("list", "--db", "data.db"), 0, "NVIDIA Test GPU",
+         "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_rl_gp", "finished", NULL);
+  result s = RUN("show", "--db", "data.db", "--bucket", "8", "--dtype", "bf16");
+  CHECK(strstr(s.out, "wrong") != NULL);
+  CHECK(strstr(s.out, "v64_b8_k128") != NULL);
+  expect("show data", s, 0, "300.000", NULL);
+  expect("show filtered out", RUN("show", "--db", "data.db", "--bucket", "16"), 0, "(none)",
+         NULL);
+  expect("export data", RUN("export", "ship.db", "--db", "data.db", "--model", "qwen3-8b"), 0,
+         "1 winner(s)", NULL);
+  expect("import data", RUN("import", "ship.db", "--db", "fleet.db"), 0, "1 run(s)", NULL);
+  expect("list imported", RUN("list", "--db", "fleet.db"), 0,
+         "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_rl_gp", NULL);
+  expect("merge twice adds nothing", RUN("merge", "ship.db", "data.db", "--db", "fleet.db"), 0,
+         "merged ship.db: 0 run(s), 0 measurement(s), 0 cubin(s)", "merged data.db", NULL);
+
+  /* Truncated to half: a clear error, exit 1, no crash. */
+  struct stat sb;
+  REQUIRE(stat(p, &sb) == 0);
+  REQUIRE(truncate(p, sb.st_size / 2) == 0);
+  result t = RUN("list", "--db", "data.db");
+  CHECK_MSG(t.code == 1, "truncated list: exit %d\n%s%s", t.code, t.out, t.err);
+  CHECK(strstr(t.err, "data.db") != NULL);
+  result_free(&t);
+  t = RUN("show", "--db", "data.db");
+  CHECK_MSG(t.code == 1, "truncated show: exit %d\n%s%s", t.code, t.out, t.err);
+  result_free(&t);
+}
+
+static void test_corrupt_db(void) {
+  char p[4600];
+  path_in_tmp(p, sizeof p, "corrupt.db");
+  FILE *f = fopen(p, "wb");
+  REQUIRE(f);
+  unsigned long long s = 42;
+  for (int i = 0; i < 16384; i++) fputc((int)(fs_test_rand(&s) & 0xff), f);
+  fclose(f);
+  expect("list corrupt", RUN("list", "--db", "corrupt.db"), 1, "corrupt.db", "not a database",
+         NULL);
+  expect("show corrupt", RUN("show", "--db", "corrupt.db"), 1, "corrupt.db", NULL);
+  expect("export corrupt", RUN("export", "x.db", "--db", "corrupt.db"), 1, "corrupt.db", NULL);
+  expect("import corrupt", RUN("import", "corrupt.db", "--db", "ok.db"), 1, "corrupt.db", NULL);
+  expect("tune on corrupt", RUN("--db", "corrupt.db", "--batch", "1", "--max-variants", "1"), 1,
+         "corrupt.db", NULL);
+  CHECK(!exists("x.db"));
+}
+
+int main(void) {
+  const char *bd = getenv("FS_TEST_BINARY_DIR");
+  REQUIRE(bd != NULL);
+  snprintf(bin, sizeof bin, "%s/fs-tune", bd);
+  REQUIRE(access(bin, X_OK) == 0);
+  const char *td = getenv("TMPDIR");
+  snprintf(tmp, sizeof tmp, "%s/fs-tune-cli-XXXXXX", td && *td ? td : "/tmp");
+  REQUIRE(mkdtemp(tmp) != NULL);
+  printf("binary %s, scratch %s\n", bin, tmp);
+  test_usage();
+  test_dry_run(); /* first: it checks that no default database appears */
+  test_empty_db();
+  test_db_with_data();
+  test_corrupt_db();
+  if (!fs_test_failures) {
+    char cmd[4700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  }
+  return fs_test_done("test_tune_cli");
+}
