@@ -275,6 +275,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
   tune_msg ready, res;
   char why[1024];
   memset(&ready, 0, sizeof ready);
+  ready.floor_us = -1;
   for (int k = 0; k < pl->norder[b]; k++) {
     const int i = pl->order[b][k];
     tune_item *it = &pl->items[i];

@@ -356,8 +356,12 @@ static int load(worker *w, const fs_variant *v, const void *cubin, fs_kernel **k
     return -1;
   }
   st = fs_workspace_reserve(w->ctx, fs_workspace_need(w->ctx, *k, w->B, w->V, 1));
+  /* Fresh counters: a wrong variant before may have left them dirty.  (The
+  ** stream is a blocking one, so it is ordered after this legacy-stream
+  ** memset; the synchronisation makes that explicit.) */
   if (!st && w->ctx->workspace &&
-      CU(w->cu->cuMemsetD8(w->ctx->workspace, 0, FS_COUNTER_BYTES))) /* fresh counters */
+      (CU(w->cu->cuMemsetD8(w->ctx->workspace, 0, FS_COUNTER_BYTES)) ||
+       CU(w->cu->cuCtxSynchronize())))
     st = FS_CUDA;
   else if (st)
     snprintf(w->msg, sizeof w->msg, "workspace: %s", fs_last_error(w->ctx));
@@ -571,7 +575,7 @@ int tune_worker_main(int in_fd, int out_fd, int device) {
     int dv = -1;
     if (w->cu->cuDriverGetVersion(&dv) == CUDA_SUCCESS) r.driver_version = dv;
     if (CU(w->cu->cuCtxPushCurrent(w->ctx->cu_ctx)) ||
-        CU(w->cu->cuStreamCreate(&w->stream, CU_STREAM_NON_BLOCKING)) ||
+        CU(w->cu->cuStreamCreate(&w->stream, CU_STREAM_DEFAULT)) ||
         CU(w->cu->cuEventCreate(&w->e0, CU_EVENT_DEFAULT)) ||
         CU(w->cu->cuEventCreate(&w->e1, CU_EVENT_DEFAULT))) {
       r.status = FS_CUDA;

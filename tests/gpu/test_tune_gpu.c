@@ -1,0 +1,336 @@
+// fs-test-timeout: 900
+/*
+** test_tune_gpu: fs-tune end to end on a small shape (D=1024, V=32000,
+** buckets 1 and 8, six variants each), with three planted faults:
+**   FS_TUNE_INJECT_WRONG  one variant's tokens are corrupted after it runs,
+**   FS_TUNE_INJECT_CRASH  one variant's job kills the worker (SIGSEGV),
+**   FS_TUNE_INJECT_HANG   one variant's job never answers (--timeout 5).
+** Checks: fs-tune exits 0; the store records 'wrong' and 'run-failed' for
+** them and none of them wins; each bucket has an exact winner with a stored
+** cubin; that cubin, loaded with fs_kernel_load_cubin and launched with
+** fs_launch on a fresh problem, draws the CPU reference's tokens (a
+** different token only on a near-tie, judged by exact scores); a rerun skips
+** everything measured and keeps the winners; the CSV has the fault rows.
+** (The runtime does not read the database yet; when it does, this test
+** should also sample through fs_sample with FS_TUNING_DB set.)
+** The victims are taken from a --dry-run of the same plan: the 2nd, 3rd and
+** 4th compiled variants of bucket 8 (the 1st is the default, the oracle).
+*/
+#include "fs_test.h"
+
+#include "fs_half.h"
+#include "fs_tools.h"
+#include "fs_rng.h"
+#include "gen.h"
+#include "store.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define D 1024
+#define V 32000
+
+static char bin[4096], tmp[4096];
+
+typedef struct result {
+  int code;
+  char *out, *err;
+} result;
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0, cap = 1 << 16;
+  char *buf = malloc(cap);
+  REQUIRE(buf);
+  if (f) {
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+      if (n + 2 > cap) {
+        cap *= 2;
+        buf = realloc(buf, cap);
+        REQUIRE(buf);
+      }
+      buf[n++] = (char)c;
+    }
+    fclose(f);
+  }
+  buf[n] = 0;
+  return buf;
+}
+
+/* Runs fs-tune in tmp with args; env is a NULL-terminated list of
+** "NAME=value" to set (others unset: the FS_TUNE_INJECT_* hooks). */
+static result run(const char *const *env, const char *const *args) {
+  char out[4600], err[4600];
+  const char *argv[64];
+  int n = 0;
+  argv[n++] = bin;
+  for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+  argv[n] = NULL;
+  snprintf(out, sizeof out, "%s/stdout.txt", tmp);
+  snprintf(err, sizeof err, "%s/stderr.txt", tmp);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    unsetenv("FS_TUNE_INJECT_WRONG");
+    unsetenv("FS_TUNE_INJECT_CRASH");
+    unsetenv("FS_TUNE_INJECT_HANG");
+    for (int i = 0; env && env[i]; i++) {
+      char kv[512];
+      snprintf(kv, sizeof kv, "%s", env[i]);
+      char *eq = strchr(kv, '=');
+      if (eq) {
+        *eq = 0;
+        setenv(kv, eq + 1, 1);
+      }
+    }
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+/* ---- the store's view ------------------------------------------------------- */
+typedef struct outcome_scan {
+  const char *variant;
+  int bucket;
+  int outcome; /* of the last matching row, -1 if none */
+  int rows;
+} outcome_scan;
+
+static int on_meas(void *arg, const fs_store_run *r, const fs_store_measurement *m) {
+  outcome_scan *s = arg;
+  (void)r;
+  if (strcmp(m->variant, s->variant) == 0 && m->bucket == s->bucket) {
+    s->outcome = m->outcome;
+    s->rows++;
+  }
+  return 0;
+}
+
+static int recorded_outcome(fs_store *st, const char *variant, int bucket) {
+  outcome_scan s = {variant, bucket, -1, 0};
+  fs_store_filter f;
+  memset(&f, 0, sizeof f);
+  f.variant = variant;
+  CHECK(fs_store_list_measurements(st, &f, on_meas, &s) == FS_OK);
+  return s.outcome;
+}
+
+/* ---- running a stored winner ------------------------------------------------ */
+#define CU(call)                                                            \
+  do {                                                                      \
+    CUresult r_ = (call);                                                   \
+    if (r_ != CUDA_SUCCESS) {                                               \
+      fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, \
+              (int)r_);                                                     \
+      exit(1);                                                              \
+    }                                                                       \
+  } while (0)
+
+static double dot(const uint16_t *h, const uint16_t *w) {
+  double acc = 0;
+  for (int i = 0; i < D; i++) acc += (double)fs_bf16_to_float(h[i]) * fs_bf16_to_float(w[i]);
+  return acc;
+}
+
+/* Loads the stored cubin of `c`, samples B rows of a fresh problem with it
+** and compares with the CPU reference.  Returns the number of bad rows. */
+static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int B) {
+  char err[512];
+  fs_variant v;
+  REQUIRE(fs_gen_parse(g, c->variant, &v, err, sizeof err) == FS_OK);
+  const fs_cu_api *cu = ctx->cu;
+  CUcontext dummy;
+  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
+  fs_kernel *k = NULL;
+  int st = fs_kernel_load_cubin(ctx, &v, c->cubin, &k);
+  CHECK_MSG(st == FS_OK, "loading %s: %s", c->variant, fs_last_error(ctx));
+  if (st) {
+    cu->cuCtxPopCurrent(&dummy);
+    return B;
+  }
+  REQUIRE(fs_workspace_reserve(ctx, fs_workspace_need(ctx, k, B, V, 1)) == FS_OK);
+  uint16_t *H = malloc((size_t)B * D * 2), *W = malloc((size_t)V * D * 2);
+  int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
+  REQUIRE(H && W && tok && ref);
+  unsigned long long s = 777 + (unsigned long long)B;
+  for (size_t i = 0; i < (size_t)B * D; i++)
+    H[i] = fs_float_to_bf16((float)fs_test_uniform(&s));
+  for (size_t i = 0; i < (size_t)V * D; i++)
+    W[i] = fs_float_to_bf16((float)(fs_test_uniform(&s) * 3.0 * 3.0 / sqrt((double)D)));
+  CUdeviceptr dH, dW, dT;
+  CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
+  CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
+  CU(cu->cuMemAlloc(&dT, (size_t)B * 4));
+  CU(cu->cuMemcpyHtoD(dH, H, (size_t)B * D * 2));
+  CU(cu->cuMemcpyHtoD(dW, W, (size_t)V * D * 2));
+  CU(cu->cuMemsetD8(dT, 0xFF, (size_t)B * 4));
+  fs_problem p = {B, D, V, 0, FS_DTYPE_BF16, (void *)(uintptr_t)dH, 0, (void *)(uintptr_t)dW, 0};
+  fs_sampling sm = {0.8f, NULL, 1, 4242, NULL, 3, NULL};
+  fs_outputs o = {(int32_t *)(uintptr_t)dT, NULL, NULL};
+  st = fs_launch(ctx, k, &p, &sm, &o, NULL);
+  CHECK_MSG(st == FS_OK, "fs_launch: %s", fs_last_error(ctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(tok, dT, (size_t)B * 4));
+  CU(cu->cuMemFree(dH));
+  CU(cu->cuMemFree(dW));
+  CU(cu->cuMemFree(dT));
+  fs_kernel_unload(ctx, k);
+  cu->cuCtxPopCurrent(&dummy);
+
+  fs_problem hp = p;
+  hp.hidden_states = H;
+  hp.weight = W;
+  REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
+  int bad = 0;
+  for (int b = 0; b < B; b++) {
+    if (tok[b] == ref[b]) continue;
+    if (tok[b] < 0 || tok[b] >= V) {
+      fprintf(stderr, "row %d: token %d out of range\n", b, tok[b]);
+      bad++;
+      continue;
+    }
+    /* A near-tie may go either way: compare exact scores. */
+    double sg = dot(H + (size_t)b * D, W + (size_t)tok[b] * D) / sm.temperature +
+                fs_noise(sm.seed, sm.offset, (uint32_t)tok[b], 0, (uint32_t)b + 1);
+    double sr = dot(H + (size_t)b * D, W + (size_t)ref[b] * D) / sm.temperature +
+                fs_noise(sm.seed, sm.offset, (uint32_t)ref[b], 0, (uint32_t)b + 1);
+    if (sr - sg > 1e-3 * (1 + fabs(sr))) {
+      fprintf(stderr, "row %d: %s drew %d (score %.6f), the reference %d (%.6f)\n", b,
+              c->variant, tok[b], sg, ref[b], sr);
+      bad++;
+    }
+  }
+  free(H); free(W); free(tok); free(ref);
+  return bad;
+}
+
+/* The compiled variants a dry run lists, in order (names into buf). */
+static int dry_run_names(char names[][160], int max) {
+  result r = run(NULL, (const char *const[]){"--dry-run", "--shape", "D=1024,V=32000", "--batch",
+                                             "8", "--max-variants", "6", NULL});
+  CHECK_MSG(r.code == 0, "dry run: exit %d\n%s\n%s", r.code, r.out, r.err);
+  int n = 0;
+  for (const char *p = r.out; n < max && (p = strstr(p, "  compiled fsamp_")) != NULL; p++) {
+    if (sscanf(p + 11, "%159s", names[n]) == 1) n++;
+  }
+  free(r.out);
+  free(r.err);
+  return n;
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  const char *bd = getenv("FS_TEST_BINARY_DIR");
+  REQUIRE(bd != NULL);
+  snprintf(bin, sizeof bin, "%s/fs-tune", bd);
+  REQUIRE(access(bin, X_OK) == 0);
+  const char *td = getenv("TMPDIR");
+  snprintf(tmp, sizeof tmp, "%s/fs-tune-gpu-XXXXXX", td && *td ? td : "/tmp");
+  REQUIRE(mkdtemp(tmp) != NULL);
+  printf("binary %s, scratch %s, device %s\n", bin, tmp, ctx->device_name);
+
+  char names[8][160];
+  int n = dry_run_names(names, 8);
+  REQUIRE(n >= 4);
+  const char *wrong = names[1], *crash = names[2], *hang = names[3];
+  printf("planted: wrong %s, crash %s, hang %s\n", wrong, crash, hang);
+  char e1[300], e2[300], e3[300];
+  snprintf(e1, sizeof e1, "FS_TUNE_INJECT_WRONG=%s", wrong);
+  snprintf(e2, sizeof e2, "FS_TUNE_INJECT_CRASH=%s", crash);
+  snprintf(e3, sizeof e3, "FS_TUNE_INJECT_HANG=%s", hang);
+  const char *tune_args[] = {"--shape", "D=1024,V=32000", "--batch", "1,8", "--max-variants",
+                             "6", "--db", "t.db", "--timeout", "5", "--report", "rep.csv",
+                             NULL};
+  double t0 = fs_tools_now();
+  result r = run((const char *const[]){e1, e2, e3, NULL}, tune_args);
+  printf("first run: exit %d in %.1f s\n%s\n%s\n", r.code, (fs_tools_now() - t0) / 1e3, r.out,
+         r.err);
+  CHECK(r.code == 0);
+  CHECK(strstr(r.out, "winners for") != NULL);
+  free(r.out);
+  free(r.err);
+
+  char path[4600], err[512], arch[16];
+  snprintf(path, sizeof path, "%s/t.db", tmp);
+  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
+  fs_store *st = NULL;
+  REQUIRE(fs_store_open(path, FS_STORE_READONLY | FS_STORE_QUICK_CHECK, &st, err, sizeof err) ==
+          FS_OK);
+  fs_gen *g = NULL;
+  REQUIRE(fs_gen_open(&g, err, sizeof err) == FS_OK);
+  static const int buckets[2] = {1, 8};
+  char winners[2][160];
+  for (int i = 0; i < 2; i++) {
+    const int bucket = buckets[i];
+    CHECK_MSG(recorded_outcome(st, wrong, bucket) == FS_STORE_OUTCOME_WRONG,
+              "B=%d: %s recorded as %d, not wrong", bucket, wrong,
+              recorded_outcome(st, wrong, bucket));
+    CHECK_MSG(recorded_outcome(st, crash, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
+              "B=%d: %s (crash) recorded as %d", bucket, crash, recorded_outcome(st, crash, bucket));
+    CHECK_MSG(recorded_outcome(st, hang, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
+              "B=%d: %s (hang) recorded as %d", bucket, hang, recorded_outcome(st, hang, bucket));
+    fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, bucket};
+    fs_store_choice c;
+    memset(&c, 0, sizeof c);
+    REQUIRE(fs_store_winner(st, &key, &c) == FS_OK);
+    CHECK_MSG(c.match == FS_STORE_MATCH_EXACT, "B=%d: no winner", bucket);
+    snprintf(winners[i], sizeof winners[i], "%s", c.variant);
+    if (c.match != FS_STORE_MATCH_EXACT) continue;
+    printf("B=%d winner %s %.2f us (%d candidates)\n", bucket, c.variant, c.median_us,
+           c.n_candidates);
+    CHECK(strcmp(c.variant, wrong) && strcmp(c.variant, crash) && strcmp(c.variant, hang));
+    CHECK(c.n_candidates >= 1 && c.median_us > 0);
+    CHECK_MSG(c.has_cubin && c.cubin && c.cubin_size > 0, "B=%d: the winner has no cubin",
+              bucket);
+    if (c.cubin) {
+      const int B = bucket == 1 ? 1 : 5;
+      CHECK_MSG(run_winner(ctx, g, &c, B) == 0, "B=%d: the stored winner draws wrong tokens",
+                bucket);
+    }
+    fs_store_choice_clear(&c);
+  }
+  fs_store_close(st);
+
+  /* The report lists the faults. */
+  snprintf(path, sizeof path, "%s/rep.csv", tmp);
+  char *csv = slurp(path);
+  CHECK(strstr(csv, ",wrong,") != NULL && strstr(csv, ",run-failed,") != NULL);
+  CHECK(strstr(csv, ",ok,") != NULL);
+  free(csv);
+
+  /* A rerun measures nothing new and keeps the winners. */
+  r = run(NULL, tune_args);
+  CHECK_MSG(r.code == 0, "rerun: exit %d\n%s\n%s", r.code, r.out, r.err);
+  CHECK_MSG(strstr(r.out, "B=1: 0 measured") && strstr(r.out, "B=8: 0 measured"),
+            "rerun measured again:\n%s", r.out);
+  CHECK(strstr(r.out, winners[0]) != NULL && strstr(r.out, winners[1]) != NULL);
+  free(r.out);
+  free(r.err);
+
+  fs_gen_close(g);
+  fs_context_destroy(ctx);
+  if (!fs_test_failures) {
+    char cmd[4700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  }
+  return fs_test_done("test_tune_gpu");
+}
