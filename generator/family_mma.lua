@@ -101,7 +101,7 @@ function fam.default(arch, dtype, B, D, V)
   if B <= 8 then v.tile_b, v.warps = 8, 41
   elseif B <= 16 then v.tile_b, v.warps = 16, 41
   elseif B <= 32 then v.tile_b, v.warps = 32, 41
-  elseif B <= 64 then v.tile_b, v.warps = 64, 42
+  elseif B <= 64 or arch < 90 then v.tile_b, v.warps = 64, 42
   else v.tile_b, v.warps = 128, 42 end
   return v
 end

@@ -69,6 +69,18 @@ function fam.derive(v, a)
   v.min_blocks = 1
 end
 
+-- Heuristic default before tuning on sm_90+ (measured on the H200, see
+-- docs/perf-notes.md): TMA streaming with a batch tile that covers B.
+function fam.default(arch, dtype, B, D, V)
+  local v = { tile_v = 128, tile_k = 128, stages = 4 }
+  if B <= 8 then v.tile_b, v.warps = 8, 41
+  elseif B <= 16 then v.tile_b, v.warps = 16, 41
+  elseif B <= 32 then v.tile_b, v.warps, v.stages = 32, 81, 3
+  elseif B <= 64 then v.tile_b, v.warps, v.tile_k = 64, 42, 64
+  else v.tile_b, v.warps, v.tile_k = 128, 42, 64 end
+  return v
+end
+
 function fam.macros(v)
   return {
     { "FS_BF16", v.dtype == 1 and 1 or 0 },

@@ -164,10 +164,30 @@ end
 -- The built-in default for a shape when nothing is tuned.
 function fsgen.default(arch, dtype, B, D, V)
   arch_info(arch)
-  local v = families.mma.default(arch, dtype, B, D, V)
-  v.family, v.arch, v.dtype = "mma", arch, dtype
+  local fname = arch >= families.ws.min_arch and "ws" or "mma"
+  local v = families[fname].default(arch, dtype, B, D, V)
+  v.family, v.arch, v.dtype = fname, arch, dtype
   local ok, why = fsgen.check(v)
-  if not ok then error("built-in default breaks constraint " .. why, 0) end
+  if not ok then
+    -- Smaller GPUs (less shared memory): the valid variant of the same
+    -- family with the widest batch tile up to the wanted one, then the most
+    -- shared memory (deepest pipeline) that fits.
+    local all = fsgen.enumerate(arch, dtype)
+    local tb = v.tile_b
+    while tb >= 8 do
+      local best
+      for _, c in ipairs(all) do
+        if c.family == fname and c.tile_b == tb and c.reduce ~= "pass2"
+           and (c.grid == nil or c.grid == "persistent")
+           and (not best or c.smem > best.smem or (c.smem == best.smem and c.name < best.name)) then
+          best = c
+        end
+      end
+      if best then return best end
+      tb = tb // 2
+    end
+    error("no valid default: " .. why, 0)
+  end
   return finish(v)
 end
 
