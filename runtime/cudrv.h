@@ -21,7 +21,7 @@
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)        \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernel)          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                \
-  X(cuMemsetD8) X(cuMemsetD32Async) X(cuMemsetD8Async) X(cuStreamCreate)    \
+  X(cuMemsetD8) X(cuMemsetD32Async) X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuStreamCreate)    \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamIsCapturing)          \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)       \
   X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)                  \

@@ -177,6 +177,45 @@ int fs_sample(fs_context *ctx, const fs_problem *problem,
 int fs_variant_name(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, char *buf, size_t bufsize);
 
+/* ---- tensor parallelism: W sharded along the vocabulary -------------------- */
+/* Each rank passes its own shard of W as `problem` (vocab = its rows,
+** vocab_offset = the global id of its first row) and the SAME sampling
+** (seeds, offsets, temperatures) on every rank.  Because the noise is keyed
+** by the global token id, every rank's best key is a candidate of the
+** unsharded argmax: the max over ranks of the 64-bit keys is exactly the
+** token one unsharded fs_sample() would draw (bitwise, up to fp32 near-ties
+** of the dot products), with O(B * num_samples) bytes exchanged.  Shards
+** may be uneven. */
+
+/* Reductions a fs_allreduce_fn must perform, in place, over all ranks. */
+typedef enum fs_reduce_op {
+  FS_REDUCE_MAX_U64 = 1, /* buf is count uint64_t: element-wise max */
+  FS_REDUCE_SUM_F32 = 2  /* buf is count float: element-wise sum */
+} fs_reduce_op;
+
+/* An engine-provided collective: enqueue an in-place all-reduce of `count`
+** elements at device pointer `buf` on `stream` and return 0, or nonzero on
+** failure.  It must be stream-ordered (no host synchronisation needed). */
+typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
+                               void *stream);
+
+/* fs_sample() for one rank of a vocabulary-sharded LM head: the fused kernel
+** on this rank's shard, one FS_REDUCE_MAX_U64 all-reduce of B*num_samples
+** keys, a tiny kernel that writes tokens (and keys), and, only when
+** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
+** logits.  Every rank gets the same outputs.  Asynchronous on `stream` and
+** graph-capturable after fs_prepare() (if the collective is). */
+int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
+                 const fs_sampling *sampling, const fs_outputs *outputs,
+                 fs_allreduce_fn allreduce, void *user, void *stream);
+
+/* fs_sample_tp() with an NCCL communicator (ncclComm_t passed as void*),
+** using ncclAllReduce (ncclUint64/ncclMax, then ncclFloat32/ncclSum).
+** libnccl.so.2 is loaded at run time; FS_UNSUPPORTED if it is missing. */
+int fs_sample_nccl(fs_context *ctx, const fs_problem *problem,
+                   const fs_sampling *sampling, const fs_outputs *outputs,
+                   void *nccl_comm, void *stream);
+
 /* ---- CPU reference ---------------------------------------------------------- */
 /* The same draw on the CPU in plain C: logits in double from the same
 ** bf16/fp16 inputs, the same Philox noise (see fs_rng.h), argmax.  Every

@@ -23,6 +23,7 @@ typedef struct fs_kernel {
   CUmodule module;
   CUfunction main_fn;    /* fsamp_main */
   CUfunction reduce_fn;  /* fsamp_reduce */
+  CUfunction finalize_fn; /* fsamp_finalize (tensor parallelism) */
   int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
   int registers;         /* per thread, from the driver */
   int is_tma;            /* takes W and H tensor maps after the params */
@@ -95,6 +96,12 @@ size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
 ** variant).  Arguments must have been validated; no allocation. */
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream);
+
+/* The kernel of the prepared plan for this call, preparing it first when
+** not capturing (FS_NOT_PREPARED while capturing).  ctx's CUDA context must
+** be current. */
+int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, CUstream stream,
+                   fs_kernel **out);
 
 /* Makes sure the workspace holds `bytes` (allocating outside capture). */
 int fs_workspace_reserve(fs_context *ctx, size_t bytes);

@@ -25,8 +25,9 @@
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
 ** runs REF_VT independent sequential sums (instruction-level parallelism
-** without changing the summation order).  The noise (Philox + two logs per
-** (b, v, sample)) usually costs as much as the dot products.
+** without changing the summation order).  The noise (two logs per
+** (b, v, sample), one Philox call per four tokens) costs about as much as
+** 16 multiply-adds.
 */
 #include "fs_int.h"
 #include "fs_half.h"
@@ -173,17 +174,27 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int b0,
         a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
       }
       const double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
-      for (j = 0; j < nv; j++) {
-        const int32_t token = (int32_t)(p->vocab_offset + v0 + j);
-        const double z = acc[j];
-        if (rp.greedy) {
-          ref_offer(ri, z, z, token);
-          continue;
-        }
-        for (t = 0; t < ns; t++) {
-          double g = (double)fs_noise(rp.seed, rp.offset, (uint32_t)token,
-                                      (uint32_t)(s0 + t), rp.tag);
-          ref_offer(&ri[t], z / rp.temperature + g, z, token);
+      const int32_t token0 = (int32_t)(p->vocab_offset + v0);
+      if (rp.greedy) {
+        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], acc[j], token0 + j);
+        continue;
+      }
+      /* fs_noise(token) is word token & 3 of fs_noise_quad(token >> 2):
+      ** one Philox call serves four consecutive ids (tests compare against
+      ** fs_noise itself). */
+      for (t = 0; t < ns; t++) {
+        uint32_t quad = 0xffffffffu; /* token >> 2 < 2^29: never a quad */
+        fs_philox_out q = {{0, 0, 0, 0}};
+        for (j = 0; j < nv; j++) {
+          const uint32_t token = (uint32_t)(token0 + j);
+          if (token >> 2 != quad) {
+            quad = token >> 2;
+            q = fs_noise_quad(rp.seed, rp.offset, quad, (uint32_t)(s0 + t),
+                              rp.tag);
+          }
+          const double g = (double)fs_gumbel(q.v[token & 3]);
+          ref_offer(&ri[t], acc[j] / rp.temperature + g, acc[j],
+                    (int32_t)token);
         }
       }
     }

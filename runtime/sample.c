@@ -41,10 +41,13 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
   return g < row_groups ? g : row_groups;
 }
 
+/* Layout: counters | candidate keys [B*S*G] | candidate logits [B*S*G] |
+** tensor-parallel keys (local, global) [2*B*S] and logits [B*S]. */
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples) {
-  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab);
-  return FS_COUNTER_BYTES + (size_t)batch * samples * g * 12;
+  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
+  size_t cand = (n * g * 12 + 7) / 8 * 8;
+  return FS_COUNTER_BYTES + cand + n * 20;
 }
 
 int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
@@ -231,8 +234,8 @@ int fs_prepare(fs_context *ctx, const fs_problem *problem, const fs_sampling *sa
   WITH_CONTEXT(ctx, prepare_locked(ctx, problem, sampling->num_samples));
 }
 
-static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                         const fs_outputs *o, CUstream stream) {
+int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, CUstream stream,
+                   fs_kernel **out) {
   fs_plan *pl = find_plan(ctx, p);
   if (!pl || fs_workspace_need(ctx, pl->kernel, p->batch, p->vocab, s->num_samples) >
                  ctx->workspace_bytes) {
@@ -245,7 +248,15 @@ static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling
                     p->vocab, p->batch, s->num_samples);
     FS_TRY(prepare_bucket(ctx, p, fs_bucket(p->batch), s->num_samples, &pl));
   }
-  return fs_launch(ctx, pl->kernel, p, s, o, stream);
+  *out = pl->kernel;
+  return FS_OK;
+}
+
+static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                         const fs_outputs *o, CUstream stream) {
+  fs_kernel *k = NULL;
+  FS_TRY(fs_plan_kernel(ctx, p, s, stream, &k));
+  return fs_launch(ctx, k, p, s, o, stream);
 }
 
 int fs_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

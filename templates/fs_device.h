@@ -168,11 +168,26 @@ __device__ __forceinline__ void fs_chunk_rows(const fs_params &p, int chunk, int
   *ve = min((int)((long long)(chunk + 1) * p.row_groups / G) * 16, p.V);
 }
 
-/* Second-pass reduction kernel body (REDUCE_LASTCTA=0): a warp per item. */
+/* The small kernels every module carries:
+**  fsamp_reduce  : second-pass reduction (REDUCE_LASTCTA=0), a warp per item;
+**  fsamp_finalize: after the keys of all vocabulary shards were max-reduced
+**                  (tensor parallelism): the token of each global key, and the
+**                  logit where this shard holds the winner (0 elsewhere, so a
+**                  sum over shards gives the winner's logit). */
 #define FS_DEFINE_REDUCE_KERNEL                                                    \
   extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) { \
     const int item = blockIdx.x * 4 + (threadIdx.x >> 5);                          \
     if (item < p.B * p.num_samples) fs_reduce_item(p, item, threadIdx.x & 31);     \
+  }                                                                                \
+  extern "C" __global__ void fsamp_finalize(const unsigned long long *local_keys,  \
+      const unsigned long long *global_keys, const float *local_logits, int n,     \
+      int *tokens, float *logits, unsigned long long *keys) {                      \
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;                           \
+    if (i >= n) return;                                                            \
+    const unsigned long long g = global_keys[i];                                   \
+    tokens[i] = (int)fs_key_token(g);                                              \
+    if (logits) logits[i] = local_keys[i] == g ? local_logits[i] : 0.0f;           \
+    if (keys) keys[i] = g;                                                         \
   }
 
 #endif /* FS_DEVICE_H */

@@ -131,6 +131,21 @@ int fs_store__prepare(fs_store *s, const char *sql, sqlite3_stmt **ppStmt,
   return FS_OK;
 }
 
+/* PRAGMA journal_mode=WAL upgrades a lock without the busy handler when a
+** second process is creating the schema at the same moment (SQLite returns
+** SQLITE_BUSY at once to avoid a deadlock), so retry for up to
+** FS_STORE_BUSY_MS before reporting it. */
+static int switch_to_wal(fs_store *s) {
+  int rc = SQLITE_BUSY;
+  for (int waited = 0; waited <= FS_STORE_BUSY_MS; waited += 20) {
+    rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) break;
+    sqlite3_sleep(20);
+  }
+  if (rc != SQLITE_OK) return fs_store__sqlfail(s, rc, "switching to WAL", __FILE__, __LINE__);
+  return FS_OK;
+}
+
 int fs_store__exec(fs_store *s, const char *sql, const char *what) {
   int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
   if (rc != SQLITE_OK) return fs_store__sqlfail(s, rc, what, __FILE__, __LINE__);
@@ -488,7 +503,7 @@ int fs_store_open(const char *path, int flags, fs_store **ppStore, char *err,
     ** is a property of the file, so this is a no-op after the first time.
     ** A file system without shared memory keeps the rollback journal,
     ** which is slower but just as correct. */
-    st = fs_store__exec(s, "PRAGMA journal_mode=WAL", "switching to WAL");
+    st = switch_to_wal(s);
     if (!st)
       st = fs_store__exec(s, "PRAGMA synchronous=NORMAL",
                           "setting synchronous");

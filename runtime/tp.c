@@ -1,0 +1,114 @@
+/*
+** tp.c: sampling over a vocabulary-sharded LM head (tensor parallelism).
+**
+** The fused kernel runs on this rank's shard and leaves its best key per
+** (row, sample) in the workspace; one max all-reduce of the keys over ranks
+** gives the global winner (keys are (score << 32 | ~global token), so the
+** max is the unsharded argmax, smaller token on exact ties); fsamp_finalize
+** writes tokens and, when asked, this rank's logit where it holds the winner
+** (0 elsewhere), which a sum all-reduce turns into the winner's logit.
+** NCCL is loaded with dlopen, so the library does not depend on it.
+*/
+#include "fs_int.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* nccl.h's f() declarations */
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+/* Workspace for TP: after counters and candidates (see fs_workspace_need). */
+static void tp_buffers(const fs_context *ctx, const fs_kernel *k, const fs_problem *p, int S,
+                       CUdeviceptr *local_keys, CUdeviceptr *global_keys,
+                       CUdeviceptr *local_logits) {
+  const size_t n = (size_t)p->batch * S;
+  const size_t base = fs_workspace_need(ctx, k, p->batch, p->vocab, S) - n * 20;
+  *local_keys = ctx->workspace + base;
+  *global_keys = *local_keys + n * 8;
+  *local_logits = *global_keys + n * 8;
+}
+
+int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                 const fs_outputs *outputs, fs_allreduce_fn allreduce, void *user,
+                 void *stream) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  if (!allreduce)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
+  FS_TRY(fs_validate_problem(ctx, problem, 1));
+  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  FS_TRY(fs_validate_outputs(ctx, outputs));
+  const fs_cu_api *cu = ctx->cu;
+  CUcontext dummy;
+  FS_CHECK_CU(ctx, cu->cuCtxPushCurrent(ctx->cu_ctx));
+  const int S = sampling->num_samples;
+  const size_t n = (size_t)problem->batch * S;
+  fs_kernel *k = NULL;
+  int st = fs_plan_kernel(ctx, problem, sampling, (CUstream)stream, &k);
+  CUdeviceptr lk, gk, ll;
+  if (!st) {
+    tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
+    fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
+    st = fs_launch(ctx, k, problem, sampling, &local, (CUstream)stream);
+  }
+  CUresult r = CUDA_SUCCESS;
+  if (!st && (r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))
+    st = fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
+  if (!st && allreduce(user, (void *)(uintptr_t)gk, n, FS_REDUCE_MAX_U64, stream))
+    st = fs_err(ctx, FS_CUDA, "allreduce(max of %zu keys) failed", n);
+  if (!st) {
+    int nn = (int)n;
+    void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, (void *)&outputs->logits,
+                    (void *)&outputs->keys};
+    if ((r = cu->cuLaunchKernel(k->finalize_fn, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0,
+                                (CUstream)stream, args, NULL)))
+      st = fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_finalize)", __FILE__, __LINE__);
+  }
+  if (!st && outputs->logits &&
+      allreduce(user, outputs->logits, n, FS_REDUCE_SUM_F32, stream))
+    st = fs_err(ctx, FS_CUDA, "allreduce(sum of %zu logits) failed", n);
+  cu->cuCtxPopCurrent(&dummy);
+  return st;
+}
+
+/* ---- NCCL, loaded at run time ------------------------------------------- */
+typedef struct fs_nccl_api {
+  __typeof__(&ncclAllReduce) allreduce;
+  __typeof__(&ncclGetErrorString) errstr;
+} fs_nccl_api;
+
+static fs_nccl_api g_nccl;
+static int g_nccl_ok;
+static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
+
+static void load_nccl(void) {
+  void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  *(void **)&g_nccl.allreduce = dlsym(h, "ncclAllReduce");
+  *(void **)&g_nccl.errstr = dlsym(h, "ncclGetErrorString");
+  g_nccl_ok = g_nccl.allreduce && g_nccl.errstr;
+}
+
+static int nccl_allreduce(void *comm, void *buf, size_t count, int op, void *stream) {
+  ncclResult_t r = g_nccl.allreduce(buf, buf, count, op == FS_REDUCE_MAX_U64 ? ncclUint64 : ncclFloat32,
+                                    op == FS_REDUCE_MAX_U64 ? ncclMax : ncclSum, (ncclComm_t)comm,
+                                    (cudaStream_t)stream);
+  if (r != ncclSuccess) {
+    fprintf(stderr, "flashsampling: ncclAllReduce failed: %s\n", g_nccl.errstr(r));
+    return 1;
+  }
+  return 0;
+}
+
+int fs_sample_nccl(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                   const fs_outputs *outputs, void *nccl_comm, void *stream) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  if (!nccl_comm)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "nccl_comm=NULL: an NCCL communicator is required");
+  pthread_once(&g_nccl_once, load_nccl);
+  if (!g_nccl_ok)
+    return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", dlerror());
+  return fs_sample_tp(ctx, problem, sampling, outputs, nccl_allreduce, nccl_comm, stream);
+}
