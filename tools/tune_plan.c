@@ -45,13 +45,17 @@ static unsigned long long fnv1a(const char *s) {
   return h;
 }
 
-/* Lower is more promising for `bucket`. */
+/* Lower is more promising for `bucket`: the batch tile's distance from the
+** bucket (in octaves), plus one for each probe-only choice the family has
+** (a second-launch reduction, one CTA per tile, 8-byte loads).  Parameters
+** are read by name, so families without them are not penalised. */
 static double promise(const fs_variant *v, int bucket) {
+  char buf[32];
   double want = bucket < 8 ? 8 : bucket > 128 ? 128 : bucket;
-  double s = 4.0 * fabs(log2((double)v->tile_b) - log2(want));
-  if (!v->lastcta) s += 1;
-  if (!v->persistent) s += 1;
-  if (v->load != 16) s += 1;
+  double s = 4.0 * fabs(log2((double)(v->tile_b > 0 ? v->tile_b : 1)) - log2(want));
+  if (!strcmp(tune_param(v, "reduce", buf, sizeof buf), "pass2")) s += 1;
+  if (!strcmp(tune_param(v, "grid", buf, sizeof buf), "tiles")) s += 1;
+  if (!strcmp(tune_param(v, "load", buf, sizeof buf), "8")) s += 1;
   return s;
 }
 

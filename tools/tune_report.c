@@ -63,10 +63,11 @@ static int write_csv(tune_session *s, const char *path) {
   for (int i = 0; i < s->nrows; i++) {
     const tune_row *r = &s->rows[i];
     const fs_variant *v = &s->plan.items[r->item].v;
-    char red[32], grid[32];
+    char red[32], grid[32], load[32];
     const char *oc = r->outcome < 0 ? "compiled" : fs_store_outcome_name(r->outcome);
-    fprintf(f, "%d,%s,%d,%d,%d,%dx%d,%d,%d,%s,%s,%s,", r->bucket, v->name, v->tile_v, v->tile_b,
-            v->tile_k, v->warps_m, v->warps_n, v->stages, v->load,
+    /* Parameters a family lacks stay empty. */
+    fprintf(f, "%d,%s,%d,%d,%d,%dx%d,%d,%s,%s,%s,%s,", r->bucket, v->name, v->tile_v, v->tile_b,
+            v->tile_k, v->warps_m, v->warps_n, v->stages, tune_param(v, "load", load, sizeof load),
             tune_param(v, "reduce", red, sizeof red), tune_param(v, "grid", grid, sizeof grid),
             oc ? oc : "?");
     csv_num(f, r->median_us, "%.3f");

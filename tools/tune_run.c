@@ -242,7 +242,8 @@ static int ensure_child(tune_session *s, tune_child *c, int b, int *set_up, tune
 
 /* Loads cubins of this arch, NVRTC version and source from the store, so
 ** that those variants skip NVRTC. */
-static void preload_cache(tune_session *s) {
+static int preload_cache(tune_session *s) {
+  int n = 0;
   for (int k = 0; k < s->plan.ncompile; k++) {
     tune_item *it = &s->plan.items[s->plan.compile[k]];
     void *data = NULL;
@@ -258,9 +259,11 @@ static void preload_cache(tune_session *s) {
       it->from_cache = 1;
       it->stored = 1;
       it->spills = 0; /* only cubins that do not spill are stored */
+      n++;
     }
     fs_store_free(data);
   }
+  return n;
 }
 
 static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
@@ -383,15 +386,17 @@ static int gpu_run(tune_session *s, tune_child *c) {
     fprintf(stderr, "fs-tune: %s\n", fs_store_errmsg(s->store));
     return 1;
   }
-  preload_cache(s);
+  const int cached = preload_cache(s);
   tune_pool *pool = NULL;
   if (tune_pool_start(&pool, &s->plan, o->jobs)) {
     fprintf(stderr, "fs-tune: out of memory starting %d compile threads\n", o->jobs);
     return 1;
   }
-  printf("tuning %s D=%d V=%d on %s (%s, %d SMs), %d bucket(s), database %s\n",
+  printf("tuning %s D=%d V=%d on %s (%s, %d SMs), %d bucket(s), database %s\n"
+         "%d distinct sources (%d cubins from the database, the rest compiled with %d "
+         "threads), generator %s\n",
          dtype_name(o->dtype), o->D, o->V, s->device_name, s->arch_str, s->sm_count,
-         s->plan.nbuckets, o->db_path);
+         s->plan.nbuckets, o->db_path, s->plan.ncompile, cached, o->jobs, s->plan.revision);
   const double budget_end = o->budget_s > 0 ? s->t0 + o->budget_s * 1e3 : 0;
   int rc = 0;
   for (int b = 0; b < s->plan.nbuckets && !rc && !tune_interrupted(); b++)
