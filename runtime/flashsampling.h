@@ -69,7 +69,8 @@ typedef struct fs_context fs_context;
 /* Creates a context on GPU `device_ordinal` (retaining its primary CUDA
 ** context).  On success *ppCtx is the new context.  On failure *ppCtx is NULL
 ** and fs_last_error(NULL) says why (FS_NO_DEVICE when there is no driver or no
-** such GPU, FS_UNSUPPORTED below sm_80). */
+** GPU, FS_INVALID_ARGUMENT for an ordinal out of range or ppCtx NULL,
+** FS_UNSUPPORTED below sm_80). */
 int fs_context_create(int device_ordinal, fs_context **ppCtx /* OUT */);
 
 /* Like fs_context_create() but uses an existing CUcontext (passed as void*),
@@ -128,7 +129,8 @@ typedef struct fs_problem {
 **  - temperature T: 0 means greedy (exact argmax of the logits) for that row,
 **    so greedy and sampled rows mix in one batch; otherwise finite and > 0.
 **    A per-row value that is negative or NaN is treated as greedy (the host
-**    cannot see device values without a synchronisation).
+**    cannot see device values without a synchronisation); +inf gives the
+**    uniform distribution (z / inf = 0, noise only).
 **  - seed, offset: the Philox key is the seed; the counter holds the offset,
 **    the sample index and the global token id.  With a scalar seed the row
 **    index enters the counter too (rows independent); with per-row seeds it

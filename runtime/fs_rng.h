@@ -3,7 +3,7 @@
 ** kernels (NVRTC includes this file) and the CPU reference (C11).
 **
 ** Philox4x32-10 (Salmon et al., SC'11), checked against the Random123
-** known-answer vectors in tests/test_rng.c.
+** known-answer vectors in tests/cpu/test_rng.c.
 **
 ** Counter layout for one (row, sample, token) draw:
 **   key     = { seed_lo, seed_hi }                        (the seed, 64 bits)
@@ -117,7 +117,8 @@ FS_RNG_FN float fs_noise(fs_u64 seed, fs_u64 offset, fs_u32 token,
 
 /* Order-preserving 64-bit key of (score, token): a larger score gives a
 ** larger key; at equal scores the smaller token id wins.  NaN scores sort
-** below every number. */
+** below every number; -0 sorts just below +0 (scores are sums that start at
+** +0, so the kernels never produce -0 from a nonzero row). */
 FS_RNG_FN fs_u64 fs_pack_key(float score, fs_u32 token) {
   union { float f; fs_u32 u; } s;
   fs_u32 b;

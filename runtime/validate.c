@@ -46,9 +46,12 @@ int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs) {
     return BAD("problem->weight_stride=%lld: must be 0 (means D) or >= D "
                "(D=%d) and a multiple of 8", (long long)p->weight_stride,
                (int)p->hidden);
-  if (ws > (1LL << 40) / p->vocab || hs > (1LL << 40) / p->batch)
-    return BAD("problem strides: %lld x %d elements exceeds the 2^40 element "
-               "index range", ws, (int)p->vocab);
+  if (ws > (1LL << 40) / p->vocab)
+    return BAD("problem->weight_stride=%lld: weight_stride x V (V=%d) exceeds the "
+               "2^40-element index range", ws, (int)p->vocab);
+  if (hs > (1LL << 40) / p->batch)
+    return BAD("problem->hidden_stride=%lld: hidden_stride x B (B=%d) exceeds the "
+               "2^40-element index range", hs, (int)p->batch);
   if (!need_ptrs) return FS_OK;
   if (!p->hidden_states)
     return BAD("problem->hidden_states=NULL: H [B, D] is required");
