@@ -139,7 +139,9 @@ static void test_problem(void) {
   p.weight_stride = GD + 12;
   reject(&p, &s, "problem->weight_stride=28", "multiple of 8", 0);
   p.weight_stride = 1LL << 40;
-  reject(&p, &s, "strides", "1099511627776", 0);
+  reject(&p, &s, "problem->weight_stride=1099511627776", "2^40", 0);
+  p = good_problem(); p.hidden_stride = 1LL << 40;
+  reject(&p, &s, "problem->hidden_stride=1099511627776", "2^40", 0);
   p = good_problem(); p.hidden_stride = GD + 8; p.weight_stride = GD + 16;
   accept(&p, &s, "strides > D"); /* g_h and g_w hold 2x the rows */
 
