@@ -158,7 +158,8 @@ static int record(tune_session *s, int b, const tune_item *it, const tune_item *
   m.samples = res && outcome == FS_STORE_OUTCOME_OK ? res->samples : -1;
   m.floor_us = floor_us;
   m.registers = src->registers >= 0 ? src->registers : res ? res->registers : -1;
-  m.spills = src->from_cache ? 0 : src->spills;
+  /* A compile whose log reported no registers reported no spills either. */
+  m.spills = src->from_cache ? 0 : src->registers < 0 ? -1 : src->spills;
   m.smem_bytes = it->v.smem;
   m.message = message && *message ? message : NULL;
   int st = fs_store_add_measurement(s->store, s->run_id, &m, NULL);
@@ -272,9 +273,11 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
   tune_plan *pl = &s->plan;
   tune_bucket_sum *sum = &s->sum[b];
   const double t0 = fs_tools_now();
-  const double deadline =
-      budget_end > 0 ? t0 + (budget_end - t0) / (pl->nbuckets - b) : 0;
-  int set_up = 0, rc = 0;
+  /* The bucket's share of what is left of the budget counts from the end of
+  ** its set-up (data, oracle), so one-time costs do not eat the first
+  ** bucket's share; before that only the whole budget limits it. */
+  double deadline = budget_end;
+  int set_up = 0, rc = 0, shared = 0;
   tune_msg ready, res;
   char why[1024];
   memset(&ready, 0, sizeof ready);
@@ -283,7 +286,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     const int i = pl->order[b][k];
     tune_item *it = &pl->items[i];
     if (tune_interrupted()) break;
-    if (deadline > 0 && fs_tools_now() > deadline) {
+    if (budget_end > 0 && fs_tools_now() > deadline) {
       sum->unreached += pl->norder[b] - k;
       break;
     }
@@ -327,6 +330,11 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
               why);
       sum->unreached += pl->norder[b] - k;
       break;
+    }
+    if (budget_end > 0 && !shared) {
+      const double now = fs_tools_now();
+      deadline = now + (budget_end > now ? budget_end - now : 0) / (pl->nbuckets - b);
+      shared = 1;
     }
     sum->floor_us = ready.floor_us;
     tune_msg job;

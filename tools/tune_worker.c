@@ -30,7 +30,10 @@
 **                                   run: it must be recorded as wrong;
 **   FS_TUNE_INJECT_CRASH=<variant>  the child dies (SIGSEGV) on that job;
 **   FS_TUNE_INJECT_HANG=<variant>   the child stops answering on that job;
-** both of the last must be recorded as run-failed, and tuning goes on.
+**   FS_TUNE_INJECT_FAULT=<variant>  that variant runs with W at device address
+**                                   256: a real GPU fault (illegal address)
+**                                   that leaves the CUDA context unusable;
+** the last three must be recorded as run-failed, and tuning goes on.
 **
 ** Timing (CUDA events around one launch): 5 warm-up runs, then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
@@ -81,7 +84,10 @@ typedef struct worker {
   int oracle_ok;
   int32_t *otok[NCFG];        /* the oracle's token and its exact score */
   double *oscore[NCFG];
-  const char *inject, *inject_crash, *inject_hang;
+  int nref;                   /* rows of the CPU reference kept for this shape */
+  int32_t ref_tok[NCFG][2];   /* (H's first rows do not depend on the bucket) */
+  double ref_score[NCFG][2];
+  const char *inject, *inject_crash, *inject_hang, *inject_fault;
   int fatal;                  /* the context is unusable */
   char msg[1024];
 } worker;
@@ -132,7 +138,10 @@ static int cu_failed(worker *w, CUresult r, const char *call) {
   if (r == CUDA_SUCCESS) return 0;
   const char *name = NULL;
   w->cu->cuGetErrorName(r, &name);
-  snprintf(w->msg, sizeof w->msg, "%s failed: %s (%d)", call, name ? name : "?", (int)r);
+  if (strncmp(call, "w->cu->", 7) == 0) call += 7;
+  const char *paren = strchr(call, '(');
+  snprintf(w->msg, sizeof w->msg, "%.*s failed: %s (%d)", paren ? (int)(paren - call) : 64, call,
+           name ? name : "?", (int)r);
   return 1;
 }
 #define CU(call) cu_failed(w, (call), #call)
@@ -193,7 +202,8 @@ static int setup_shape(worker *w, int dtype, int D, int V) {
   w->dtype = dtype;
   w->D = D;
   w->V = V;
-  w->B = 0; /* H must be regenerated for the new D */
+  w->B = 0;    /* H must be regenerated for the new D */
+  w->nref = 0; /* and the reference recomputed */
   return 0;
 }
 
@@ -265,6 +275,8 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
   fs_sampling s;
   fs_outputs o;
   make_call(w, cfg, &p, &s, &o);
+  if (w->inject_fault && strcmp(w->inject_fault, k->v.name) == 0)
+    p.weight = (const void *)(uintptr_t)256;
   if (CU(w->cu->cuMemsetD8Async(w->tok, 0xFF, e * 4, w->stream)) ||
       CU(w->cu->cuMemsetD8Async(w->lgt, 0xFF, e * 4, w->stream)) ||
       CU(w->cu->cuMemsetD8Async(w->key, 0xFF, e * 8, w->stream))) {
@@ -394,19 +406,22 @@ static void do_setup(worker *w, const tune_msg *m, const void *cubin, tune_msg *
   /* The default against the CPU reference on its first rows, then it is the
   ** oracle on all B rows. */
   const int nref = w->B < 2 ? w->B : 2;
-  for (int c = 0; c < NCFG; c++) {
-    int32_t ref_tok[2];
-    double ref_score[2], z;
+  for (int c = 0; c < NCFG && w->nref < nref; c++) {
+    double z;
     fs_problem p = {nref, w->D, w->V, 0, w->dtype, w->hH, 0, w->hW, 0};
-    int st = fs_reference_sample(&p, &cfgs[c], ref_tok, NULL, NULL);
+    int st = fs_reference_sample(&p, &cfgs[c], w->ref_tok[c], NULL, NULL);
     if (st) {
       snprintf(w->msg, sizeof w->msg, "CPU reference: %s", fs_last_error(NULL));
       r->status = st;
       goto done;
     }
-    for (int b = 0; b < nref; b++) ref_score[b] = exact_score(w, c, b, ref_tok[b], &z);
+    for (int b = 0; b < nref; b++)
+      w->ref_score[c][b] = exact_score(w, c, b, w->ref_tok[c][b], &z);
+  }
+  if (w->nref < nref) w->nref = nref;
+  for (int c = 0; c < NCFG; c++) {
     if (run_once(w, k, c)) goto done;
-    if (check(w, c, ref_tok, ref_score, nref, w->otok[c], w->oscore[c])) {
+    if (check(w, c, w->ref_tok[c], w->ref_score[c], nref, w->otok[c], w->oscore[c])) {
       r->status = FS_INTERNAL;
       r->outcome = FS_STORE_OUTCOME_WRONG;
       goto done;
@@ -561,6 +576,7 @@ int tune_worker_main(int in_fd, int out_fd, int device) {
   w->inject = getenv("FS_TUNE_INJECT_WRONG");
   w->inject_crash = getenv("FS_TUNE_INJECT_CRASH");
   w->inject_hang = getenv("FS_TUNE_INJECT_HANG");
+  w->inject_fault = getenv("FS_TUNE_INJECT_FAULT");
 
   reply_init(&r, TUNE_MSG_HELLO);
   r.status = fs_context_create(device, &w->ctx);

@@ -1,10 +1,12 @@
 // fs-test-timeout: 900
 /*
 ** test_tune_gpu: fs-tune end to end on a small shape (D=1024, V=32000,
-** buckets 1 and 8, six variants each), with three planted faults:
+** buckets 1 and 8, seven variants each), with four planted faults:
 **   FS_TUNE_INJECT_WRONG  one variant's tokens are corrupted after it runs,
 **   FS_TUNE_INJECT_CRASH  one variant's job kills the worker (SIGSEGV),
-**   FS_TUNE_INJECT_HANG   one variant's job never answers (--timeout 5).
+**   FS_TUNE_INJECT_HANG   one variant's job never answers (--timeout 5),
+**   FS_TUNE_INJECT_FAULT  one variant reads W at a bad address: a real GPU
+**                         fault that leaves the worker's context unusable.
 ** Checks: fs-tune exits 0; the store records 'wrong' and 'run-failed' for
 ** them and none of them wins; each bucket has an exact winner with a stored
 ** cubin; that cubin, loaded with fs_kernel_load_cubin and launched with
@@ -13,8 +15,8 @@
 ** everything measured and keeps the winners; the CSV has the fault rows.
 ** (The runtime does not read the database yet; when it does, this test
 ** should also sample through fs_sample with FS_TUNING_DB set.)
-** The victims are taken from a --dry-run of the same plan: the 2nd, 3rd and
-** 4th compiled variants of bucket 8 (the 1st is the default, the oracle).
+** The victims are taken from a --dry-run of the same plan: the 2nd to 5th
+** compiled variants of bucket 8 (the 1st is the default, the oracle).
 */
 #include "fs_test.h"
 
@@ -85,6 +87,7 @@ static result run(const char *const *env, const char *const *args) {
     unsetenv("FS_TUNE_INJECT_WRONG");
     unsetenv("FS_TUNE_INJECT_CRASH");
     unsetenv("FS_TUNE_INJECT_HANG");
+    unsetenv("FS_TUNE_INJECT_FAULT");
     for (int i = 0; env && env[i]; i++) {
       char kv[512];
       snprintf(kv, sizeof kv, "%s", env[i]);
@@ -225,7 +228,7 @@ static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int 
 /* The compiled variants a dry run lists, in order (names into buf). */
 static int dry_run_names(char names[][160], int max) {
   result r = run(NULL, (const char *const[]){"--dry-run", "--shape", "D=1024,V=32000", "--batch",
-                                             "8", "--max-variants", "6", NULL});
+                                             "8", "--max-variants", "7", NULL});
   CHECK_MSG(r.code == 0, "dry run: exit %d\n%s\n%s", r.code, r.out, r.err);
   int n = 0;
   for (const char *p = r.out; n < max && (p = strstr(p, "  compiled fsamp_")) != NULL; p++) {
@@ -249,18 +252,19 @@ int main(void) {
 
   char names[8][160];
   int n = dry_run_names(names, 8);
-  REQUIRE(n >= 4);
-  const char *wrong = names[1], *crash = names[2], *hang = names[3];
-  printf("planted: wrong %s, crash %s, hang %s\n", wrong, crash, hang);
-  char e1[300], e2[300], e3[300];
+  REQUIRE(n >= 5);
+  const char *wrong = names[1], *crash = names[2], *hang = names[3], *fault = names[4];
+  printf("planted: wrong %s, crash %s, hang %s, fault %s\n", wrong, crash, hang, fault);
+  char e1[300], e2[300], e3[300], e4[300];
   snprintf(e1, sizeof e1, "FS_TUNE_INJECT_WRONG=%s", wrong);
   snprintf(e2, sizeof e2, "FS_TUNE_INJECT_CRASH=%s", crash);
   snprintf(e3, sizeof e3, "FS_TUNE_INJECT_HANG=%s", hang);
+  snprintf(e4, sizeof e4, "FS_TUNE_INJECT_FAULT=%s", fault);
   const char *tune_args[] = {"--shape", "D=1024,V=32000", "--batch", "1,8", "--max-variants",
-                             "6", "--db", "t.db", "--timeout", "5", "--report", "rep.csv",
+                             "7", "--db", "t.db", "--timeout", "5", "--report", "rep.csv",
                              NULL};
   double t0 = fs_tools_now();
-  result r = run((const char *const[]){e1, e2, e3, NULL}, tune_args);
+  result r = run((const char *const[]){e1, e2, e3, e4, NULL}, tune_args);
   printf("first run: exit %d in %.1f s\n%s\n%s\n", r.code, (fs_tools_now() - t0) / 1e3, r.out,
          r.err);
   CHECK(r.code == 0);
@@ -287,6 +291,9 @@ int main(void) {
               "B=%d: %s (crash) recorded as %d", bucket, crash, recorded_outcome(st, crash, bucket));
     CHECK_MSG(recorded_outcome(st, hang, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
               "B=%d: %s (hang) recorded as %d", bucket, hang, recorded_outcome(st, hang, bucket));
+    CHECK_MSG(recorded_outcome(st, fault, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
+              "B=%d: %s (fault) recorded as %d", bucket, fault,
+              recorded_outcome(st, fault, bucket));
     fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, bucket};
     fs_store_choice c;
     memset(&c, 0, sizeof c);
@@ -296,7 +303,8 @@ int main(void) {
     if (c.match != FS_STORE_MATCH_EXACT) continue;
     printf("B=%d winner %s %.2f us (%d candidates)\n", bucket, c.variant, c.median_us,
            c.n_candidates);
-    CHECK(strcmp(c.variant, wrong) && strcmp(c.variant, crash) && strcmp(c.variant, hang));
+    CHECK(strcmp(c.variant, wrong) && strcmp(c.variant, crash) && strcmp(c.variant, hang) &&
+          strcmp(c.variant, fault));
     CHECK(c.n_candidates >= 1 && c.median_us > 0);
     CHECK_MSG(c.has_cubin && c.cubin && c.cubin_size > 0, "B=%d: the winner has no cubin",
               bucket);
