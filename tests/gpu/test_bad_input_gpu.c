@@ -1,0 +1,415 @@
+// fs-test-timeout: 300
+/*
+** test_bad_input_gpu.c: bad input to a real context (issue 2, "Bad input"):
+** a clear status, a message that names the argument (and the value where
+** there is one), nothing written, nothing crashed, and the context still
+** works afterwards.
+**
+** For each bad fs_sample() call: the outputs are poisoned first and must
+** still be poisoned afterwards (nothing was enqueued), fs_last_error(ctx)
+** must name the argument, and then a valid call on the same context must
+** succeed and reproduce the first valid call's tokens, keys and logits bit
+** for bit.  Covered: NULL ctx/problem/sampling/outputs, H and W pointers NULL
+** or misaligned (+2 and +8 bytes), NULL or misaligned tokens/logits/keys,
+** B, D and num_samples of 0 or too large, V = 0, D = 4095, bad strides,
+** vocab_offset negative or past 31 bits, unknown dtype, temperature NaN,
+** negative or infinite, misaligned per-row arrays; fs_prepare() and
+** fs_variant_name() with bad arguments; fs_context_create(99) and (-1) name
+** device_ordinal; fs_context_create_from_cucontext(NULL) names cu_context
+** and, with the real CUcontext, gives a working context.
+**
+** Kernel selection failures, forced with FS_VARIANT in a fresh context each
+** (FS_VARIANT is read when a shape is first prepared), all derived from this
+** GPU's default variant name: a name that is not a variant, one that breaks
+** a constraint (100-row vocab tile), an unknown dtype (fp8), a missing field,
+** and a valid variant of an architecture of another major version.  Each
+** must fail with FS_INVALID_ARGUMENT (or FS_LUA / FS_UNSUPPORTED) and a
+** message naming FS_VARIANT or the variant, fs_last_compile_log() must be ""
+** or hold an NVRTC log, and once FS_VARIANT is unset the same context must
+** work.  A real NVRTC failure cannot be provoked through the public API
+** (every name the generator accepts compiles), so that path is left to the
+** cpu tests.  Finally a bf16 variant forced onto an fp16 problem must be
+** rejected, or else give the right (greedy) tokens: reading fp16 bits as
+** bf16 must not pass silently.
+**
+** Runtime on an H200: ~6 NVRTC compiles (one per fresh context that gets as
+** far as compiling) and ~100 tiny launches: 10-30 s.
+*/
+#include "gen.h"
+#include "gpu_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TB 4
+#define TD 64
+#define TV 1000
+#define TS 8
+
+static fs_context *g_ctx;
+static gu_lmhead g_lm;
+static fs_problem g_p;   /* valid, device pointers */
+static fs_sampling g_s;  /* valid */
+static gu_outputs g_o;
+static int32_t g_tok[TB * TS];
+static uint64_t g_key[TB * TS];
+static float g_logit[TB * TS];
+static CUdeviceptr g_seeds; /* device [TB] */
+
+/* The valid call on ctx reproduces the baseline bit for bit. */
+static void check_valid_call(fs_context *ctx, const char *after) {
+  char what[200];
+  snprintf(what, sizeof what, "valid call after %s", after);
+  if (gu_sample_fetch(ctx, &g_p, &g_s, &g_o, NULL, what) != FS_OK) return;
+  long diff = 0;
+  for (int i = 0; i < TB * TS; i++)
+    diff += g_o.h_tokens[i] != g_tok[i] || g_o.h_keys[i] != g_key[i] ||
+            gu_float_bits(g_o.h_logits[i]) != gu_float_bits(g_logit[i]);
+  CHECK_MSG(diff == 0, "%s: %ld draws differ from the first valid call", what, diff);
+}
+
+static int has(const char *msg, const char *needle) {
+  return !needle || strstr(msg, needle) != NULL;
+}
+
+/* One bad fs_sample call: expects FS_INVALID_ARGUMENT, a message holding
+** both needles (NULL: not checked), no output written, then a working
+** context. */
+static void expect_bad(const char *what, const fs_problem *p, const fs_sampling *s,
+                       const fs_outputs *o, const char *needle1, const char *needle2) {
+  gu_outputs_poison(g_ctx, &g_o);
+  const int st = fs_sample(g_ctx, p, s, o, NULL);
+  const char *msg = fs_last_error(g_ctx);
+  printf("%-44s -> %s: %s\n", what, fs_status_string(st), msg);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT, "%s: got %s (%d), want invalid argument: %s", what,
+            fs_status_string(st), st, msg);
+  CHECK_MSG(msg[0] != 0, "%s: fs_last_error(ctx) is empty", what);
+  CHECK_MSG(has(msg, needle1) && has(msg, needle2),
+            "%s: the message does not name \"%s\"%s%s: \"%s\"", what, needle1,
+            needle2 ? " and " : "", needle2 ? needle2 : "", msg);
+  gu_outputs_fetch(g_ctx, &g_o);
+  long written = 0;
+  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
+            written);
+  check_valid_call(g_ctx, what);
+}
+
+static const void *plus(const void *p, size_t bytes) {
+  return (const char *)p + bytes;
+}
+
+static void test_sample_args(void) {
+  const fs_outputs o = gu_outputs_api(&g_o);
+  fs_problem p;
+  fs_sampling s;
+  fs_outputs oo;
+
+#define P_CASE(what, stmt, n1, n2)                                           \
+  do {                                                                       \
+    p = g_p;                                                                 \
+    stmt;                                                                    \
+    expect_bad(what, &p, &g_s, &o, n1, n2);                                  \
+  } while (0)
+#define S_CASE(what, stmt, n1, n2)                                           \
+  do {                                                                       \
+    s = g_s;                                                                 \
+    stmt;                                                                    \
+    expect_bad(what, &g_p, &s, &o, n1, n2);                                  \
+  } while (0)
+#define O_CASE(what, stmt, n1, n2)                                           \
+  do {                                                                       \
+    oo = o;                                                                  \
+    stmt;                                                                    \
+    expect_bad(what, &g_p, &g_s, &oo, n1, n2);                               \
+  } while (0)
+
+  P_CASE("H misaligned by 2 bytes", p.hidden_states = plus(p.hidden_states, 2),
+         "hidden_states", "16-byte");
+  P_CASE("H misaligned by 8 bytes", p.hidden_states = plus(p.hidden_states, 8),
+         "hidden_states", "16-byte");
+  P_CASE("W misaligned by 2 bytes", p.weight = plus(p.weight, 2), "weight", "16-byte");
+  P_CASE("H NULL", p.hidden_states = NULL, "hidden_states", NULL);
+  P_CASE("W NULL", p.weight = NULL, "weight", NULL);
+  P_CASE("D = 4095", p.hidden = 4095, "hidden", "4095");
+  P_CASE("D = 0", p.hidden = 0, "hidden", NULL);
+  P_CASE("D too large", p.hidden = FS_MAX_HIDDEN + 8, "hidden", NULL);
+  P_CASE("B = 0", p.batch = 0, "batch", NULL);
+  P_CASE("B too large", p.batch = FS_MAX_BATCH + 1, "batch", NULL);
+  P_CASE("V = 0", p.vocab = 0, "vocab", NULL);
+  P_CASE("vocab_offset = -1", p.vocab_offset = -1, "vocab_offset", NULL);
+  P_CASE("vocab_offset + V past 31 bits",
+         p.vocab_offset = (int64_t)FS_MAX_VOCAB - TV + 1, "vocab_offset", NULL);
+  P_CASE("unknown dtype 3", p.dtype = 3, "dtype", "3");
+  P_CASE("unknown dtype 0", p.dtype = 0, "dtype", NULL);
+  P_CASE("hidden_stride < D", p.hidden_stride = TD - 8, "hidden_stride", NULL);
+  P_CASE("weight_stride not a multiple of 8", p.weight_stride = TD + 4, "weight_stride",
+         NULL);
+  expect_bad("problem NULL", NULL, &g_s, &o, "problem", NULL);
+
+  S_CASE("temperature NaN", s.temperature = NAN, "temperature", "nan");
+  S_CASE("temperature -1", s.temperature = -1.0f, "temperature", "-1");
+  S_CASE("temperature +inf", s.temperature = INFINITY, "temperature", NULL);
+  S_CASE("num_samples 0", s.num_samples = 0, "num_samples", "0");
+  S_CASE("num_samples too large", s.num_samples = FS_MAX_SAMPLES + 1, "num_samples",
+         NULL);
+  S_CASE("seeds misaligned", s.seeds = (const uint64_t *)plus(gu_ptr(g_seeds), 4),
+         "seeds", NULL);
+  S_CASE("offsets misaligned", s.offsets = (const uint64_t *)plus(gu_ptr(g_seeds), 4),
+         "offsets", NULL);
+  S_CASE("temperatures misaligned",
+         s.temperatures = (const float *)plus(gu_ptr(g_seeds), 2), "temperatures", NULL);
+  expect_bad("sampling NULL", &g_p, NULL, &o, "sampling", NULL);
+
+  O_CASE("tokens NULL", oo.tokens = NULL, "tokens", NULL);
+  O_CASE("tokens misaligned", oo.tokens = (int32_t *)plus(oo.tokens, 2), "tokens", NULL);
+  O_CASE("logits misaligned", oo.logits = (float *)plus(oo.logits, 2), "logits", NULL);
+  O_CASE("keys misaligned", oo.keys = (uint64_t *)plus(oo.keys, 4), "keys", NULL);
+  expect_bad("outputs NULL", &g_p, &g_s, NULL, "outputs", NULL);
+#undef P_CASE
+#undef S_CASE
+#undef O_CASE
+
+  /* no context at all */
+  int st = fs_sample(NULL, &g_p, &g_s, &o, NULL);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ctx"),
+            "fs_sample(NULL ctx): %s: %s", fs_status_string(st), fs_last_error(NULL));
+
+  /* fs_prepare and fs_variant_name check the same rules */
+  p = g_p;
+  p.hidden = 4095;
+  st = fs_prepare(g_ctx, &p, &g_s);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "4095"),
+            "fs_prepare(D=4095): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  s = g_s;
+  s.num_samples = 0;
+  st = fs_prepare(g_ctx, &g_p, &s);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "num_samples"),
+            "fs_prepare(num_samples=0): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  st = fs_prepare(NULL, &g_p, &g_s);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ctx"),
+            "fs_prepare(NULL ctx): %s: %s", fs_status_string(st), fs_last_error(NULL));
+  char buf[8];
+  st = fs_variant_name(g_ctx, &g_p, &g_s, NULL, 16);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT, "fs_variant_name(buf=NULL): %s", fs_status_string(st));
+  p = g_p;
+  p.dtype = 7;
+  st = fs_variant_name(g_ctx, &p, &g_s, buf, sizeof buf);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "dtype"),
+            "fs_variant_name(dtype=7): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  /* a valid prepare still works */
+  st = fs_prepare(g_ctx, &g_p, &g_s);
+  CHECK_MSG(st == FS_OK, "fs_prepare after errors: %s: %s", fs_status_string(st),
+            fs_last_error(g_ctx));
+  check_valid_call(g_ctx, "fs_prepare/fs_variant_name errors");
+}
+
+static void test_context_args(void) {
+  static char sentinel;
+  fs_context *c = (fs_context *)(void *)&sentinel; /* not NULL: must be cleared */
+  int st = fs_context_create(99, &c);
+  printf("%-44s -> %s: %s\n", "fs_context_create(99)", fs_status_string(st),
+         fs_last_error(NULL));
+  CHECK_MSG(st == FS_INVALID_ARGUMENT, "fs_context_create(99): %s (%d)",
+            fs_status_string(st), st);
+  CHECK_MSG(c == NULL, "fs_context_create(99) left *ppCtx non-NULL");
+  CHECK_MSG(has(fs_last_error(NULL), "device_ordinal") && has(fs_last_error(NULL), "99"),
+            "fs_context_create(99): message \"%s\"", fs_last_error(NULL));
+  st = fs_context_create(-1, &c);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && c == NULL &&
+                has(fs_last_error(NULL), "device_ordinal"),
+            "fs_context_create(-1): %s: %s", fs_status_string(st), fs_last_error(NULL));
+  st = fs_context_create(0, NULL);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ppCtx"),
+            "fs_context_create(0, NULL): %s: %s", fs_status_string(st), fs_last_error(NULL));
+  st = fs_context_create_from_cucontext(NULL, &c);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && c == NULL && has(fs_last_error(NULL), "cu_context"),
+            "fs_context_create_from_cucontext(NULL): %s: %s", fs_status_string(st),
+            fs_last_error(NULL));
+  fs_context_destroy(NULL); /* accepted */
+
+  /* the caller's CUcontext: a working context */
+  st = fs_context_create_from_cucontext((void *)g_ctx->cu_ctx, &c);
+  CHECK_MSG(st == FS_OK, "fs_context_create_from_cucontext: %s: %s", fs_status_string(st),
+            fs_last_error(NULL));
+  if (st == FS_OK) {
+    check_valid_call(c, "fs_context_create_from_cucontext");
+    fs_context_destroy(c);
+  }
+}
+
+/* A fresh context with FS_VARIANT=name: the first fs_sample must fail with
+** one of the accepted statuses and a message holding `needle`; after unsetting
+** FS_VARIANT the same context must work. */
+static void expect_variant_failure(const char *name, const char *needle, const char *why) {
+  setenv("FS_VARIANT", name, 1);
+  fs_context *c = NULL;
+  int st = fs_context_create(0, &c);
+  REQUIRE(st == FS_OK);
+  fs_outputs o = gu_outputs_api(&g_o);
+  gu_outputs_poison(c, &g_o);
+  st = fs_sample(c, &g_p, &g_s, &o, NULL);
+  const char *msg = fs_last_error(c);
+  printf("FS_VARIANT %-38s -> %s: %.300s\n", why, fs_status_string(st), msg);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT || st == FS_LUA || st == FS_UNSUPPORTED,
+            "FS_VARIANT=%s (%s): got %s (%d): %s", name, why, fs_status_string(st), st, msg);
+  CHECK_MSG(has(msg, needle), "FS_VARIANT=%s (%s): the message does not name \"%s\": %s",
+            name, why, needle, msg);
+  const char *log = fs_last_compile_log(c);
+  CHECK_MSG(log != NULL && (log[0] == 0 || strstr(log, "NVRTC log") != NULL),
+            "FS_VARIANT=%s: fs_last_compile_log is neither empty nor a log: %.200s", name,
+            log ? log : "(NULL)");
+  gu_outputs_fetch(c, &g_o);
+  long written = 0;
+  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  CHECK_MSG(written == 0, "FS_VARIANT=%s: %ld entries written by a failed call", name, written);
+  unsetenv("FS_VARIANT");
+  char after[200];
+  snprintf(after, sizeof after, "FS_VARIANT=%s failed and was unset", name);
+  check_valid_call(c, after);
+  fs_context_destroy(c);
+}
+
+/* A bf16 variant (`name`, valid for this GPU) forced onto an fp16 problem. */
+static void test_dtype_mismatch(const char *name) {
+  gu_lmhead lm;
+  gu_lmhead_init(&lm, TB, TD, TV, FS_DTYPE_FP16, 0, 0, 0, gu_w_scale(TD, 2.0), 0xF16);
+  gu_lmhead_upload(g_ctx, &lm);
+  const fs_problem p = gu_problem(&lm, 1);
+  fs_sampling s;
+  memset(&s, 0, sizeof s);
+  s.temperature = 0.0f; /* greedy: an exact answer */
+  s.num_samples = 1;
+  setenv("FS_VARIANT", name, 1);
+  fs_context *c = NULL;
+  int st = fs_context_create(0, &c);
+  REQUIRE(st == FS_OK);
+  gu_outputs o;
+  gu_outputs_alloc(c, &o, TB, 1, 1);
+  fs_outputs oo = gu_outputs_api(&o);
+  gu_outputs_poison(c, &o);
+  st = fs_sample(c, &p, &s, &oo, NULL);
+  printf("FS_VARIANT bf16 variant, fp16 problem          -> %s: %s\n", fs_status_string(st),
+         st ? fs_last_error(c) : "(accepted)");
+  if (st != FS_OK) {
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(c), "dtype"),
+              "bf16 variant for an fp16 problem: %s: %s", fs_status_string(st),
+              fs_last_error(c));
+  } else {
+    gu_outputs_fetch(c, &o);
+    const double gd = 2.0 * TD / 16777216.0;
+    for (int b = 0; b < TB; b++) {
+      int best = 0, second = -1;
+      double z[TV], a[TV];
+      for (int v = 0; v < TV; v++) {
+        z[v] = gu_logit(&lm, b, v, &a[v]);
+        if (v && z[v] > z[best]) {
+          second = best;
+          best = v;
+        } else if (v && (second < 0 || z[v] > z[second])) {
+          second = v;
+        }
+      }
+      if (z[best] - z[second] <= gd * (a[best] + a[second]) / (1 - gd)) continue;
+      CHECK_MSG(o.h_tokens[b] == best,
+                "FS_VARIANT=%s accepted an fp16 problem and returned token %d, the "
+                "argmax is %d: fp16 data read as bf16 (sample.c choose() does not check "
+                "the forced variant's dtype)", name, (int)o.h_tokens[b], best);
+    }
+  }
+  unsetenv("FS_VARIANT");
+  gu_outputs_free(c, &o);
+  fs_context_destroy(c);
+  gu_lmhead_free(g_ctx, &lm);
+}
+
+/* Bad FS_VARIANT names, each derived from a name known to be valid (this
+** GPU's default bf16 variant), so they keep their meaning as the design
+** space changes. */
+static void test_variant_failures(void) {
+  char def[320], name[400];
+  int st = fs_variant_name(g_ctx, &g_p, &g_s, def, sizeof def);
+  CHECK_MSG(st == FS_OK, "fs_variant_name: %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  if (st != FS_OK) return;
+  char *sp = strchr(def, ' ');
+  if (sp) *sp = 0; /* "name (how)" -> name */
+  printf("default bf16 variant: %s\n", def);
+
+  expect_variant_failure("fsamp_bogus", "FS_VARIANT", "not a variant name");
+
+  /* a vocab tile of 100 rows breaks "vocab tile divides into m16 blocks" */
+  const char *v = def;
+  while ((v = strstr(v, "_v")) != NULL && !(v[2] >= '0' && v[2] <= '9')) v += 2;
+  if (v) {
+    const char *rest = v + 2;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    snprintf(name, sizeof name, "%.*s_v100%s", (int)(v - def), def, rest);
+    expect_variant_failure(name, "constraint", "breaks a constraint (v100)");
+  } else {
+    CHECK_MSG(0, "default variant %s has no _v<rows> field", def);
+  }
+
+  const char *d = strstr(def, "_bf16_");
+  if (d) {
+    snprintf(name, sizeof name, "%.*s_fp8_%s", (int)(d - def), def, d + 6);
+    expect_variant_failure(name, "fp8", "unknown dtype fp8");
+  }
+
+  const char *last = strrchr(def, '_');
+  snprintf(name, sizeof name, "%.*s", (int)(last ? last - def : 0), def);
+  expect_variant_failure(name, "FS_VARIANT", "a field missing");
+
+  /* a valid variant of an architecture of another major version */
+  fs_gen *gen = NULL;
+  char err[768];
+  st = fs_gen_open(&gen, err, sizeof err);
+  CHECK_MSG(st == FS_OK, "fs_gen_open: %s", err);
+  if (st == FS_OK) {
+    const int other = gu_gen_arch(g_ctx->arch) >= 90 ? 80 : 90;
+    fs_variant *list = NULL;
+    int count = 0;
+    st = fs_gen_enumerate(gen, other, FS_DTYPE_BF16, &list, &count, err, sizeof err);
+    CHECK_MSG(st == FS_OK && count > 0, "fs_gen_enumerate(sm_%d): %s", other, err);
+    if (st == FS_OK && count > 0)
+      expect_variant_failure(list[0].name, "sm_", "another architecture");
+    free(list);
+    fs_gen_close(gen);
+  }
+
+  test_dtype_mismatch(def);
+}
+
+int main(void) {
+  g_ctx = fs_test_gpu_or_skip();
+  if (getenv("FS_VARIANT")) unsetenv("FS_VARIANT");
+  gu_lmhead_init(&g_lm, TB, TD, TV, FS_DTYPE_BF16, 0, 0, 0, gu_w_scale(TD, 2.0), 0xBAD);
+  gu_lmhead_upload(g_ctx, &g_lm);
+  g_p = gu_problem(&g_lm, 1);
+  memset(&g_s, 0, sizeof g_s);
+  g_s.temperature = 1.0f;
+  g_s.num_samples = TS;
+  g_s.seed = 42;
+  g_s.offset = 7;
+  gu_outputs_alloc(g_ctx, &g_o, TB * TS, 1, 1);
+  uint64_t seeds[TB] = {1, 2, 3, 4};
+  g_seeds = gu_upload_new(g_ctx, seeds, sizeof seeds);
+
+  /* the baseline every recovery is compared with */
+  REQUIRE(gu_sample_fetch(g_ctx, &g_p, &g_s, &g_o, NULL, "first valid call") == FS_OK);
+  memcpy(g_tok, g_o.h_tokens, sizeof g_tok);
+  memcpy(g_key, g_o.h_keys, sizeof g_key);
+  memcpy(g_logit, g_o.h_logits, sizeof g_logit);
+
+  test_context_args();
+  test_sample_args();
+  test_variant_failures();
+
+  gu_free(g_ctx, g_seeds);
+  gu_outputs_free(g_ctx, &g_o);
+  gu_lmhead_free(g_ctx, &g_lm);
+  fs_context_destroy(g_ctx);
+  return fs_test_done("test_bad_input_gpu");
+}

@@ -1,0 +1,424 @@
+/*
+** gpu_util.h: helpers shared by the GPU tests (tests/gpu/test_*.c).
+**
+** Header-only (every function is static inline) because tests/CMakeLists.txt
+** builds each test from one source plus the harness.  The library loads
+** libcuda with dlopen and the tests must not link it, so every driver call
+** goes through the context's table (ctx->cu) with the context's CUcontext
+** pushed.  A failing driver call is a broken test machine, not a finding:
+** GU_CU prints the call, file:line and the driver's error name and exits 1.
+**
+** Conventions the tests rely on:
+**  - Test data is generated on the host with fs_test_rand() and encoded with
+**    fs_test_f2bf()/fs_test_f2h(), then uploaded: the CPU reference and the
+**    GPU see the same bits.  Row padding (stride > D) holds NaN bits, so a
+**    kernel that reads past D in a row produces NaN logits and fails.
+**  - Outputs are poisoned with 0xFF bytes before every call (token -1, a NaN
+**    logit, the key ~0 which no (score, token) pair can produce: its score
+**    bits would be a NaN) and have a poisoned guard tail; after the call
+**    gu_outputs_check() insists that every entry was written and the guard
+**    was not.
+**  - Downloads synchronise the whole context first (cuCtxSynchronize), so a
+**    result is never read before the kernels that write it have finished.
+*/
+#ifndef FS_GPU_UTIL_H
+#define FS_GPU_UTIL_H
+
+#include "fs_int.h" /* fs_context's driver table (cu) and CUcontext (cu_ctx) */
+#include "fs_rng.h"
+#include "fs_test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- driver calls ---------------------------------------------------------- */
+
+static inline void gu_cu_die(fs_context *ctx, CUresult r, const char *call,
+                             const char *file, int line) {
+  const char *name = NULL, *text = NULL;
+  ctx->cu->cuGetErrorName(r, &name);
+  ctx->cu->cuGetErrorString(r, &text);
+  fprintf(stderr, "%s:%d: driver call failed: %s -> %s (%d): %s\n", file,
+          line, call, name ? name : "?", (int)r, text ? text : "");
+  exit(1);
+}
+
+/* Runs a driver call through the table; exits the test if it fails. */
+#define GU_CU(ctx, call)                                                    \
+  do {                                                                      \
+    CUresult gu_r_ = (call);                                                \
+    if (gu_r_ != CUDA_SUCCESS)                                              \
+      gu_cu_die((ctx), gu_r_, #call, __FILE__, __LINE__);                   \
+  } while (0)
+
+/* Makes ctx's CUDA context current for raw driver calls (pair with pop). */
+static inline void gu_push(fs_context *ctx) {
+  GU_CU(ctx, ctx->cu->cuCtxPushCurrent(ctx->cu_ctx));
+}
+static inline void gu_pop(fs_context *ctx) {
+  CUcontext popped;
+  GU_CU(ctx, ctx->cu->cuCtxPopCurrent(&popped));
+}
+
+/* A device address as the pointer type the public structs want. */
+static inline void *gu_ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+/* Waits for all work on ctx's CUDA context. */
+static inline void gu_sync(fs_context *ctx) {
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  gu_pop(ctx);
+}
+
+/* Allocates `bytes` (> 0) of device memory filled with 0xFF bytes. */
+static inline CUdeviceptr gu_alloc(fs_context *ctx, size_t bytes) {
+  CUdeviceptr p = 0;
+  REQUIRE(bytes > 0);
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuMemAlloc(&p, bytes));
+  GU_CU(ctx, ctx->cu->cuMemsetD8(p, 0xFF, bytes));
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  gu_pop(ctx);
+  return p;
+}
+
+/* Frees p (0 is allowed) after all work that may use it has finished. */
+static inline void gu_free(fs_context *ctx, CUdeviceptr p) {
+  if (!p) return;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  GU_CU(ctx, ctx->cu->cuMemFree(p));
+  gu_pop(ctx);
+}
+
+/* Copies host -> device after all pending work (no kernel still reads the
+** old contents) and waits for the copy: from pageable memory cuMemcpyHtoD
+** may return before the DMA lands, ordered only on the legacy stream, and a
+** kernel on a non-blocking stream could then read stale bytes. */
+static inline void gu_upload(fs_context *ctx, CUdeviceptr dst, const void *src,
+                             size_t bytes) {
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  GU_CU(ctx, ctx->cu->cuMemcpyHtoD(dst, src, bytes));
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  gu_pop(ctx);
+}
+
+/* Allocates and uploads. */
+static inline CUdeviceptr gu_upload_new(fs_context *ctx, const void *src,
+                                        size_t bytes) {
+  CUdeviceptr p = gu_alloc(ctx, bytes);
+  gu_upload(ctx, p, src, bytes);
+  return p;
+}
+
+/* Copies device -> host after synchronising the whole context. */
+static inline void gu_download(fs_context *ctx, void *dst, CUdeviceptr src,
+                               size_t bytes) {
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  GU_CU(ctx, ctx->cu->cuMemcpyDtoH(dst, src, bytes));
+  gu_pop(ctx);
+}
+
+/* Fills `bytes` at p with 0xFF after all pending work has finished. */
+static inline void gu_poison(fs_context *ctx, CUdeviceptr p, size_t bytes) {
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  GU_CU(ctx, ctx->cu->cuMemsetD8(p, 0xFF, bytes));
+  GU_CU(ctx, ctx->cu->cuCtxSynchronize());
+  gu_pop(ctx);
+}
+
+static inline void *gu_malloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "out of host memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  return p;
+}
+
+static inline double gu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline const char *gu_dtype_name(int dtype) {
+  return dtype == FS_DTYPE_BF16 ? "bf16" : dtype == FS_DTYPE_FP16 ? "fp16" : "?";
+}
+
+/* The generator architecture a GPU of compute capability `arch` (major * 10 +
+** minor) runs, as runtime/sample.c picks it: the newest architecture the
+** generator knows with the same major version, not above it (sm_90 runs the
+** sm_90a variants); 0 if none. */
+static inline int gu_gen_arch(int arch) {
+  static const int known[] = {120, 100, 90, 89, 86, 80};
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (known[i] <= arch && known[i] / 10 == arch / 10) return known[i];
+  return 0;
+}
+
+/* ---- random LM heads ------------------------------------------------------- */
+
+/* One LM-head problem held twice: host bits (for the CPU reference and the
+** test's own double-precision logits) and their device copy. */
+typedef struct gu_lmhead {
+  int B, D, V, dtype;
+  int64_t vocab_offset;
+  int64_t hs, ws;     /* row strides in elements (>= D, multiples of 8) */
+  uint16_t *H, *W;    /* host [B, hs] and [V, ws] */
+  CUdeviceptr dH, dW; /* device copies (0 until uploaded) */
+} gu_lmhead;
+
+/* A float encoded in dtype, exactly as the CPU reference decodes it back. */
+static inline uint16_t gu_encode(int dtype, float f) {
+  return dtype == FS_DTYPE_BF16 ? fs_test_f2bf(f) : fs_test_f2h(f);
+}
+static inline double gu_decode(int dtype, uint16_t bits) {
+  return dtype == FS_DTYPE_BF16 ? (double)fs_test_bf2f(bits)
+                                : (double)fs_test_h2f(bits);
+}
+
+/* Fills rows x cols values uniform in [-scale, scale) with row stride
+** `stride`; the padding of each row gets NaN bits.  Each value is one of
+** 65536 evenly spaced levels (finer than bf16 or fp16 can tell apart near
+** the top of the range) picked by 16 bits of fs_test_rand(), encoded through
+** a table: a 151937 x 4096 head takes about a second, not ten. */
+static inline void gu_fill(uint16_t *dst, int64_t rows, int cols,
+                           int64_t stride, int dtype, double scale,
+                           unsigned long long *state) {
+  const uint16_t nan_bits = dtype == FS_DTYPE_BF16 ? 0x7FC0u : 0x7E00u;
+  uint16_t *level = gu_malloc(sizeof(uint16_t) * 65536);
+  for (int i = 0; i < 65536; i++)
+    level[i] = gu_encode(dtype, (float)(((i + 0.5) / 32768.0 - 1.0) * scale));
+  unsigned long long bits = 0;
+  int left = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    uint16_t *row = dst + r * stride;
+    for (int c = 0; c < cols; c++) {
+      if (!left) {
+        bits = fs_test_rand(state);
+        left = 4;
+      }
+      row[c] = level[bits & 0xFFFFu];
+      bits >>= 16;
+      left--;
+    }
+    for (int64_t c = cols; c < stride; c++) row[c] = nan_bits;
+  }
+  free(level);
+}
+
+/* The scale of W that gives logits of standard deviation about `sigma` when
+** H is uniform in [-1, 1) and W uniform in [-s, s): Var(h w) = s^2 / 9, so
+** sd(z) = s sqrt(D) / 3. */
+static inline double gu_w_scale(int D, double sigma) {
+  return 3.0 * sigma / sqrt((double)D);
+}
+
+/* Generates a random head on the host: H uniform in [-1, 1), W uniform in
+** [-w_scale, w_scale).  hs/ws of 0 mean D.  Does not upload. */
+static inline void gu_lmhead_init(gu_lmhead *lm, int B, int D, int V,
+                                  int dtype, int64_t vocab_offset, int64_t hs,
+                                  int64_t ws, double w_scale,
+                                  unsigned long long seed) {
+  memset(lm, 0, sizeof *lm);
+  lm->B = B;
+  lm->D = D;
+  lm->V = V;
+  lm->dtype = dtype;
+  lm->vocab_offset = vocab_offset;
+  lm->hs = hs ? hs : D;
+  lm->ws = ws ? ws : D;
+  lm->H = gu_malloc(sizeof(uint16_t) * (size_t)B * (size_t)lm->hs);
+  lm->W = gu_malloc(sizeof(uint16_t) * (size_t)V * (size_t)lm->ws);
+  unsigned long long st = seed;
+  gu_fill(lm->H, B, D, lm->hs, dtype, 1.0, &st);
+  gu_fill(lm->W, V, D, lm->ws, dtype, w_scale, &st);
+}
+
+static inline void gu_lmhead_upload(fs_context *ctx, gu_lmhead *lm) {
+  lm->dH = gu_upload_new(ctx, lm->H, sizeof(uint16_t) * (size_t)lm->B * (size_t)lm->hs);
+  lm->dW = gu_upload_new(ctx, lm->W, sizeof(uint16_t) * (size_t)lm->V * (size_t)lm->ws);
+}
+
+/* Re-uploads H after the test changed lm->H on the host. */
+static inline void gu_lmhead_upload_h(fs_context *ctx, gu_lmhead *lm) {
+  gu_upload(ctx, lm->dH, lm->H, sizeof(uint16_t) * (size_t)lm->B * (size_t)lm->hs);
+}
+
+static inline void gu_lmhead_free(fs_context *ctx, gu_lmhead *lm) {
+  if (ctx) {
+    gu_free(ctx, lm->dH);
+    gu_free(ctx, lm->dW);
+  }
+  free(lm->H);
+  free(lm->W);
+  memset(lm, 0, sizeof *lm);
+}
+
+/* The problem with device pointers (device=1) or host pointers (device=0,
+** for fs_reference_sample and fs_reference_row). */
+static inline fs_problem gu_problem(const gu_lmhead *lm, int device) {
+  fs_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = lm->B;
+  p.hidden = lm->D;
+  p.vocab = lm->V;
+  p.vocab_offset = lm->vocab_offset;
+  p.dtype = lm->dtype;
+  p.hidden_states = device ? gu_ptr(lm->dH) : (const void *)lm->H;
+  p.hidden_stride = lm->hs;
+  p.weight = device ? gu_ptr(lm->dW) : (const void *)lm->W;
+  p.weight_stride = lm->ws;
+  return p;
+}
+
+/* The exact logit z[b, v] (v local to W) in double, summed over k in
+** increasing order like the reference (each product is exact in double), and
+** *abs_sum = sum_k |h_k w_k|, the scale of fp32 accumulation error. */
+static inline double gu_logit(const gu_lmhead *lm, int b, int v,
+                              double *abs_sum) {
+  const uint16_t *h = lm->H + (int64_t)b * lm->hs;
+  const uint16_t *w = lm->W + (int64_t)v * lm->ws;
+  double z = 0.0, a = 0.0;
+  for (int k = 0; k < lm->D; k++) {
+    const double p = gu_decode(lm->dtype, h[k]) * gu_decode(lm->dtype, w[k]);
+    z += p;
+    a += fabs(p);
+  }
+  if (abs_sum) *abs_sum = a;
+  return z;
+}
+
+/* ---- outputs ----------------------------------------------------------------- */
+
+#define GU_GUARD 64 /* poisoned entries after the [B, S] outputs */
+
+typedef struct gu_outputs {
+  size_t n;                       /* entries a call must write (B * S) */
+  size_t cap;                     /* allocated: n + GU_GUARD */
+  int with_logits, with_keys;
+  CUdeviceptr tokens, logits, keys; /* device [cap] (logits/keys may be 0) */
+  int32_t *h_tokens;              /* host copies [cap] after gu_outputs_fetch */
+  float *h_logits;
+  uint64_t *h_keys;
+} gu_outputs;
+
+static inline void gu_outputs_alloc(fs_context *ctx, gu_outputs *o, size_t n,
+                                    int with_logits, int with_keys) {
+  memset(o, 0, sizeof *o);
+  o->n = n;
+  o->cap = n + GU_GUARD;
+  o->with_logits = with_logits;
+  o->with_keys = with_keys;
+  o->tokens = gu_alloc(ctx, o->cap * sizeof(int32_t));
+  o->h_tokens = gu_malloc(o->cap * sizeof(int32_t));
+  if (with_logits) {
+    o->logits = gu_alloc(ctx, o->cap * sizeof(float));
+    o->h_logits = gu_malloc(o->cap * sizeof(float));
+  }
+  if (with_keys) {
+    o->keys = gu_alloc(ctx, o->cap * sizeof(uint64_t));
+    o->h_keys = gu_malloc(o->cap * sizeof(uint64_t));
+  }
+}
+
+static inline void gu_outputs_free(fs_context *ctx, gu_outputs *o) {
+  gu_free(ctx, o->tokens);
+  gu_free(ctx, o->logits);
+  gu_free(ctx, o->keys);
+  free(o->h_tokens);
+  free(o->h_logits);
+  free(o->h_keys);
+  memset(o, 0, sizeof *o);
+}
+
+/* The public struct pointing at o's device arrays. */
+static inline fs_outputs gu_outputs_api(const gu_outputs *o) {
+  fs_outputs r;
+  r.tokens = (int32_t *)gu_ptr(o->tokens);
+  r.logits = o->with_logits ? (float *)gu_ptr(o->logits) : NULL;
+  r.keys = o->with_keys ? (uint64_t *)gu_ptr(o->keys) : NULL;
+  return r;
+}
+
+static inline void gu_outputs_poison(fs_context *ctx, const gu_outputs *o) {
+  gu_poison(ctx, o->tokens, o->cap * sizeof(int32_t));
+  if (o->with_logits) gu_poison(ctx, o->logits, o->cap * sizeof(float));
+  if (o->with_keys) gu_poison(ctx, o->keys, o->cap * sizeof(uint64_t));
+}
+
+/* Synchronises and downloads all cap entries of every output. */
+static inline void gu_outputs_fetch(fs_context *ctx, gu_outputs *o) {
+  gu_download(ctx, o->h_tokens, o->tokens, o->cap * sizeof(int32_t));
+  if (o->with_logits)
+    gu_download(ctx, o->h_logits, o->logits, o->cap * sizeof(float));
+  if (o->with_keys)
+    gu_download(ctx, o->h_keys, o->keys, o->cap * sizeof(uint64_t));
+}
+
+static inline uint32_t gu_float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* After gu_outputs_fetch: every one of the n entries was written (differs
+** from the poison) and the guard tail was not.  Reports at most a few
+** entries; returns the number of bad entries (each also a CHECK failure). */
+static inline long gu_outputs_check(const gu_outputs *o, const char *what) {
+  long bad = 0;
+  for (size_t i = 0; i < o->cap; i++) {
+    const int in = i < o->n;
+    const int tok_poison = o->h_tokens[i] == -1;
+    const int log_poison =
+        !o->with_logits || gu_float_bits(o->h_logits[i]) == 0xFFFFFFFFu;
+    const int key_poison = !o->with_keys || o->h_keys[i] == ~0ull;
+    const int ok = in ? (!tok_poison && (!o->with_logits || !log_poison) &&
+                         (!o->with_keys || !key_poison))
+                      : (tok_poison && log_poison && key_poison);
+    if (!ok) {
+      if (bad < 5)
+        fprintf(stderr, "%s: output entry %zu of %zu %s (token %d)\n", what,
+                i, o->n, in ? "was not written" : "(guard) was overwritten",
+                (int)o->h_tokens[i]);
+      bad++;
+    }
+  }
+  CHECK_MSG(bad == 0, "%s: %ld output entries unwritten or out of bounds", what,
+            bad);
+  return bad;
+}
+
+/* Runs fs_sample and reports a failure with the context's message. */
+static inline int gu_sample(fs_context *ctx, const fs_problem *p,
+                            const fs_sampling *s, const gu_outputs *o,
+                            void *stream, const char *what) {
+  fs_outputs out = gu_outputs_api(o);
+  int st = fs_sample(ctx, p, s, &out, stream);
+  CHECK_MSG(st == FS_OK, "%s: fs_sample returned %s (%d): %s", what,
+            fs_status_string(st), st, fs_last_error(ctx));
+  return st;
+}
+
+/* Poisons o, samples, fetches and checks that everything was written.
+** Returns the fs_sample status (FS_OK or a CHECK failure was recorded). */
+static inline int gu_sample_fetch(fs_context *ctx, const fs_problem *p,
+                                  const fs_sampling *s, gu_outputs *o,
+                                  void *stream, const char *what) {
+  gu_outputs_poison(ctx, o);
+  int st = gu_sample(ctx, p, s, o, stream, what);
+  if (st != FS_OK) return st;
+  gu_outputs_fetch(ctx, o);
+  gu_outputs_check(o, what);
+  return st;
+}
+
+#endif /* FS_GPU_UTIL_H */
