@@ -111,6 +111,7 @@ void fs_context_destroy(fs_context *ctx) {
     free(p);
   }
   if (pushed && ctx->workspace) cu->cuMemFree(ctx->workspace);
+  for (int i = 0; pushed && i < ctx->n_retired; i++) cu->cuMemFree(ctx->retired[i]);
   if (pushed) cu->cuCtxPopCurrent(&dummy);
   if (ctx->owns_primary) cu->cuDevicePrimaryCtxRelease(ctx->device);
   fs_gen_close(ctx->gen);

@@ -169,7 +169,9 @@ int fs_prepare(fs_context *ctx, const fs_problem *problem,
 ** prepared it prepares first (compile, load, allocate), except while the
 ** stream is capturing, where it returns FS_NOT_PREPARED.
 ** Calls on one context share its workspace: enqueue them on one stream (or
-** order their streams), or use one context per stream. */
+** order their streams), or use one context per stream.  A call or prepare
+** that needs a larger workspace allocates a new one and keeps the old one
+** until fs_context_destroy(), so graphs captured earlier stay valid. */
 int fs_sample(fs_context *ctx, const fs_problem *problem,
               const fs_sampling *sampling, const fs_outputs *outputs,
               void *stream);

@@ -41,6 +41,7 @@ typedef struct fs_plan {
 /* Counters for the last-CTA reduction sit at the start of the workspace,
 ** one per batch tile (B / 8 at most), zeroed once, reset by each kernel. */
 #define FS_COUNTER_BYTES (((FS_MAX_BATCH + 7) / 8) * 4)
+#define FS_MAX_RETIRED 32
 
 struct fs_context {
   const fs_cu_api *cu;
@@ -58,6 +59,8 @@ struct fs_context {
   int user_db_tried, defaults_db_tried;
   CUdeviceptr workspace;   /* counters, then candidates */
   size_t workspace_bytes;
+  CUdeviceptr retired[FS_MAX_RETIRED]; /* outgrown workspaces (graphs may use them) */
+  int n_retired;
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };

@@ -50,15 +50,21 @@ size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
   return FS_COUNTER_BYTES + cand + n * 20;
 }
 
+/* A workspace that grows is replaced, not freed: CUDA graphs captured
+** before keep pointing at the old one, which stays valid (and its counters
+** zeroed) until the context is destroyed. */
 int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   const fs_cu_api *cu = ctx->cu;
   if (bytes <= ctx->workspace_bytes) return FS_OK;
   if (ctx->workspace) {
-    FS_CHECK_CU(ctx, cu->cuCtxSynchronize());
-    FS_CHECK_CU(ctx, cu->cuMemFree(ctx->workspace));
+    if (ctx->n_retired == FS_MAX_RETIRED)
+      return fs_err(ctx, FS_OUT_OF_MEMORY, "the workspace grew %d times: prepare the largest "
+                    "shape first", FS_MAX_RETIRED);
+    ctx->retired[ctx->n_retired++] = ctx->workspace;
     ctx->workspace = 0;
     ctx->workspace_bytes = 0;
   }
+  bytes = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* fewer regrowths */
   FS_CHECK_CU(ctx, cu->cuMemAlloc(&ctx->workspace, bytes));
   FS_CHECK_CU(ctx, cu->cuMemsetD8(ctx->workspace, 0, bytes));
   ctx->workspace_bytes = bytes;
@@ -166,6 +172,9 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **
   if (forced && *forced) {
     int st = fs_gen_parse(ctx->gen, forced, &v, err, sizeof err);
     if (st) return fs_err(ctx, st, "FS_VARIANT=%s: %s", forced, err);
+    if (v.dtype != p->dtype)
+      return fs_err(ctx, FS_INVALID_ARGUMENT, "FS_VARIANT=%s: the variant is for dtype %d, the "
+                    "problem's dtype is %d", forced, v.dtype, p->dtype);
     snprintf(how, howlen, "forced by FS_VARIANT");
     return fs_kernel_load(ctx, &v, out);
   }
