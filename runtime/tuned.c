@@ -70,7 +70,11 @@ typedef struct accept_arg {
 static int accept(void *arg, const fs_store_choice *c) {
   accept_arg *a = arg;
   char err[256];
-  if (strcmp(c->generator_rev, a->rev) != 0) return 0;
+  /* the tuner may append "+<hash>" to the generator revision */
+  size_t n = strlen(a->rev);
+  if (strncmp(c->generator_rev, a->rev, n) != 0 ||
+      (c->generator_rev[n] != 0 && c->generator_rev[n] != '+'))
+    return 0;
   if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
   if (a->v->k_multiple > 0 && a->hidden % a->v->k_multiple) return 0;
   return a->v->smem <= a->ctx->max_smem_optin;
