@@ -69,15 +69,16 @@ function fam.derive(v, a)
   v.min_blocks = 1
 end
 
--- Heuristic default before tuning on sm_90+ (measured on the H200, see
--- docs/perf-notes.md): TMA streaming with a batch tile that covers B.
+-- Heuristic default before tuning on sm_90+: the shapes of fs-tune's H200
+-- winners (docs/perf-notes.md) -- deep pipelines of 64-wide K boxes for
+-- small batches, 128-wide K and split batch warps from B = 32, 256-row
+-- vocab tiles with 64-row batch tiles beyond B = 64.
 function fam.default(arch, dtype, B, D, V)
-  local v = { tile_v = 128, tile_k = 128, stages = 4 }
-  if B <= 8 then v.tile_b, v.warps = 8, 41
-  elseif B <= 16 then v.tile_b, v.warps = 16, 41
-  elseif B <= 32 then v.tile_b, v.warps, v.stages = 32, 81, 3
-  elseif B <= 64 then v.tile_b, v.warps, v.tile_k = 64, 42, 64
-  else v.tile_b, v.warps, v.tile_k = 128, 42, 64 end
+  local v = { tile_v = 128, tile_k = 64, stages = 6 }
+  if B <= 16 then v.tile_b, v.warps = 16, 41
+  elseif B <= 32 then v.tile_b, v.warps, v.tile_k, v.stages = 32, 42, 128, 4
+  elseif B <= 64 then v.tile_b, v.warps, v.tile_k, v.stages = 64, 42, 128, 3
+  else v.tile_v, v.tile_b, v.warps, v.stages = 256, 64, 42, 3 end
   return v
 end
 
