@@ -96,6 +96,17 @@ int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
   char *src = NULL;
   int st = fs_gen_source(ctx->gen, v, &src, err, sizeof err);
   if (st) return fs_err(ctx, st, "%s", err);
+  /* Fault injection for tests: FS_INJECT_COMPILE_ERROR=1 breaks the source. */
+  const char *inj = getenv("FS_INJECT_COMPILE_ERROR");
+  if (inj && *inj && strcmp(inj, "0")) {
+    static const char bad[] = "\n#error injected by FS_INJECT_COMPILE_ERROR\n";
+    char *s2 = realloc(src, strlen(src) + sizeof bad);
+    if (!s2) {
+      free(src);
+      return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory");
+    }
+    src = strcat(s2, bad);
+  }
   fs_cubin c;
   st = fs_nvrtc_compile(v->name, src, v->target, &c, err, sizeof err);
   if (st) {

@@ -11,10 +11,10 @@
 ** them and none of them wins; each bucket has an exact winner with a stored
 ** cubin; that cubin, loaded with fs_kernel_load_cubin and launched with
 ** fs_launch on a fresh problem, draws the CPU reference's tokens (a
-** different token only on a near-tie, judged by exact scores); a rerun skips
+** different token only on a near-tie, judged by exact scores), and so does
+** fs_sample itself with FS_TUNING_DB pointing at the database, where the
+** runtime must report that it took the tuned winner; a rerun skips
 ** everything measured and keeps the winners; the CSV has the fault rows.
-** (The runtime does not read the database yet; when it does, this test
-** should also sample through fs_sample with FS_TUNING_DB set.)
 ** The victims are taken from a --dry-run of the same plan: the 2nd to 5th
 ** compiled variants of bucket 8 (the 1st is the default, the oracle).
 */
@@ -225,6 +225,69 @@ static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int 
   return bad;
 }
 
+/* Samples through the public API with FS_TUNING_DB = db_path: the plan must
+** say the kernel came from the tuning database and be `winner`, and the
+** tokens must be the CPU reference's (up to near-ties).  Returns bad rows. */
+static int run_public(const char *db_path, const char *winner, int B) {
+  setenv("FS_TUNING_DB", db_path, 1);
+  setenv("FS_DEFAULTS_DB", "", 1);
+  fs_context *ctx = NULL;
+  REQUIRE(fs_context_create(0, &ctx) == FS_OK);
+  const fs_cu_api *cu = ctx->cu;
+  CUcontext dummy;
+  uint16_t *H = malloc((size_t)B * D * 2), *W = malloc((size_t)V * D * 2);
+  int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
+  REQUIRE(H && W && tok && ref);
+  unsigned long long s = 991 + (unsigned long long)B;
+  for (size_t i = 0; i < (size_t)B * D; i++) H[i] = fs_float_to_bf16((float)fs_test_uniform(&s));
+  for (size_t i = 0; i < (size_t)V * D; i++)
+    W[i] = fs_float_to_bf16((float)(fs_test_uniform(&s) * 3.0 * 3.0 / sqrt((double)D)));
+  CUdeviceptr dH, dW, dT;
+  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
+  CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
+  CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
+  CU(cu->cuMemAlloc(&dT, (size_t)B * 4));
+  CU(cu->cuMemcpyHtoD(dH, H, (size_t)B * D * 2));
+  CU(cu->cuMemcpyHtoD(dW, W, (size_t)V * D * 2));
+  CU(cu->cuMemsetD8(dT, 0xFF, (size_t)B * 4));
+  cu->cuCtxPopCurrent(&dummy);
+  fs_problem p = {B, D, V, 0, FS_DTYPE_BF16, (void *)(uintptr_t)dH, 0, (void *)(uintptr_t)dW, 0};
+  fs_sampling sm = {0.8f, NULL, 1, 4242, NULL, 3, NULL};
+  fs_outputs o = {(int32_t *)(uintptr_t)dT, NULL, NULL};
+  char name[320] = "";
+  CHECK_MSG(fs_variant_name(ctx, &p, &sm, name, sizeof name) == FS_OK, "%s", fs_last_error(ctx));
+  printf("B=%d through fs_sample: %s\n", B, name);
+  CHECK_MSG(strstr(name, winner) && strstr(name, "tuning database, tuned"),
+            "B=%d: the runtime chose %s, the tuned winner is %s", B, name, winner);
+  CHECK_MSG(fs_sample(ctx, &p, &sm, &o, NULL) == FS_OK, "fs_sample: %s", fs_last_error(ctx));
+  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(tok, dT, (size_t)B * 4));
+  CU(cu->cuMemFree(dH));
+  CU(cu->cuMemFree(dW));
+  CU(cu->cuMemFree(dT));
+  cu->cuCtxPopCurrent(&dummy);
+  fs_context_destroy(ctx);
+  unsetenv("FS_TUNING_DB");
+  unsetenv("FS_DEFAULTS_DB");
+  fs_problem hp = p;
+  hp.hidden_states = H;
+  hp.weight = W;
+  REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
+  int bad = 0;
+  for (int b = 0; b < B; b++) {
+    if (tok[b] == ref[b]) continue;
+    if (tok[b] < 0 || tok[b] >= V) { bad++; continue; }
+    double sg = dot(H + (size_t)b * D, W + (size_t)tok[b] * D) / sm.temperature +
+                fs_noise(sm.seed, sm.offset, (uint32_t)tok[b], 0, (uint32_t)b + 1);
+    double sr = dot(H + (size_t)b * D, W + (size_t)ref[b] * D) / sm.temperature +
+                fs_noise(sm.seed, sm.offset, (uint32_t)ref[b], 0, (uint32_t)b + 1);
+    if (sr - sg > 1e-3 * (1 + fabs(sr))) bad++;
+  }
+  free(H); free(W); free(tok); free(ref);
+  return bad;
+}
+
 /* The compiled variants a dry run lists, in order (names into buf). */
 static int dry_run_names(char names[][160], int max) {
   result r = run(NULL, (const char *const[]){"--dry-run", "--shape", "D=1024,V=32000", "--batch",
@@ -316,6 +379,10 @@ int main(void) {
     fs_store_choice_clear(&c);
   }
   fs_store_close(st);
+
+  /* The runtime itself picks the tuned winners from the database. */
+  CHECK_MSG(run_public(path, winners[0], 1) == 0, "B=1 through fs_sample: wrong tokens");
+  CHECK_MSG(run_public(path, winners[1], 7) == 0, "B=7 through fs_sample: wrong tokens");
 
   /* The report lists the faults. */
   snprintf(path, sizeof path, "%s/rep.csv", tmp);

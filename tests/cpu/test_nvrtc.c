@@ -1,0 +1,37 @@
+/*
+** test_nvrtc: an NVRTC failure is data.  A broken source gives FS_NVRTC, a
+** one-line message naming the program and target, and the compiler's log;
+** a good one gives a cubin and a resource report.  Needs no GPU.
+*/
+#include "fs_test.h"
+
+#include "fs_nvrtc.h"
+
+#include <string.h>
+
+int main(void) {
+  char err[512];
+  fs_cubin c;
+  static const char bad[] = "extern \"C\" __global__ void k(int *p) { *p = undeclared; }\n";
+  int st = fs_nvrtc_compile("broken_variant", bad, "sm_90a", &c, err, sizeof err);
+  CHECK(st == FS_NVRTC);
+  CHECK_MSG(strstr(err, "broken_variant") && strstr(err, "sm_90a"), "message: %s", err);
+  CHECK_MSG(c.log && strstr(c.log, "undeclared"), "log: %s", c.log ? c.log : "(null)");
+  CHECK(c.data == NULL && c.size == 0);
+  fs_cubin_free(&c);
+
+  static const char good[] = "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 1; }\n";
+  st = fs_nvrtc_compile("good_variant", good, "sm_90a", &c, err, sizeof err);
+  CHECK_MSG(st == FS_OK, "%s", err);
+  CHECK(c.data && c.size > 0);
+  CHECK_MSG(c.registers > 0 && c.spill_bytes == 0, "registers %d spills %d", c.registers,
+            c.spill_bytes);
+  fs_cubin_free(&c);
+
+  /* An unknown target is an NVRTC failure too, never a crash. */
+  st = fs_nvrtc_compile("good_variant", good, "sm_12345", &c, err, sizeof err);
+  CHECK_MSG(st == FS_NVRTC && *err, "status %d: %s", st, err);
+  fs_cubin_free(&c);
+  CHECK(fs_nvrtc_version() >= 12000);
+  return fs_test_done("test_nvrtc");
+}
