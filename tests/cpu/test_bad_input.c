@@ -260,6 +260,12 @@ static void test_context(void) {
   st = fs_variant_name(NULL, &p, &s, name, sizeof name);
   expect(st, FS_INVALID_ARGUMENT, fs_last_error(NULL), "ctx=NULL", NULL,
          "fs_variant_name(NULL)");
+  st = fs_sample_tp(NULL, &p, &s, &o, NULL, NULL, NULL);
+  expect(st, FS_INVALID_ARGUMENT, fs_last_error(NULL), "ctx=NULL", NULL,
+         "fs_sample_tp(NULL)");
+  st = fs_sample_nccl(NULL, &p, &s, &o, NULL, NULL);
+  expect(st, FS_INVALID_ARGUMENT, fs_last_error(NULL), "ctx=NULL", NULL,
+         "fs_sample_nccl(NULL)");
 
   fs_context_destroy(NULL); /* a no-op */
   CHECK(fs_last_compile_log(NULL) != NULL && fs_last_compile_log(NULL)[0] == 0);

@@ -1,0 +1,219 @@
+/*
+** fs-bench-tp: tensor-parallel sampling over R GPUs of one host (one thread
+** per GPU, one NCCL communicator each from ncclCommInitAll), W sharded along
+** the vocabulary (uneven shards).  Per rank count and batch size it times
+**   fused : fs_sample_nccl() on each rank's shard (O(B) bytes exchanged)
+**   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
+**           then one Gumbel-max pass over the gathered [R, B, V/R] logits
+**           (what engines do today)
+**   mm    : cuBLAS mm on the shard alone
+** Each time is rank 0's median of --reps runs (CUDA events on its stream; the
+** ranks start each run together).  NVLink multicast stays off
+** (NCCL_NVLS_ENABLE=0).
+**
+**   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
+*/
+#include "bench_kernels.h"
+#include "fs_nvrtc.h"
+#include "fs_tools.h"
+
+#include <cublas_v2.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* nccl.h's f() declarations */
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXR 8
+
+typedef struct rank_t {
+  int r, R, D, V, v0, vr, vpad, B, reps;
+  fs_context *ctx;
+  ncclComm_t comm;
+  CUstream stream;
+  cublasHandle_t blas;
+  CUmodule mod;
+  CUfunction fill, gumbel;
+  CUdeviceptr H, W, logits, gathered, keys, tokens;
+  CUevent e0, e1;
+  pthread_barrier_t *bar;
+  double us[3];
+  int failed;
+} rank_t;
+
+#define DIE(rk, ...) do { fprintf(stderr, "fs-bench-tp: rank %d: ", (rk)->r); \
+  fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define CU(rk, call) do { CUresult e_ = (call); if (e_) DIE(rk, "%s failed (%d)", #call, (int)e_); } while (0)
+#define NC(rk, call) do { ncclResult_t e_ = (call); if (e_) DIE(rk, "%s: %s", #call, ncclGetErrorString(e_)); } while (0)
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void mm(rank_t *k) {
+  const float one = 1.0f, zero = 0.0f;
+  if (cublasGemmEx(k->blas, CUBLAS_OP_T, CUBLAS_OP_N, k->vr, k->B, k->D, &one,
+                   (void *)(uintptr_t)k->W, CUDA_R_16BF, k->D, (void *)(uintptr_t)k->H,
+                   CUDA_R_16BF, k->D, &zero, (void *)(uintptr_t)k->logits, CUDA_R_16BF, k->vpad,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
+    DIE(k, "cublasGemmEx failed");
+}
+
+static void run_method(rank_t *k, int m) {
+  if (m == 0) {
+    fs_problem p = {k->B, k->D, k->vr, k->v0, FS_DTYPE_BF16, (void *)(uintptr_t)k->H, 0,
+                    (void *)(uintptr_t)k->W, 0};
+    fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
+    fs_outputs o = {(int32_t *)(uintptr_t)k->tokens, NULL, NULL};
+    if (fs_sample_nccl(k->ctx, &p, &s, &o, k->comm, (void *)k->stream))
+      DIE(k, "fs_sample_nccl: %s", fs_last_error(k->ctx));
+    return;
+  }
+  mm(k);
+  if (m == 2) return;
+  NC(k, ncclAllGather((void *)(uintptr_t)k->logits, (void *)(uintptr_t)k->gathered,
+                      (size_t)k->B * k->vpad, ncclBfloat16, k->comm, (cudaStream_t)k->stream));
+  int rows = k->R * k->B, V = k->vpad;
+  float invT = 1.0f;
+  unsigned long long seed = 7, off = 0;
+  void *args[] = {&k->gathered, &rows, &V, &invT, &seed, &off, &k->keys};
+  CU(k, k->ctx->cu->cuMemsetD8Async(k->keys, 0, (size_t)rows * 8, k->stream));
+  CU(k, k->ctx->cu->cuLaunchKernel(k->gumbel, (unsigned)((V / 4 + 255) / 256 < 8 ? (V / 4 + 255) / 256 : 8),
+                                   (unsigned)rows, 1, 256, 1, 1, 0, k->stream, args, NULL));
+}
+
+static void *rank_main(void *arg) {
+  rank_t *k = arg;
+  const fs_cu_api *cu = k->ctx->cu;
+  CU(k, cu->cuCtxSetCurrent(k->ctx->cu_ctx));
+  CU(k, cu->cuStreamCreate(&k->stream, CU_STREAM_NON_BLOCKING));
+  if (cublasCreate(&k->blas) || cublasSetStream(k->blas, (cudaStream_t)k->stream))
+    DIE(k, "cuBLAS setup failed");
+  CU(k, cu->cuEventCreate(&k->e0, 0));
+  CU(k, cu->cuEventCreate(&k->e1, 0));
+  double *t = malloc(sizeof(double) * (size_t)k->reps);
+  for (int m = 0; m < 3; m++) {
+    for (int i = -3; i < k->reps; i++) {
+      pthread_barrier_wait(k->bar);
+      CU(k, cu->cuEventRecord(k->e0, k->stream));
+      run_method(k, m);
+      CU(k, cu->cuEventRecord(k->e1, k->stream));
+      CU(k, cu->cuEventSynchronize(k->e1));
+      float ms = 0;
+      CU(k, cu->cuEventElapsedTime(&ms, k->e0, k->e1));
+      if (i >= 0) t[i] = ms * 1e3;
+    }
+    qsort(t, (size_t)k->reps, sizeof *t, cmp_d);
+    k->us[m] = t[k->reps / 2];
+  }
+  free(t);
+  cublasDestroy(k->blas);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3;
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const char *k = argv[i], *v = argv[i + 1];
+    if (!strcmp(k, "--ranks")) R = atoi(v);
+    else if (!strcmp(k, "--reps")) reps = atoi(v);
+    else if (!strcmp(k, "--model")) {
+      const fs_model *m = fs_model_find(v);
+      if (!m) return fprintf(stderr, "fs-bench-tp: unknown model %s\n", v), 2;
+      D = m->hidden; V = m->vocab;
+    } else if (!strcmp(k, "--shape")) {
+      if (sscanf(v, "D=%d,V=%d", &D, &V) != 2) return fprintf(stderr, "fs-bench-tp: --shape D=..,V=..\n"), 2;
+    } else if (!strcmp(k, "--batch")) {
+      nb = 0;
+      for (char *s = (char *)v; *s && nb < 16;) {
+        batches[nb++] = (int)strtol(s, &s, 10);
+        if (*s == ',') s++;
+      }
+    } else {
+      return fprintf(stderr, "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] "
+                             "[--batch LIST] [--reps N]\n"), 2;
+    }
+  }
+  fs_context *c0 = NULL;
+  if (fs_context_create(0, &c0)) return fprintf(stderr, "fs-bench-tp: %s\n", fs_last_error(NULL)), 1;
+  int ngpu = 0;
+  c0->cu->cuDeviceGetCount(&ngpu);
+  fs_context_destroy(c0);
+  if (R <= 0) R = ngpu;
+  if (R < 1 || R > MAXR || R > ngpu)
+    return fprintf(stderr, "fs-bench-tp: --ranks %d: needs 1..%d GPUs, %d visible\n", R, MAXR, ngpu), 1;
+  int devs[MAXR];
+  ncclComm_t comms[MAXR];
+  for (int r = 0; r < R; r++) devs[r] = r;
+  if (ncclCommInitAll(comms, R, devs) != ncclSuccess) return fprintf(stderr, "fs-bench-tp: ncclCommInitAll failed\n"), 1;
+  printf("tensor-parallel sampling, %d GPU(s), D=%d V=%d bf16, median of %d\n", R, D, V, reps);
+  printf("%5s %5s %10s %12s %10s %9s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup");
+  for (int bi = 0; bi < nb; bi++) {
+    rank_t rk[MAXR];
+    pthread_t th[MAXR];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)R);
+    const int vpad = (V + R - 1) / R;
+    for (int r = 0; r < R; r++) {
+      rank_t *k = &rk[r];
+      memset(k, 0, sizeof *k);
+      k->r = r; k->R = R; k->D = D; k->V = V; k->B = batches[bi]; k->reps = reps; k->bar = &bar;
+      k->v0 = (int)((long long)V * r / R);
+      k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
+      k->vpad = vpad;
+      k->comm = comms[r];
+      if (fs_context_create(r, &k->ctx)) DIE(k, "%s", fs_last_error(NULL));
+      const fs_cu_api *cu = k->ctx->cu;
+      CU(k, cu->cuCtxSetCurrent(k->ctx->cu_ctx));
+      char err[256], target[16], src[sizeof fsb_source + 32];
+      fs_cubin cb;
+      snprintf(target, sizeof target, "sm_%d", k->ctx->arch);
+      snprintf(src, sizeof src, "#define FSB_BF16 1\n%s", fsb_source);
+      if (fs_nvrtc_compile("fs_bench_baselines", src, target, &cb, err, sizeof err)) DIE(k, "%s", err);
+      CU(k, cu->cuModuleLoadData(&k->mod, cb.data));
+      fs_cubin_free(&cb);
+      CU(k, cu->cuModuleGetFunction(&k->fill, k->mod, "fsb_fill"));
+      CU(k, cu->cuModuleGetFunction(&k->gumbel, k->mod, "fsb_gumbel"));
+      CU(k, cu->cuMemAlloc(&k->W, (size_t)vpad * D * 2));
+      CU(k, cu->cuMemAlloc(&k->H, (size_t)k->B * D * 2));
+      CU(k, cu->cuMemAlloc(&k->logits, (size_t)k->B * vpad * 2));
+      CU(k, cu->cuMemAlloc(&k->gathered, (size_t)R * k->B * vpad * 2));
+      CU(k, cu->cuMemAlloc(&k->keys, (size_t)R * k->B * 8));
+      CU(k, cu->cuMemAlloc(&k->tokens, (size_t)k->B * 4));
+      CU(k, cu->cuMemsetD8(k->logits, 0, (size_t)k->B * vpad * 2));
+      unsigned long long nw = (unsigned long long)k->vr * D, nh = (unsigned long long)k->B * D;
+      unsigned long long sw = 1000 + (unsigned long long)k->v0 * D, sh = 2;
+      float scw = 0.05f, sch = 1.0f;
+      void *aw[] = {&k->W, &nw, &scw, &sw}, *ah[] = {&k->H, &nh, &sch, &sh};
+      CU(k, cu->cuLaunchKernel(k->fill, 528, 1, 1, 256, 1, 1, 0, NULL, aw, NULL));
+      CU(k, cu->cuLaunchKernel(k->fill, 528, 1, 1, 256, 1, 1, 0, NULL, ah, NULL));
+      CU(k, cu->cuCtxSynchronize());
+      fs_problem p = {k->B, D, k->vr, k->v0, FS_DTYPE_BF16, (void *)(uintptr_t)k->H, 0,
+                      (void *)(uintptr_t)k->W, 0};
+      fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
+      if (fs_prepare(k->ctx, &p, &s)) DIE(k, "fs_prepare: %s", fs_last_error(k->ctx));
+    }
+    for (int r = 0; r < R; r++) pthread_create(&th[r], NULL, rank_main, &rk[r]);
+    for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
+    printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
+           rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
+    for (int r = 0; r < R; r++) {
+      rank_t *k = &rk[r];
+      const fs_cu_api *cu = k->ctx->cu;
+      cu->cuCtxSetCurrent(k->ctx->cu_ctx);
+      cu->cuMemFree(k->W); cu->cuMemFree(k->H); cu->cuMemFree(k->logits);
+      cu->cuMemFree(k->gathered); cu->cuMemFree(k->keys); cu->cuMemFree(k->tokens);
+      cu->cuModuleUnload(k->mod);
+      fs_context_destroy(k->ctx);
+    }
+    pthread_barrier_destroy(&bar);
+  }
+  for (int r = 0; r < R; r++) ncclCommDestroy(comms[r]);
+  return 0;
+}
