@@ -17,35 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[256];
+#include "store_util.h"
 
-static void make_tmpdir(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/fs_test_store_migrate_XXXXXX");
-  REQUIRE(mkdtemp(g_dir) != NULL);
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(g_dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(g_dir);
-}
-
-/* A path in the test directory.  The result lives until 16 later calls. */
-static const char *tpath(const char *name) {
-  static char buf[16][512];
-  static int k;
-  char *p = buf[k++ & 15];
-  snprintf(p, 512, "%s/%s", g_dir, name);
-  return p;
-}
+static void make_tmpdir(void) { make_tmpdir_named("fs_test_store_migrate"); }
 
 static void sql_exec(const char *path, const char *sql) {
   sqlite3 *db;
