@@ -153,6 +153,41 @@ static double dot(const uint16_t *h, const uint16_t *w) {
   return acc;
 }
 
+/* Random host H [B, D] and W [V, D] in bf16 (logits of a few units). */
+static void make_data(int B, unsigned long long seed, uint16_t **H, uint16_t **W) {
+  *H = malloc((size_t)B * D * 2);
+  *W = malloc((size_t)V * D * 2);
+  REQUIRE(*H && *W);
+  for (size_t i = 0; i < (size_t)B * D; i++) (*H)[i] = fs_float_to_bf16((float)fs_test_uniform(&seed));
+  for (size_t i = 0; i < (size_t)V * D; i++)
+    (*W)[i] = fs_float_to_bf16((float)(fs_test_uniform(&seed) * 3.0 * 3.0 / sqrt((double)D)));
+}
+
+/* Rows where the GPU token differs from the reference's by more than a
+** near-tie (exact perturbed scores within 1e-3 relative). */
+static int bad_rows(const uint16_t *H, const uint16_t *W, const fs_sampling *sm, const int32_t *tok,
+                    const int32_t *ref, int B, const char *what) {
+  int bad = 0;
+  for (int b = 0; b < B; b++) {
+    if (tok[b] == ref[b]) continue;
+    if (tok[b] < 0 || tok[b] >= V) {
+      fprintf(stderr, "%s row %d: token %d out of range\n", what, b, tok[b]);
+      bad++;
+      continue;
+    }
+    double sg = dot(H + (size_t)b * D, W + (size_t)tok[b] * D) / sm->temperature +
+                fs_noise(sm->seed, sm->offset, (uint32_t)tok[b], 0, (uint32_t)b + 1);
+    double sr = dot(H + (size_t)b * D, W + (size_t)ref[b] * D) / sm->temperature +
+                fs_noise(sm->seed, sm->offset, (uint32_t)ref[b], 0, (uint32_t)b + 1);
+    if (sr - sg > 1e-3 * (1 + fabs(sr))) {
+      fprintf(stderr, "%s row %d: drew %d (score %.6f), the reference %d (%.6f)\n", what, b,
+              tok[b], sg, ref[b], sr);
+      bad++;
+    }
+  }
+  return bad;
+}
+
 /* Loads the stored cubin of `c`, samples B rows of a fresh problem with it
 ** and compares with the CPU reference.  Returns the number of bad rows. */
 static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int B) {
@@ -170,14 +205,10 @@ static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int 
     return B;
   }
   REQUIRE(fs_workspace_reserve(ctx, fs_workspace_need(ctx, k, B, V, 1)) == FS_OK);
-  uint16_t *H = malloc((size_t)B * D * 2), *W = malloc((size_t)V * D * 2);
+  uint16_t *H, *W;
+  make_data(B, 777 + (unsigned long long)B, &H, &W);
   int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
-  REQUIRE(H && W && tok && ref);
-  unsigned long long s = 777 + (unsigned long long)B;
-  for (size_t i = 0; i < (size_t)B * D; i++)
-    H[i] = fs_float_to_bf16((float)fs_test_uniform(&s));
-  for (size_t i = 0; i < (size_t)V * D; i++)
-    W[i] = fs_float_to_bf16((float)(fs_test_uniform(&s) * 3.0 * 3.0 / sqrt((double)D)));
+  REQUIRE(tok && ref);
   CUdeviceptr dH, dW, dT;
   CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
   CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
@@ -202,25 +233,7 @@ static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int 
   hp.hidden_states = H;
   hp.weight = W;
   REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
-  int bad = 0;
-  for (int b = 0; b < B; b++) {
-    if (tok[b] == ref[b]) continue;
-    if (tok[b] < 0 || tok[b] >= V) {
-      fprintf(stderr, "row %d: token %d out of range\n", b, tok[b]);
-      bad++;
-      continue;
-    }
-    /* A near-tie may go either way: compare exact scores. */
-    double sg = dot(H + (size_t)b * D, W + (size_t)tok[b] * D) / sm.temperature +
-                fs_noise(sm.seed, sm.offset, (uint32_t)tok[b], 0, (uint32_t)b + 1);
-    double sr = dot(H + (size_t)b * D, W + (size_t)ref[b] * D) / sm.temperature +
-                fs_noise(sm.seed, sm.offset, (uint32_t)ref[b], 0, (uint32_t)b + 1);
-    if (sr - sg > 1e-3 * (1 + fabs(sr))) {
-      fprintf(stderr, "row %d: %s drew %d (score %.6f), the reference %d (%.6f)\n", b,
-              c->variant, tok[b], sg, ref[b], sr);
-      bad++;
-    }
-  }
+  int bad = bad_rows(H, W, &sm, tok, ref, B, c->variant);
   free(H); free(W); free(tok); free(ref);
   return bad;
 }
@@ -235,13 +248,10 @@ static int run_public(const char *db_path, const char *winner, int B) {
   REQUIRE(fs_context_create(0, &ctx) == FS_OK);
   const fs_cu_api *cu = ctx->cu;
   CUcontext dummy;
-  uint16_t *H = malloc((size_t)B * D * 2), *W = malloc((size_t)V * D * 2);
+  uint16_t *H, *W;
+  make_data(B, 991 + (unsigned long long)B, &H, &W);
   int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
-  REQUIRE(H && W && tok && ref);
-  unsigned long long s = 991 + (unsigned long long)B;
-  for (size_t i = 0; i < (size_t)B * D; i++) H[i] = fs_float_to_bf16((float)fs_test_uniform(&s));
-  for (size_t i = 0; i < (size_t)V * D; i++)
-    W[i] = fs_float_to_bf16((float)(fs_test_uniform(&s) * 3.0 * 3.0 / sqrt((double)D)));
+  REQUIRE(tok && ref);
   CUdeviceptr dH, dW, dT;
   CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
   CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
@@ -274,16 +284,7 @@ static int run_public(const char *db_path, const char *winner, int B) {
   hp.hidden_states = H;
   hp.weight = W;
   REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
-  int bad = 0;
-  for (int b = 0; b < B; b++) {
-    if (tok[b] == ref[b]) continue;
-    if (tok[b] < 0 || tok[b] >= V) { bad++; continue; }
-    double sg = dot(H + (size_t)b * D, W + (size_t)tok[b] * D) / sm.temperature +
-                fs_noise(sm.seed, sm.offset, (uint32_t)tok[b], 0, (uint32_t)b + 1);
-    double sr = dot(H + (size_t)b * D, W + (size_t)ref[b] * D) / sm.temperature +
-                fs_noise(sm.seed, sm.offset, (uint32_t)ref[b], 0, (uint32_t)b + 1);
-    if (sr - sg > 1e-3 * (1 + fabs(sr))) bad++;
-  }
+  int bad = bad_rows(H, W, &sm, tok, ref, B, "fs_sample");
   free(H); free(W); free(tok); free(ref);
   return bad;
 }
