@@ -107,19 +107,6 @@ static const char *winner_of(fs_store *s, fs_store_key k) {
 
 static const char *DEV = "NVIDIA H200";
 
-/* A one-row SQL query on a raw connection, as an integer. */
-static long long sql_int(const char *path, const char *sql) {
-  sqlite3 *db;
-  REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *st;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-  long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0)
-                                               : -999;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
 /* ---- schema ---------------------------------------------------------------- */
 
 static void test_create(void) {

@@ -33,23 +33,6 @@ static void sql_exec(const char *path, const char *sql) {
 }
 
 /* One-row query on a raw connection; text result copied to a static. */
-static const char *sql_text(const char *path, const char *sql) {
-  static char out[1024];
-  sqlite3 *db;
-  REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *st;
-  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-  if (rc) fprintf(stderr, "sql %s: %s\n", sql, sqlite3_errmsg(db));
-  REQUIRE(rc == SQLITE_OK);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-    snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
-  else
-    snprintf(out, sizeof out, "<none>");
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
-
 /* The version-1 schema, exactly as tuning-db/schema.c records it, and data
 ** that exercises the migration: ok rows with and without a time, every
 ** version-1 outcome and one it did not define. */

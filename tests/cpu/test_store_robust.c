@@ -423,18 +423,6 @@ static int reader(const char *path, double seconds) {
   return opened && finished == 2 ? 0 : 4;
 }
 
-static long long sql_int(const char *path, const char *sql) {
-  sqlite3 *db;
-  REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *st;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-  long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0)
-                                               : -999;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
 static void test_two_writers(void) {
   /* Both writers start on a file that does not exist yet: they also race to
   ** create the schema. */

@@ -34,33 +34,6 @@ static fs_store *open_flags(const char *path, int flags) {
   return s;
 }
 
-static long long sql_int(const char *path, const char *sql) {
-  sqlite3 *db;
-  REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *st;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-  long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0)
-                                               : -999;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-static const char *sql_text(const char *path, const char *sql) {
-  static char out[256];
-  sqlite3 *db;
-  REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *st;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-  snprintf(out, sizeof out, "%s",
-           sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)
-               ? (const char *)sqlite3_column_text(st, 0)
-               : "<none>");
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
-
 /* Deterministic fake cubin bytes for a variant. */
 static void fake_cubin(const char *variant, unsigned char *buf, size_t n) {
   unsigned long long h = 1469598103934665603ull;
