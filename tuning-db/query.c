@@ -142,16 +142,10 @@ static int eligible(fs_store *s, const char *device_name, const char *arch,
     int new_group = rc != SQLITE_ROW || !cur || strcmp(cur, v) != 0;
     if (new_group && cur) {
       if (have_pending && !cur_bad) {
-        if (n == cap) {
-          int ncap = cap ? 2 * cap : 64;
-          candidate *nc = realloc(cand, (size_t)ncap * sizeof *nc);
-          if (!nc) {
-            status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s: %d candidates",
-                                   what, ncap);
-            break;
-          }
-          cand = nc;
-          cap = ncap;
+        if (fs_store__grow((void **)&cand, &cap, n, sizeof *cand, 64)) {
+          status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s: %d candidates",
+                                 what, 2 * cap);
+          break;
         }
         pending.variant = cur;
         cand[n++] = pending;
@@ -391,15 +385,9 @@ int fs_store_nearest(fs_store *s, const fs_store_key *key,
     int D = sqlite3_column_int(st, 1), V = sqlite3_column_int(st, 2),
         B = sqlite3_column_int(st, 3);
     if (!dev || D < 1 || V < 1 || B < 1) continue;
-    if (n == cap) {
-      int ncap = cap ? 2 * cap : 32;
-      near_key *nk = realloc(keys, (size_t)ncap * sizeof *nk);
-      if (!nk) {
-        status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s", what);
-        break;
-      }
-      keys = nk;
-      cap = ncap;
+    if (fs_store__grow((void **)&keys, &cap, n, sizeof *keys, 32)) {
+      status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s", what);
+      break;
     }
     near_key *k = &keys[n];
     k->device_name = strdup(dev);
@@ -501,15 +489,9 @@ int fs_store__tuned_keys(fs_store *s, const fs_store_filter *filter,
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int dtype = fs_store_dtype_parse(fs_store__col_text(st, 2));
     if (dtype < 0) continue;
-    if (n == cap) {
-      int ncap = cap ? 2 * cap : 32;
-      fs_store__tkey *nk = realloc(keys, (size_t)ncap * sizeof *nk);
-      if (!nk) {
-        status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s", what);
-        break;
-      }
-      keys = nk;
-      cap = ncap;
+    if (fs_store__grow((void **)&keys, &cap, n, sizeof *keys, 32)) {
+      status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s", what);
+      break;
     }
     fs_store__tkey *k = &keys[n];
     if (fs_store__copy(k->device_name, sizeof k->device_name,

@@ -119,6 +119,16 @@ int fs_store_file_version(const fs_store *store) {
 
 void fs_store_free(void *p) { free(p); }
 
+int fs_store__grow(void **arr, int *cap, int n, size_t size, int first) {
+  if (n < *cap) return 0;
+  int ncap = *cap ? 2 * *cap : first;
+  void *na = realloc(*arr, (size_t)ncap * size);
+  if (!na) return -1;
+  *arr = na;
+  *cap = ncap;
+  return 0;
+}
+
 /* ---- small helpers -------------------------------------------------------- */
 
 int fs_store__prepare(fs_store *s, const char *sql, sqlite3_stmt **ppStmt,

@@ -102,6 +102,11 @@ const char *fs_store__col_text(sqlite3_stmt *st, int i);
 ** not fit (dst then holds a truncated copy). */
 int fs_store__copy(char *dst, size_t cap, const char *src);
 
+/* Makes room for element n of the array *arr of *cap elements of `size`
+** bytes, doubling it (from `first`) when full.  Returns 0, or -1 when out of
+** memory (then *arr and *cap are unchanged). */
+int fs_store__grow(void **arr, int *cap, int n, size_t size, int first);
+
 /* Checks a required string argument: non-NULL, non-empty, <= max bytes.
 ** Records an FS_INVALID_ARGUMENT message naming `what` otherwise. */
 int fs_store__check_str(fs_store *s, const char *what, const char *str,
