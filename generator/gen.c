@@ -12,6 +12,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,17 +303,28 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
   return FS_OK;
 }
 
-int fs_gen_headers(const char *const **names, const char *const **contents) {
-  static const char *const hnames[] = {"fs_rng.h", "fs_params.h", "fs_device.h"};
-  static const char *const paths[] = {"runtime/fs_rng.h", "templates/fs_params.h",
-                                      "templates/fs_device.h"};
-  static const char *hdata[3];
-  for (int i = 0; i < 3; i++) {
-    const fs_embedded_file *f = fs_embedded_find(paths[i]);
-    if (!f) return -1;
-    hdata[i] = f->data;
+/* runtime/fs_rng.h and every header under templates/, by base name; found
+** once (pthread_once: contexts on several threads compile concurrently). */
+enum { FS_MAX_HEADERS = 16 };
+static const char *g_hnames[FS_MAX_HEADERS], *g_hdata[FS_MAX_HEADERS];
+static int g_nheaders;
+static pthread_once_t g_headers_once = PTHREAD_ONCE_INIT;
+
+static void find_headers(void) {
+  int k = 0;
+  for (const fs_embedded_file *f = fs_embedded; f->path && k < FS_MAX_HEADERS; f++) {
+    size_t len = strlen(f->path);
+    int tmpl = strncmp(f->path, "templates/", 10) == 0 && !strcmp(f->path + len - 2, ".h");
+    if (!tmpl && strcmp(f->path, "runtime/fs_rng.h")) continue;
+    g_hnames[k] = strrchr(f->path, '/') + 1;
+    g_hdata[k++] = f->data;
   }
-  *names = hnames;
-  *contents = hdata;
-  return 3;
+  g_nheaders = k < 3 ? -1 : k;
+}
+
+int fs_gen_headers(const char *const **names, const char *const **contents) {
+  pthread_once(&g_headers_once, find_headers);
+  *names = g_hnames;
+  *contents = g_hdata;
+  return g_nheaders;
 }

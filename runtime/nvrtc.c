@@ -27,6 +27,11 @@ unsigned long long fs_nvrtc_cache_key(const char *source, const char *target) {
   const unsigned char *p;
   for (p = (const unsigned char *)source; *p; p++) h = (h ^ *p) * 1099511628211ull;
   for (p = (const unsigned char *)target; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  /* the headers the source includes are part of what is compiled */
+  const char *const *hn = NULL, *const *hd = NULL;
+  int nh = fs_gen_headers(&hn, &hd);
+  for (int i = 0; i < nh; i++)
+    for (p = (const unsigned char *)hd[i]; *p; p++) h = (h ^ *p) * 1099511628211ull;
   h = (h ^ (unsigned)fs_nvrtc_version()) * 1099511628211ull;
   return h;
 }

@@ -143,16 +143,23 @@ __device__ __forceinline__ void fs_reduce_item(const fs_params &p, int item, int
   }
 }
 
-/* Called by every thread of the CTA after its candidates are written: the
-** last CTA of batch tile blockIdx.y to finish reduces the tile's items and
-** resets the tile's counter for the next launch.  nthreads = blockDim.x. */
+/* The barrier of the threads that call fs_last_cta_reduce: the whole CTA
+** unless the template names a subset (threads 0 .. nthreads-1). */
+#ifndef FS_TAIL_SYNC
+#define FS_TAIL_SYNC() __syncthreads()
+#endif
+
+/* Called by threads 0 .. nthreads-1 (all that wrote candidates) after their
+** candidates are written: the last CTA of batch tile blockIdx.y to finish
+** reduces the tile's items and resets the tile's counter for the next
+** launch. */
 __device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, int nthreads) {
   __shared__ int is_last;
   const int tid = threadIdx.x;
   __threadfence();
-  __syncthreads();
+  FS_TAIL_SYNC();
   if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == (unsigned)(p.num_chunks - 1);
-  __syncthreads();
+  FS_TAIL_SYNC();
   if (!is_last) return;
   __threadfence();
   const int nb = min(TILE_B, p.B - b0), S = p.num_samples;

@@ -70,39 +70,7 @@ static_assert(CTHREADS % TILE_B == 0 && TPC <= 32, "consumer threads must be TIL
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
 #include "fs_device.h"
-
-/* ---- mbarrier and bulk-copy wrappers ------------------------------------- */
-__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-               "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned long long *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-/* Waits until the phase of parity `parity` of *bar has completed. */
-__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
-  asm volatile("{\n"
-               ".reg .pred P1;\n"
-               "LAB_WAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-               "@P1 bra DONE;\n"
-               "bra LAB_WAIT;\n"
-               "DONE:\n"
-               "}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-/* The host's CUtensorMap (128 bytes, opaque). */
-struct __align__(64) fs_tmap { unsigned long long opaque[16]; };
-
-/* Copies the box at element coordinates (x = k, y = row) of *map. */
-__device__ __forceinline__ void tma_load_2d(void *dst, const fs_tmap *map, int x, int y,
-                                            unsigned long long *bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-               "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
-               "l"((unsigned long long)map), "r"(x), "r"(y), "r"(smem_addr(bar)) : "memory");
-}
+#include "fs_tma.h"
 
 /* Address of the 16-byte chunk holding element (row r, column k) of a
 ** 128-byte-swizzled box of 64-element rows: chunk (k / 8) ^ (r % 8). */

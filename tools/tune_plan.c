@@ -45,18 +45,50 @@ static unsigned long long fnv1a(const char *s) {
   return h;
 }
 
-/* Lower is more promising for `bucket`: the batch tile's distance from the
-** bucket (in octaves), plus one for each probe-only choice the family has
-** (a second-launch reduction, one CTA per tile, 8-byte loads).  Parameters
-** are read by name, so families without them are not penalised. */
-static double promise(const fs_variant *v, int bucket) {
+/* The batch tiles one family offers (its smallest and largest tile_b). */
+typedef struct fam_range {
+  char family[16];
+  int lo, hi;
+} fam_range;
+
+/* Lower is more promising for `bucket`: the batch tile's distance (in
+** octaves) from the bucket clamped to what the variant's family offers, so
+** that each family's best-fitting tiles rank first, plus one for each
+** probe-only choice the family has (a second-launch reduction, one CTA per
+** tile, 8-byte loads).  Parameters are read by name, so families without
+** them are not penalised. */
+static double promise(const fs_variant *v, int bucket, const fam_range *fr, int nfr) {
   char buf[32];
-  double want = bucket < 8 ? 8 : bucket > 128 ? 128 : bucket;
+  double want = bucket;
+  for (int i = 0; i < nfr; i++)
+    if (!strcmp(fr[i].family, v->family)) {
+      if (want < fr[i].lo) want = fr[i].lo;
+      if (want > fr[i].hi) want = fr[i].hi;
+    }
   double s = 4.0 * fabs(log2((double)(v->tile_b > 0 ? v->tile_b : 1)) - log2(want));
   if (!strcmp(tune_param(v, "reduce", buf, sizeof buf), "pass2")) s += 1;
   if (!strcmp(tune_param(v, "grid", buf, sizeof buf), "tiles")) s += 1;
   if (!strcmp(tune_param(v, "load", buf, sizeof buf), "8")) s += 1;
   return s;
+}
+
+/* Fills fr with the batch-tile range of each family of the plan. */
+static int family_ranges(const tune_plan *pl, fam_range *fr, int max) {
+  int nfr = 0;
+  for (int i = 0; i < pl->nitems; i++) {
+    const fs_variant *v = &pl->items[i].v;
+    int j = 0;
+    while (j < nfr && strcmp(fr[j].family, v->family)) j++;
+    if (j == nfr) {
+      if (nfr == max) continue;
+      snprintf(fr[nfr].family, sizeof fr[nfr].family, "%s", v->family);
+      fr[nfr].lo = fr[nfr].hi = v->tile_b;
+      nfr++;
+    }
+    if (v->tile_b < fr[j].lo) fr[j].lo = v->tile_b;
+    if (v->tile_b > fr[j].hi) fr[j].hi = v->tile_b;
+  }
+  return nfr;
 }
 
 typedef struct ranked {
@@ -157,6 +189,8 @@ int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o, char
   free(list);
   if (n > 0) snprintf(pl->target, sizeof pl->target, "%s", pl->items[0].v.target);
 
+  fam_range fr[8];
+  const int nfr = family_ranges(pl, fr, 8);
   pl->nbuckets = o->nbuckets;
   for (int b = 0; b < o->nbuckets && !st; b++) {
     const int bucket = o->buckets[b];
@@ -183,7 +217,7 @@ int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o, char
     int m = 0;
     for (int i = 0; i < n; i++) {
       if (o->filter && !strstr(pl->items[i].v.name, o->filter)) continue;
-      rk[m].score = i == d ? -1.0 : promise(&pl->items[i].v, bucket);
+      rk[m].score = i == d ? -1.0 : promise(&pl->items[i].v, bucket, fr, nfr);
       rk[m].index = i;
       m++;
     }

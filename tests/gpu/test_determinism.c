@@ -23,10 +23,12 @@
 **  5. variants: forcing kernel variants with FS_VARIANT (a fresh context per
 **     variant): last-CTA (_rl_) vs second-launch (_r2_) reduction, persistent
 **     (_gp) vs per-tile (_gt) grid on one otherwise equal head, and 4 evenly
-**     spread variants of each family (mma; ws on sm_90+) from the generator's
+**     spread variants of each family (mma, fma; ws, wg on sm_90) from the generator's
 **     enumeration (other tiles, K tiles, warp layouts, stages, load widths),
 **     each called twice (the last-CTA counters must reset), all give the
-**     default variant's bits.
+**     default variant's bits; the wg (wgmma) and fma (FFMA) families, whose
+**     fp32 summation order differs, give the default's draws except at fp32
+**     near-ties, and their own bits again on the second call.
 **
 ** Why bitwise and not "up to near-ties": every logit is one H row . W row
 ** dot product accumulated in fp32 over K in increasing order, 16 at a time
@@ -107,6 +109,39 @@ static long snap_diff(const snap *a, const snap *b, int S, const char *what) {
     bad++;
   }
   CHECK_MSG(bad == 0, "%s: %ld of %zu draws differ bitwise", what, bad, a->n);
+  return bad;
+}
+
+/* For a variant whose fp32 summation order differs from the default's (wgmma
+** inside a k16 step, FFMA lanes and butterfly): the same draw unless the
+** scores are within fp32 rounding of the logits (|d| <= 1e-3 (1 + |s|)), where
+** another token may win legitimately; the logit of an equal token agrees to
+** 1e-3 relative.  Returns the rows that are neither; *exact counts the bitwise
+** equal draws. */
+static long snap_close(const snap *a, const snap *b, int S, const char *what, long *exact) {
+  long bad = 0;
+  *exact = 0;
+  REQUIRE(a->n == b->n);
+  for (size_t i = 0; i < a->n; i++) {
+    const float sa = fs_key_score(a->key[i]), sb = fs_key_score(b->key[i]);
+    const float tol = 1e-3f * (1.0f + (sa < 0 ? -sa : sa));
+    const float dz = a->logit[i] - b->logit[i];
+    const float ztol = 1e-3f * (1.0f + (a->logit[i] < 0 ? -a->logit[i] : a->logit[i]));
+    if (a->key[i] == b->key[i] && gu_float_bits(a->logit[i]) == gu_float_bits(b->logit[i])) {
+      ++*exact;
+      continue;
+    }
+    if (a->tok[i] == b->tok[i] ? (dz <= ztol && -dz <= ztol)
+                               : (sa - sb <= tol && sb - sa <= tol))
+      continue;
+    if (bad < 6)
+      fprintf(stderr, "%s: row %zu sample %zu: token %d score %.9g logit %.9g vs token %d "
+              "score %.9g logit %.9g\n", what, i / (size_t)S, i % (size_t)S, (int)a->tok[i],
+              (double)sa, (double)a->logit[i], (int)b->tok[i], (double)sb,
+              (double)b->logit[i]);
+    bad++;
+  }
+  CHECK_MSG(bad == 0, "%s: %ld of %zu draws differ beyond fp32 near-ties", what, bad, a->n);
   return bad;
 }
 
@@ -749,7 +784,7 @@ static void family_of(const char *name, char *fam, size_t n) {
   snprintf(fam, n, "%.*s", (int)(e - a), a);
 }
 
-#define MAX_VARIANTS 16
+#define MAX_VARIANTS 20
 
 /* Picks the variants to compare from the generator's enumeration (so the
 ** list follows the design space as it changes): the first head H with all of
@@ -868,7 +903,13 @@ static void test_variants(void) {
       CHECK_MSG(strncmp(buf, names[i], strlen(names[i])) == 0 &&
                     strstr(buf, "FS_VARIANT") != NULL,
                 "FS_VARIANT=%s was not used: fs_variant_name says %s", names[i], buf);
-      long bad = 0;
+      /* mma.sync families sum as the default does: bitwise; others within
+      ** fp32 near-ties of it, and bitwise equal to themselves */
+      char f[16];
+      family_of(names[i], f, sizeof f);
+      const int same_order = !strcmp(f, "mma") || !strcmp(f, "ws");
+      long bad = 0, exact = 0;
+      snap first = {0};
       for (int rep = 0; rep < 2; rep++) {
         char what[256];
         snprintf(what, sizeof what, "%s call %d vs default", names[i], rep + 1);
@@ -877,10 +918,23 @@ static void test_variants(void) {
           break;
         }
         snap cur = snap_take(&o);
-        bad += snap_diff(&def, &cur, S, what);
+        if (same_order) {
+          bad += snap_diff(&def, &cur, S, what);
+        } else if (rep == 0) {
+          bad += snap_close(&def, &cur, S, what, &exact);
+          first = cur;
+          continue;
+        } else {
+          snprintf(what, sizeof what, "%s call 2 vs call 1", names[i]);
+          bad += snap_diff(&first, &cur, S, what);
+        }
         snap_free(&cur);
       }
-      if (!bad) printf("variants: %s == default, twice\n", names[i]);
+      snap_free(&first);
+      if (!bad && same_order) printf("variants: %s == default, twice\n", names[i]);
+      if (!bad && !same_order)
+        printf("variants: %s within fp32 near-ties of the default (%ld of %zu draws bitwise "
+               "equal), and equal to itself\n", names[i], exact, def.n);
     }
     fs_context_destroy(c);
     unsetenv("FS_VARIANT");

@@ -38,6 +38,7 @@
 ** draws each: a few seconds; the host work is counting 4M tokens.
 */
 #include "fs_stats.h"
+#include "gpu_family.h"
 #include "gpu_util.h"
 
 #include <math.h>
@@ -196,7 +197,11 @@ static void run_case(fs_context *ctx, const dist_case *c, int index) {
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  for (int i = 0; i < ncases; i++) run_case(ctx, &cases[i], i);
+  for (int i = 0; i < ncases; i++) {
+    fs_context *c = gu_family_context(ctx, cases[i].dtype, DB);
+    run_case(c, &cases[i], i);
+    gu_family_release(ctx, c);
+  }
   fs_context_destroy(ctx);
   return fs_test_done("test_distribution");
 }

@@ -66,6 +66,7 @@
 ** 3x the bound the test failed with "NOT a near-tie": the checks have teeth.
 */
 #include "fs_reference.h"
+#include "gpu_family.h"
 #include "gpu_util.h"
 
 #include <math.h>
@@ -364,7 +365,11 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   const double t0 = gu_now();
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  for (int i = 0; i < ncases; i++) run_case(ctx, &cases[i], i);
+  for (int i = 0; i < ncases; i++) {
+    fs_context *c = gu_family_context(ctx, cases[i].dtype, cases[i].B);
+    run_case(c, &cases[i], i);
+    gu_family_release(ctx, c);
+  }
   const double agree = g_draws ? 1.0 - (double)g_mismatches / (double)g_draws : 0.0;
   printf("pathwise: %ld draws, %ld mismatches (each checked to be a near-tie), "
          "agreement %.5f%% (need >= 99.9%%); reference %.1f s, total %.1f s\n",

@@ -1,0 +1,87 @@
+-- family_wg.lua: the warpgroup-MMA Hopper family (templates/fsamp_wg.cu).
+--
+-- The TMA producer and mbarrier ring of the ws family, with the math
+-- on wgmma.mma_async (sm_90a only: Blackwell has tcgen05 instead): WGS
+-- consumer warpgroups, each owning MB m64 blocks of the vocab tile, the
+-- batch tile as the wgmma N, operands read from the swizzled boxes through
+-- matrix descriptors.  With two consumer warpgroups the producer is a
+-- warpgroup that gives its registers to them (setmaxnreg: 40 / 232), so
+-- 128 fp32 accumulators per thread fit.
+--
+-- Parameters, in name order (the name fragment in brackets):
+--   tile_v  [v128]  vocab rows per CTA tile (64 * wgs * mb)
+--   tile_b  [b64]   batch rows per CTA = wgmma N
+--   tile_k  [k64]   hidden elements per stage (64-element boxes per operand)
+--   wgs     [g2]    consumer warpgroups
+--   stages  [s4]    pipeline depth
+
+local common = fs_require("generator/params.lua")
+local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
+
+local p_tile_v = common.num("v", "tile_v", { 64, 128, 256 })
+local p_tile_b = common.num("b", "tile_b", { 16, 32, 64, 128, 256 })
+local p_tile_k = common.num("k", "tile_k", { 64, 128 })
+local p_wgs = common.num("g", "wgs", { 1, 2 })
+local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
+
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages }
+
+local function cthreads(v) return 128 * v.wgs end
+-- Batch columns per epilogue round (the staging buffer's width).
+local function epi_b(v) return math.min(v.tile_b, 128) end
+
+-- Stages (dense swizzled boxes) + one epilogue round of staged logits +
+-- mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
+local function smem_bytes(v)
+  return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
+       + epi_b(v) * (64 * v.wgs + 4) * 4 + 16 * v.stages + 1024
+end
+
+fam.constraints = {
+  { name = "wgmma exists on sm_90a only",
+    pred = function(v) return v.arch == 90 end },
+  { name = "vocab tile is whole m64 blocks per warpgroup",
+    pred = function(v) return v.tile_v % (64 * v.wgs) == 0 end },
+  { name = "epilogue: each consumer thread owns one batch column and whole quads of rows",
+    pred = function(v)
+      local t, eb = cthreads(v), epi_b(v)
+      if t % eb ~= 0 or t // eb > 32 then return false end
+      return ((64 * v.wgs) // (t // eb)) % 4 == 0
+    end },
+  { name = "accumulators fit in registers (<= 128 fp32 per thread)",
+    pred = function(v) return (v.tile_v // (64 * v.wgs)) * v.tile_b // 2 <= 128 end },
+  { name = "shared memory fits the architecture",
+    pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
+  { name = "pipeline keeps 32..192 KB of W and H in flight",
+    pred = function(v)
+      local b = (v.stages - 1) * (v.tile_v + v.tile_b) * v.tile_k * 2
+      return b >= 32768 and b <= 196608 end },
+}
+
+function fam.derive(v, a)
+  v.mb = v.tile_v // (64 * v.wgs)
+  v.warps_m, v.warps_n = 4 * v.wgs, 1
+  v.threads = cthreads(v) + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
+  v.smem = smem_bytes(v)
+  v.lastcta = 1
+  v.persistent = 1
+  v.k_multiple = 8
+  v.min_blocks = 1
+end
+
+-- Not a built-in default until measured (fsgen.default picks ws on sm_90).
+function fam.default(arch, dtype, B, D, V)
+  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4 }
+  if B > 64 then v.tile_b = 128 end
+  return v
+end
+
+function fam.macros(v)
+  return {
+    { "FS_BF16", v.dtype == 1 and 1 or 0 },
+    { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
+    { "STAGES", v.stages }, { "MIN_BLOCKS", v.min_blocks },
+  }
+end
+
+return fam

@@ -1,0 +1,45 @@
+/*
+** fs_tma.h: mbarrier and TMA (cp.async.bulk.tensor) wrappers for the Hopper
+** templates (fsamp_ws.cu, fsamp_wg.cu); include after fs_device.h.
+**
+** Contracts: a "full" barrier is armed by one producer thread with the
+** stage's byte count (mbar_expect_tx) and completes when every box copied
+** with it has landed; waits are by phase parity.  Tensor maps are encoded by
+** the host (runtime/sample.c) and passed as __grid_constant__ parameters.
+*/
+#ifndef FS_TMA_H
+#define FS_TMA_H
+
+__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+/* Waits until the phase of parity `parity` of *bar has completed. */
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
+  asm volatile("{\n"
+               ".reg .pred P1;\n"
+               "LAB_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               "@P1 bra DONE;\n"
+               "bra LAB_WAIT;\n"
+               "DONE:\n"
+               "}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+/* The host's CUtensorMap (128 bytes, opaque). */
+struct __align__(64) fs_tmap { unsigned long long opaque[16]; };
+
+/* Copies the box at element coordinates (x = k, y = row) of *map. */
+__device__ __forceinline__ void tma_load_2d(void *dst, const fs_tmap *map, int x, int y,
+                                            unsigned long long *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+               "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+               "l"((unsigned long long)map), "r"(x), "r"(y), "r"(smem_addr(bar)) : "memory");
+}
+
+#endif /* FS_TMA_H */

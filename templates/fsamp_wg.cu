@@ -1,0 +1,201 @@
+/*
+** fsamp_wg.cu: fused LM-head sampling with warpgroup MMA (wgmma, sm_90a).
+**
+** The loads are those of fsamp_ws.cu: one producer warp streams, per stage,
+** TILE_K/64 boxes of [TILE_V rows x 64 elements] of W and [TILE_B x 64] of H
+** with 2-D tensor copies (128-byte swizzle, zero fill past the edges of W
+** and H), completing on the stage's "full" mbarrier.  The math differs: WGS
+** consumer warpgroups issue wgmma.mma_async m64nTILE_Bk16 straight from the
+** swizzled boxes (matrix descriptors, no ldmatrix), the vocab rows as M and
+** the batch as N, fp32 accumulators in registers.  Warpgroup g owns the
+** m64 blocks g, g + WGS, ... of the tile (MB of them), so that an epilogue
+** round stages the contiguous rows [r * EPI_V, (r + 1) * EPI_V) of the tile
+** (EPI_V = 64 * WGS) for at most EPI_B = 128 batch columns, and the staged
+** logits need only EPI_B x EPI_V floats of shared memory.
+**
+** With two consumer warpgroups the producer is a whole warpgroup (one
+** thread issues the copies) so that setmaxnreg can move registers from it
+** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
+** thread (256 x 128 or 128 x 256) then fit without spilling.
+**
+** One group of wgmmas (one stage) stays in flight: after committing stage
+** i a warp waits for stage i - 1 and releases its slot on the "empty"
+** mbarrier.  The epilogue, the candidates and the reductions are the shared
+** ones of fs_device.h; only the fp32 summation order inside a k16 step may
+** differ from mma.sync's.
+*/
+
+/* ---- tunables (the generator overrides these) ---------------------------- */
+#ifndef FS_BF16
+#define FS_BF16 1          /* 1: bfloat16 inputs; 0: IEEE half */
+#endif
+#ifndef TILE_B
+#define TILE_B 64          /* batch rows per CTA: the wgmma N (16..256) */
+#endif
+#ifndef TILE_K
+#define TILE_K 64          /* hidden elements per stage: 64 * (boxes per operand) */
+#endif
+#ifndef WGS
+#define WGS 2              /* consumer warpgroups */
+#endif
+#ifndef MB
+#define MB 1               /* m64 blocks per consumer warpgroup */
+#endif
+#ifndef STAGES
+#define STAGES 4           /* pipeline depth, 2..8 */
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+/* ---- derived values and static checks ----------------------------------- */
+#define TILE_V (64 * WGS * MB)        /* vocab rows per CTA tile */
+#define EPI_V (64 * WGS)              /* rows staged per epilogue round */
+#define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
+#define CTHREADS (CWARPS * 32)
+#define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
+#define THREADS (CTHREADS + PTHREADS)
+#define EPI_B (TILE_B < 128 ? TILE_B : 128) /* batch columns per epilogue round */
+#define KB (TILE_K / 64)              /* 64-element (128-byte) boxes per row and stage */
+#define W_BOX (TILE_V * 64)           /* elements of one W box */
+#define H_BOX (TILE_B * 64)
+#define STAGE_ELEMS (KB * (W_BOX + H_BOX))
+#define ZP (EPI_V + 4)
+#define TPC (CTHREADS / EPI_B)
+#define RPT (EPI_V / TPC)
+#define NACC (TILE_B / 2)             /* fp32 accumulators per m64 block and thread */
+
+static_assert(TILE_B % 16 == 0 && TILE_B >= 16 && TILE_B <= 256 &&
+              (TILE_B & (TILE_B - 1)) == 0, "TILE_B must be 16, 32, 64, 128 or 256");
+static_assert(TILE_V <= 256, "a TMA box has at most 256 rows");
+static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizzle boxes)");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
+static_assert(CTHREADS % EPI_B == 0 && TPC <= 32, "consumer threads must be EPI_B times 1..32");
+static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
+
+/* the producer leaves early (after setmaxnreg it has too few registers for
+** more): the tail reduction is the consumers' alone, on barrier 2 */
+#define FS_TAIL_SYNC() asm volatile("bar.sync 2, %0;\n" ::"n"(CTHREADS) : "memory")
+
+#include "fs_device.h"
+#include "fs_tma.h"
+#include "fs_wgmma.h"
+
+#define FS_CAT2(a, b) a##b
+#define FS_CAT(a, b) FS_CAT2(a, b)
+#define WGMMA FS_CAT(wgmma_n, TILE_B)
+
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(CTHREADS) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap tmW,
+           const __grid_constant__ fs_tmap tmH) {
+  extern __shared__ __align__(1024) unsigned char fs_smem_raw[];
+  /* 128-byte swizzled boxes need 1024-byte aligned destinations */
+  fs_elem *smem = (fs_elem *)(((unsigned long long)fs_smem_raw + 1023) & ~1023ull);
+  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);                    /* [EPI_B][ZP] */
+  unsigned long long *full = (unsigned long long *)(sZ + EPI_B * ZP);   /* [STAGES] */
+  unsigned long long *empty = full + STAGES;                            /* [STAGES] */
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int chunk = blockIdx.x, b0 = blockIdx.y * TILE_B;
+  int v_begin, v_end;
+  fs_chunk_rows(p, chunk, &v_begin, &v_end);
+  const int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
+  const int KT = (p.D + TILE_K - 1) / TILE_K;
+  const int total = ntiles * KT;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, CWARPS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp >= CWARPS) {
+    /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
+#if WGS == 2
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+#endif
+    if (warp == CWARPS && lane == 0) {
+      for (int it = 0; it < total; it++) {
+        const int slot = it % STAGES;
+        mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+        const int t = it / KT, k0 = (it - t * KT) * TILE_K;
+        mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
+        fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+#pragma unroll
+        for (int kb = 0; kb < KB; kb++) {
+          tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, v_begin + t * TILE_V, full + slot);
+          tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
+        }
+      }
+    }
+    return;
+  } else {
+    /* ---- consumers: wgmma over each stage, epilogue at each tile's end ---- */
+#if WGS == 2
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+#endif
+    const int g = warp >> 2;                 /* warpgroup */
+    const int ecol = tid / TPC, epart = tid % TPC;
+    fs_col cols[TILE_B / EPI_B];
+#pragma unroll
+    for (int nb = 0; nb < TILE_B / EPI_B; nb++) cols[nb] = fs_col_load(p, b0 + nb * EPI_B + ecol);
+    float acc[MB][NACC];
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+      for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
+
+    for (int it = 0; it < total; it++) {
+      const int slot = it % STAGES;
+      const int t = it / KT, kt = it - t * KT;
+      mbar_wait(full + slot, (it / STAGES) & 1);
+      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < KB; kb++) {
+        const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
+#pragma unroll
+        for (int mb = 0; mb < MB; mb++) {
+          const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + (g + mb * WGS) * 64 * 64);
+#pragma unroll
+          for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
+            WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
+        }
+      }
+      wgmma_commit();
+      if (kt > 0) { /* stage it - 1 is read: release its slot */
+        wgmma_wait<1>();
+        if (lane == 0) mbar_arrive(empty + (it + STAGES - 1) % STAGES);
+      }
+      if (kt != KT - 1) continue;
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty + slot);
+
+      /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
+#pragma unroll
+      for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
+          consumers_sync(); /* the previous round's epilogue is done with sZ */
+          const int row = g * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+          for (int qq = 0; qq < EPI_B / 2; qq++) /* this round's accumulators */
+            sZ[((qq >> 2) * 8 + 2 * (lane & 3) + (qq & 1)) * ZP + row + 8 * ((qq >> 1) & 1)] =
+                acc[mb][nb * EPI_B / 2 + qq];
+          consumers_sync();
+          fs_epilogue(p, sZ + ecol * ZP, cols[nb], epart * RPT,
+                      v_begin + t * TILE_V + mb * EPI_V, v_end, t * MB + mb, chunk, epart == 0);
+        }
+    }
+    fs_last_cta_reduce(p, b0, CTHREADS);
+  }
+}
+
+FS_DEFINE_REDUCE_KERNEL
