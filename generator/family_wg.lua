@@ -14,6 +14,7 @@
 --   tile_k  [k64]   hidden elements per stage (64-element boxes per operand)
 --   wgs     [g2]    consumer warpgroups
 --   stages  [s4]    pipeline depth
+--   cluster [c1]    CTAs per cluster sharing H by TMA multicast (1, 2)
 
 local common = fs_require("generator/params.lua")
 local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
@@ -23,8 +24,9 @@ local p_tile_b = common.num("b", "tile_b", { 16, 32, 64, 128, 256 })
 local p_tile_k = common.num("k", "tile_k", { 64, 128 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
 local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
+local p_cluster = common.num("c", "cluster", { 1, 2 })
 
-fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages }
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster }
 
 local function cthreads(v) return 128 * v.wgs end
 -- Batch columns per epilogue round (the staging buffer's width).
@@ -50,6 +52,8 @@ fam.constraints = {
     end },
   { name = "accumulators fit in registers (<= 128 fp32 per thread)",
     pred = function(v) return (v.tile_v // (64 * v.wgs)) * v.tile_b // 2 <= 128 end },
+  { name = "clusters share H only where it dominates: batch tiles of 64+ rows",
+    pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
   { name = "shared memory fits the architecture",
     pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
   { name = "pipeline keeps 32..192 KB of W and H in flight",
@@ -71,7 +75,7 @@ end
 
 -- Not a built-in default until measured (fsgen.default picks ws on sm_90).
 function fam.default(arch, dtype, B, D, V)
-  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4 }
+  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4, cluster = 1 }
   if B > 64 then v.tile_b = 128 end
   return v
 end
@@ -80,7 +84,7 @@ function fam.macros(v)
   return {
     { "FS_BF16", v.dtype == 1 and 1 or 0 },
     { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
-    { "STAGES", v.stages }, { "MIN_BLOCKS", v.min_blocks },
+    { "STAGES", v.stages }, { "CLUSTER", v.cluster }, { "MIN_BLOCKS", v.min_blocks },
   }
 end
 

@@ -27,7 +27,8 @@
   X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)                  \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                       \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)             \
-  X(cuGetErrorString) X(cuMemGetInfo) X(cuTensorMapEncodeTiled)
+  X(cuGetErrorString) X(cuMemGetInfo) X(cuTensorMapEncodeTiled)  \
+  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)
 
 typedef struct fs_cu_api {
 #define FS_CU_MEMBER(name) __typeof__(&name) name;

@@ -50,6 +50,29 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   if (!st && k->blocks_per_sm < 1)
     st = fs_err(ctx, FS_UNSUPPORTED, "variant %s: %d threads and %d bytes of shared memory "
                 "do not fit on %s", v->name, v->threads, v->smem, ctx->device_name);
+  if (!st && v->cluster > 1) {
+    /* how many clusters of v->cluster CTAs are co-resident: the persistent
+    ** grid is sized from it (fs_num_chunks) */
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = (unsigned)v->cluster;
+    at.value.clusterDim.y = at.value.clusterDim.z = 1;
+    CUlaunchConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDimX = (unsigned)(v->cluster * ctx->sm_count);
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = (unsigned)v->threads;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = (unsigned)v->smem;
+    lc.attrs = &at;
+    lc.numAttrs = 1;
+    if ((r = cu->cuOccupancyMaxActiveClusters(&k->max_clusters, k->main_fn, &lc)))
+      st = fs_cu_fail(ctx, r, "cuOccupancyMaxActiveClusters", __FILE__, __LINE__);
+    else if (k->max_clusters < 1)
+      st = fs_err(ctx, FS_UNSUPPORTED, "variant %s: no cluster of %d CTAs fits on %s", v->name,
+                  v->cluster, ctx->device_name);
+  }
   if (st) {
     cu->cuModuleUnload(k->module);
     free(k);

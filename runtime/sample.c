@@ -32,6 +32,13 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
   const int row_groups = (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
   int g;
+  if (k->v.cluster > 1) {
+    /* whole clusters, all co-resident; chunks may be empty when V is tiny */
+    const int c = k->v.cluster;
+    g = k->max_clusters / nb * c;
+    if (g > row_groups / c * c) g = row_groups / c * c;
+    return g > c ? g : c;
+  }
   if (k->v.persistent) {
     g = k->blocks_per_sm * ctx->sm_count / nb;
     if (g < 1) g = 1;
@@ -122,7 +129,8 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     const cuuint32_t wb[2] = {64, (cuuint32_t)k->v.tile_v};
     const cuuint64_t hd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)B};
     const cuuint64_t hs[1] = {(cuuint64_t)prm.h_stride * 2};
-    const cuuint32_t hb[2] = {64, (cuuint32_t)k->v.tile_b};
+    /* with a cluster, each CTA copies its share of the H box to all of them */
+    const cuuint32_t hb[2] = {64, (cuuint32_t)(k->v.tile_b / (k->v.cluster > 1 ? k->v.cluster : 1))};
     FS_CHECK_CU(ctx, cu->cuTensorMapEncodeTiled(&tw, dt, 2, (void *)p->weight, wd, ws, wb, es,
                                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
                                                 CU_TENSOR_MAP_SWIZZLE_128B,
@@ -135,8 +143,28 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   }
   const unsigned nb = (unsigned)((B + k->v.tile_b - 1) / k->v.tile_b);
-  FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
-                                      1, 1, (unsigned)k->v.smem, stream, args, NULL));
+  if (k->v.cluster > 1) {
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = (unsigned)k->v.cluster;
+    at.value.clusterDim.y = at.value.clusterDim.z = 1;
+    CUlaunchConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDimX = (unsigned)G;
+    lc.gridDimY = nb;
+    lc.gridDimZ = 1;
+    lc.blockDimX = (unsigned)k->v.threads;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = (unsigned)k->v.smem;
+    lc.hStream = stream;
+    lc.attrs = &at;
+    lc.numAttrs = 1;
+    FS_CHECK_CU(ctx, cu->cuLaunchKernelEx(&lc, k->main_fn, args, NULL));
+  } else {
+    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
+                                        1, 1, (unsigned)k->v.smem, stream, args, NULL));
+  }
   if (!k->v.lastcta) {
     const unsigned items = (unsigned)(B * S);
     FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->reduce_fn, (items + 3) / 4, 1, 1, 128, 1, 1, 0,

@@ -42,4 +42,34 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const fs_tmap *map, int x
                "l"((unsigned long long)map), "r"(x), "r"(y), "r"(smem_addr(bar)) : "memory");
 }
 
+/* ---- thread-block clusters --------------------------------------------- */
+
+/* Like tma_load_2d, but the box lands at the same offset in the shared
+** memory of every CTA of the cluster in `mask`, and completes bytes on the
+** mbarrier at the same offset in each of them. */
+__device__ __forceinline__ void tma_load_2d_multicast(void *dst, const fs_tmap *map, int x, int y,
+                                                      unsigned long long *bar, unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+               "l"((unsigned long long)map), "r"(x), "r"(y), "r"(smem_addr(bar)), "h"(mask)
+               : "memory");
+}
+/* Arrives on the mbarrier at the same offset as *bar in CTA `rank` of the
+** cluster (release at cluster scope). */
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               ::"r"(smem_addr(bar)), "r"(rank) : "memory");
+}
+/* All threads of all CTAs of the cluster. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+               ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
 #endif /* FS_TMA_H */

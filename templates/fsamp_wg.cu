@@ -13,6 +13,13 @@
 ** (EPI_V = 64 * WGS) for at most EPI_B = 128 batch columns, and the staged
 ** logits need only EPI_B x EPI_V floats of shared memory.
 **
+** With CLUSTER = 2, CTAs 2c and 2c + 1 (adjacent vocab chunks, the same
+** batch tile) form a thread-block cluster and share H: each producer copies
+** half of every H box and multicasts it into both CTAs' stage (the L2 traffic
+** of H, which dominates at large batches, halves).  A slot is then refilled
+** only when the consumers of both CTAs released it (they arrive on both
+** "empty" barriers), and the two CTAs run the same number of tiles.
+**
 ** With two consumer warpgroups the producer is a whole warpgroup (one
 ** thread issues the copies) so that setmaxnreg can move registers from it
 ** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
@@ -44,6 +51,9 @@
 #ifndef STAGES
 #define STAGES 4           /* pipeline depth, 2..8 */
 #endif
+#ifndef CLUSTER
+#define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
+#endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
@@ -70,6 +80,8 @@ static_assert(TILE_B % 16 == 0 && TILE_B >= 16 && TILE_B <= 256 &&
 static_assert(TILE_V <= 256, "a TMA box has at most 256 rows");
 static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizzle boxes)");
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
+static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
+static_assert((TILE_B / CLUSTER) % 8 == 0, "H shares must keep 1024-byte alignment");
 static_assert(CTHREADS % EPI_B == 0 && TPC <= 32, "consumer threads must be EPI_B times 1..32");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
@@ -84,6 +96,14 @@ static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 #define FS_CAT2(a, b) a##b
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_B)
+
+/* The consumers of every CTA of the cluster are done with the stage. */
+__device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned rank) {
+  mbar_arrive(empty_slot);
+#if CLUSTER > 1
+  mbar_arrive_cluster(empty_slot, rank ^ 1u);
+#endif
+}
 
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(CTHREADS) : "memory");
@@ -103,18 +123,32 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   const int chunk = blockIdx.x, b0 = blockIdx.y * TILE_B;
   int v_begin, v_end;
   fs_chunk_rows(p, chunk, &v_begin, &v_end);
-  const int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
+  int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
+#if CLUSTER > 1
+  const unsigned rank = cluster_rank();
+  { /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
+    int pb, pe;
+    fs_chunk_rows(p, chunk ^ 1, &pb, &pe);
+    ntiles = max(ntiles, (pe - pb + TILE_V - 1) / TILE_V);
+  }
+#else
+  const unsigned rank = 0;
+#endif
   const int KT = (p.D + TILE_K - 1) / TILE_K;
   const int total = ntiles * KT;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, CWARPS);
+      mbar_init(empty + s, CWARPS * CLUSTER);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+#if CLUSTER > 1
+  cluster_sync(); /* the peer's barriers exist before anything lands in them */
+#else
   __syncthreads();
+#endif
 
   if (warp >= CWARPS) {
     /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
@@ -131,10 +165,20 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #pragma unroll
         for (int kb = 0; kb < KB; kb++) {
           tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, v_begin + t * TILE_V, full + slot);
+#if CLUSTER > 1
+          tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
+                                k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
+                                (unsigned short)((1u << CLUSTER) - 1u));
+#else
           tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
+#endif
         }
       }
     }
+#if CLUSTER > 1
+    __syncwarp();
+    cluster_sync(); /* stay until the peer no longer signals this CTA */
+#endif
     return;
   } else {
     /* ---- consumers: wgmma over each stage, epilogue at each tile's end ---- */
@@ -172,11 +216,11 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
       wgmma_commit();
       if (kt > 0) { /* stage it - 1 is read: release its slot */
         wgmma_wait<1>();
-        if (lane == 0) mbar_arrive(empty + (it + STAGES - 1) % STAGES);
+        if (lane == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
       }
       if (kt != KT - 1) continue;
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty + slot);
+      if (lane == 0) release(empty + slot, rank);
 
       /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
 #pragma unroll
@@ -195,6 +239,10 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
         }
     }
     fs_last_cta_reduce(p, b0, CTHREADS);
+#if CLUSTER > 1
+    __syncwarp();
+    cluster_sync();
+#endif
   }
 }
 

@@ -6,8 +6,10 @@
 ** dtype whose batch tile is nearest the case's B (ties: the first in the
 ** generator's order) is forced through FS_VARIANT (read when a shape is
 ** prepared, so it stays set until gu_family_release) in a fresh context.
-** A family with no variant for this GPU's architecture skips the test
-** (exit 77) with the reason.
+** FS_TEST_MATCH=<substring> narrows the family to names containing it (for
+** example "_c2": the clustered wgmma variants).  A family with no such
+** variant for this GPU's architecture skips the test (exit 77) with the
+** reason.
 */
 #ifndef FS_GPU_FAMILY_H
 #define FS_GPU_FAMILY_H
@@ -41,16 +43,17 @@ static inline fs_context *gu_family_context(fs_context *base, int dtype, int B) 
     fprintf(stderr, "FS_TEST_FAMILY=%s: the generator failed: %s\n", fam, err);
     exit(1);
   }
+  const char *match = getenv("FS_TEST_MATCH");
   int best = -1;
   double bd = 0;
   for (int i = 0; i < n; i++) {
-    if (strcmp(list[i].family, fam)) continue;
+    if (strcmp(list[i].family, fam) || (match && !strstr(list[i].name, match))) continue;
     const double d = fabs(log2((double)list[i].tile_b) - log2((double)B));
     if (best < 0 || d < bd) best = i, bd = d;
   }
   if (best < 0) {
-    printf("SKIP: FS_TEST_FAMILY=%s: the family has no %s variant for sm_%d\n", fam,
-           gu_dtype_name(dtype), arch);
+    printf("SKIP: FS_TEST_FAMILY=%s%s%s: no %s variant for sm_%d\n", fam,
+           match ? " FS_TEST_MATCH=" : "", match ? match : "", gu_dtype_name(dtype), arch);
     exit(77);
   }
   setenv("FS_VARIANT", list[best].name, 1);
