@@ -9,12 +9,15 @@
 -- 128 fp32 accumulators per thread fit.
 --
 -- Parameters, in name order (the name fragment in brackets):
---   tile_v  [v128]  vocab rows per CTA tile (64 * wgs * mb)
+--   tile_v  [v128]  vocab rows per tile (64 * wgs * mb; ping-pong: 64 * mb)
 --   tile_b  [b64]   batch rows per CTA = wgmma N
 --   tile_k  [k64]   hidden elements per stage (64-element boxes per operand)
 --   wgs     [g2]    consumer warpgroups
 --   stages  [s4]    pipeline depth
 --   cluster [c1]    CTAs per cluster sharing H by TMA multicast (1, 2)
+--   mode    [co|pp] cooperative (the warpgroups split each tile) or
+--                   ping-pong (each warpgroup its own tiles and chunk, so
+--                   one's epilogue overlaps the other's wgmmas)
 
 local common = fs_require("generator/params.lua")
 local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
@@ -25,10 +28,15 @@ local p_tile_k = common.num("k", "tile_k", { 64, 128 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
 local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
 local p_cluster = common.num("c", "cluster", { 1, 2 })
+local p_mode = common.enum("mode", { coop = "co", pingpong = "pp" }, { "coop", "pingpong" })
 
-fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster }
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode }
 
 local function cthreads(v) return 128 * v.wgs end
+local function pingpong(v) return v.mode == "pingpong" end
+-- Warpgroups that share one tile (its epilogue), and the tile streams.
+local function tile_wgs(v) return pingpong(v) and 1 or v.wgs end
+local function streams(v) return pingpong(v) and 2 or 1 end
 -- Batch columns per epilogue round (the staging buffer's width).
 local function epi_b(v) return math.min(v.tile_b, 128) end
 
@@ -36,24 +44,28 @@ local function epi_b(v) return math.min(v.tile_b, 128) end
 -- mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
 local function smem_bytes(v)
   return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
-       + epi_b(v) * (64 * v.wgs + 4) * 4 + 16 * v.stages + 1024
+       + streams(v) * epi_b(v) * (64 * tile_wgs(v) + 4) * 4 + 16 * v.stages + 1024
 end
 
 fam.constraints = {
   { name = "wgmma exists on sm_90a only",
     pred = function(v) return v.arch == 90 end },
+  { name = "ping-pong takes two warpgroups and no cluster",
+    pred = function(v) return not pingpong(v) or (v.wgs == 2 and v.cluster == 1) end },
   { name = "vocab tile is whole m64 blocks per warpgroup",
-    pred = function(v) return v.tile_v % (64 * v.wgs) == 0 end },
+    pred = function(v) return v.tile_v % (64 * tile_wgs(v)) == 0 end },
   { name = "epilogue: each consumer thread owns one batch column and whole quads of rows",
     pred = function(v)
-      local t, eb = cthreads(v), epi_b(v)
+      local t, eb = 128 * tile_wgs(v), epi_b(v)
       if t % eb ~= 0 or t // eb > 32 then return false end
-      return ((64 * v.wgs) // (t // eb)) % 4 == 0
+      return ((64 * tile_wgs(v)) // (t // eb)) % 4 == 0
     end },
   { name = "accumulators fit in registers (<= 128 fp32 per thread)",
-    pred = function(v) return (v.tile_v // (64 * v.wgs)) * v.tile_b // 2 <= 128 end },
+    pred = function(v) return (v.tile_v // (64 * tile_wgs(v))) * v.tile_b // 2 <= 128 end },
   { name = "clusters share H only where it dominates: batch tiles of 64+ rows",
     pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
+  { name = "ping-pong tiles keep <= 64 accumulators per thread (more spill)",
+    pred = function(v) return not pingpong(v) or (v.tile_v // 64) * v.tile_b // 2 <= 64 end },
   { name = "shared memory fits the architecture",
     pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
   { name = "pipeline keeps 32..192 KB of W and H in flight",
@@ -63,7 +75,8 @@ fam.constraints = {
 }
 
 function fam.derive(v, a)
-  v.mb = v.tile_v // (64 * v.wgs)
+  v.mb = v.tile_v // (64 * tile_wgs(v))
+  v.cta_chunks = streams(v)
   v.warps_m, v.warps_n = 4 * v.wgs, 1
   v.threads = cthreads(v) + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
   v.smem = smem_bytes(v)
@@ -75,7 +88,8 @@ end
 
 -- Not a built-in default until measured (fsgen.default picks ws on sm_90).
 function fam.default(arch, dtype, B, D, V)
-  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4, cluster = 1 }
+  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4, cluster = 1,
+              mode = "coop" }
   if B > 64 then v.tile_b = 128 end
   return v
 end
@@ -84,7 +98,8 @@ function fam.macros(v)
   return {
     { "FS_BF16", v.dtype == 1 and 1 or 0 },
     { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
-    { "STAGES", v.stages }, { "CLUSTER", v.cluster }, { "MIN_BLOCKS", v.min_blocks },
+    { "STAGES", v.stages }, { "CLUSTER", v.cluster },
+    { "PINGPONG", pingpong(v) and 1 or 0 }, { "MIN_BLOCKS", v.min_blocks },
   }
 end
 

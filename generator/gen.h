@@ -24,6 +24,7 @@ typedef struct fs_variant {
   int tile_v, tile_b, tile_k, warps_m, warps_n, stages, load;
   int threads, smem, lastcta, persistent;
   int cluster;         /* CTAs per thread-block cluster along the vocabulary (0, 1: none) */
+  int cta_chunks;      /* vocabulary chunks per CTA (0, 1: one) */
 } fs_variant;
 
 /* Opens a generator.  Returns 0 or an fs_status (FS_LUA, FS_OUT_OF_MEMORY)

@@ -39,6 +39,13 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
     if (g > row_groups / c * c) g = row_groups / c * c;
     return g > c ? g : c;
   }
+  if (k->v.cta_chunks > 1) {
+    /* whole CTAs of cta_chunks chunks each, one wave */
+    const int c = k->v.cta_chunks;
+    g = k->blocks_per_sm * ctx->sm_count / nb * c;
+    if (g > row_groups / c * c) g = row_groups / c * c;
+    return g > c ? g : c;
+  }
   if (k->v.persistent) {
     g = k->blocks_per_sm * ctx->sm_count / nb;
     if (g < 1) g = 1;
@@ -162,7 +169,8 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     lc.numAttrs = 1;
     FS_CHECK_CU(ctx, cu->cuLaunchKernelEx(&lc, k->main_fn, args, NULL));
   } else {
-    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
+    const unsigned ctas = (unsigned)(G / (k->v.cta_chunks > 1 ? k->v.cta_chunks : 1));
+    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, ctas, nb, 1, (unsigned)k->v.threads,
                                         1, 1, (unsigned)k->v.smem, stream, args, NULL));
   }
   if (!k->v.lastcta) {

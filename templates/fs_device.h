@@ -150,7 +150,8 @@ __device__ __forceinline__ void fs_reduce_item(const fs_params &p, int item, int
 #endif
 
 /* Called by threads 0 .. nthreads-1 (all that wrote candidates) after their
-** candidates are written: the last CTA of batch tile blockIdx.y to finish
+** candidates are written (a CTA may own several chunks): the last CTA of
+** batch tile blockIdx.y to finish
 ** reduces the tile's items and resets the tile's counter for the next
 ** launch. */
 __device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, int nthreads) {
@@ -158,7 +159,7 @@ __device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, i
   const int tid = threadIdx.x;
   __threadfence();
   FS_TAIL_SYNC();
-  if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == (unsigned)(p.num_chunks - 1);
+  if (tid == 0) is_last = atomicAdd(p.counters + blockIdx.y, 1u) == gridDim.x - 1u;
   FS_TAIL_SYNC();
   if (!is_last) return;
   __threadfence();

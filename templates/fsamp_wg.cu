@@ -20,6 +20,12 @@
 ** only when the consumers of both CTAs released it (they arrive on both
 ** "empty" barriers), and the two CTAs run the same number of tiles.
 **
+** With PINGPONG = 1 the two consumer warpgroups do not share tiles: the CTA
+** owns two chunks, warpgroup g the chunk 2 * blockIdx.x + g, and the producer
+** alternates their tiles, so one warpgroup's wgmmas run while the other
+** stages and samples its finished tile (the epilogue leaves the critical
+** path).  Each warpgroup then has its own staging buffer and barriers.
+**
 ** With two consumer warpgroups the producer is a whole warpgroup (one
 ** thread issues the copies) so that setmaxnreg can move registers from it
 ** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
@@ -51,6 +57,9 @@
 #ifndef STAGES
 #define STAGES 4           /* pipeline depth, 2..8 */
 #endif
+#ifndef PINGPONG
+#define PINGPONG 0         /* 1: the two warpgroups alternate whole tiles */
+#endif
 #ifndef CLUSTER
 #define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
 #endif
@@ -59,9 +68,21 @@
 #endif
 
 /* ---- derived values and static checks ----------------------------------- */
-#define TILE_V (64 * WGS * MB)        /* vocab rows per CTA tile */
-#define EPI_V (64 * WGS)              /* rows staged per epilogue round */
+#if PINGPONG
+#define NSTREAM 2                     /* tile streams (chunks) per CTA */
+#define TILE_V (64 * MB)              /* vocab rows per tile: one warpgroup's */
+#define EPI_V 64                      /* rows staged per epilogue round */
+#define EWARPS 4                      /* warps that share a tile's epilogue */
+#define ROW_BLOCK(g, mb) (mb)         /* the box's m64 block of warpgroup g */
+#else
+#define NSTREAM 1
+#define TILE_V (64 * WGS * MB)
+#define EPI_V (64 * WGS)
+#define EWARPS (4 * WGS)
+#define ROW_BLOCK(g, mb) ((g) + (mb) * WGS)
+#endif
 #define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
+#define ETHREADS (EWARPS * 32)
 #define CTHREADS (CWARPS * 32)
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
@@ -71,7 +92,7 @@
 #define H_BOX (TILE_B * 64)
 #define STAGE_ELEMS (KB * (W_BOX + H_BOX))
 #define ZP (EPI_V + 4)
-#define TPC (CTHREADS / EPI_B)
+#define TPC (ETHREADS / EPI_B)
 #define RPT (EPI_V / TPC)
 #define NACC (TILE_B / 2)             /* fp32 accumulators per m64 block and thread */
 
@@ -82,12 +103,13 @@ static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizz
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert((TILE_B / CLUSTER) % 8 == 0, "H shares must keep 1024-byte alignment");
-static_assert(CTHREADS % EPI_B == 0 && TPC <= 32, "consumer threads must be EPI_B times 1..32");
+static_assert(ETHREADS % EPI_B == 0 && TPC <= 32, "epilogue threads must be EPI_B times 1..32");
+static_assert(!PINGPONG || (WGS == 2 && CLUSTER == 1), "ping-pong takes two warpgroups, no cluster");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
 ** more): the tail reduction is the consumers' alone, on barrier 2 */
-#define FS_TAIL_SYNC() asm volatile("bar.sync 2, %0;\n" ::"n"(CTHREADS) : "memory")
+#define FS_TAIL_SYNC() asm volatile("bar.sync 3, %0;\n" ::"n"(CTHREADS) : "memory")
 
 #include "fs_device.h"
 #include "fs_tma.h"
@@ -105,8 +127,12 @@ __device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned
 #endif
 }
 
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(CTHREADS) : "memory");
+/* The threads that share the epilogue of stream s's tiles (barrier 1 + s). */
+/* a[s] of a per-stream array with constant indices only (no local memory) */
+#define AT(a, s) ((NSTREAM == 2 && (s)) ? (a)[NSTREAM - 1] : (a)[0])
+
+__device__ __forceinline__ void epilogue_sync(int s) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -115,32 +141,36 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   extern __shared__ __align__(1024) unsigned char fs_smem_raw[];
   /* 128-byte swizzled boxes need 1024-byte aligned destinations */
   fs_elem *smem = (fs_elem *)(((unsigned long long)fs_smem_raw + 1023) & ~1023ull);
-  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);                    /* [EPI_B][ZP] */
-  unsigned long long *full = (unsigned long long *)(sZ + EPI_B * ZP);   /* [STAGES] */
+  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);          /* [NSTREAM][EPI_B][ZP] */
+  unsigned long long *full = (unsigned long long *)(sZ + NSTREAM * EPI_B * ZP); /* [STAGES] */
   unsigned long long *empty = full + STAGES;                            /* [STAGES] */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int chunk = blockIdx.x, b0 = blockIdx.y * TILE_B;
-  int v_begin, v_end;
-  fs_chunk_rows(p, chunk, &v_begin, &v_end);
-  int ntiles = (v_end - v_begin + TILE_V - 1) / TILE_V;
+  const int b0 = blockIdx.y * TILE_B;
+  int vb[NSTREAM], ve[NSTREAM], nt[NSTREAM], ntmax = 0;
+#pragma unroll
+  for (int s = 0; s < NSTREAM; s++) {
+    fs_chunk_rows(p, blockIdx.x * NSTREAM + s, &vb[s], &ve[s]);
+    nt[s] = (ve[s] - vb[s] + TILE_V - 1) / TILE_V;
+  }
 #if CLUSTER > 1
   const unsigned rank = cluster_rank();
   { /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
     int pb, pe;
-    fs_chunk_rows(p, chunk ^ 1, &pb, &pe);
-    ntiles = max(ntiles, (pe - pb + TILE_V - 1) / TILE_V);
+    fs_chunk_rows(p, blockIdx.x ^ 1, &pb, &pe);
+    nt[0] = max(nt[0], (pe - pb + TILE_V - 1) / TILE_V);
   }
 #else
   const unsigned rank = 0;
 #endif
+#pragma unroll
+  for (int s = 0; s < NSTREAM; s++) ntmax = max(ntmax, nt[s]);
   const int KT = (p.D + TILE_K - 1) / TILE_K;
-  const int total = ntiles * KT;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, CWARPS * CLUSTER);
+      mbar_init(empty + s, EWARPS * CLUSTER);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -156,24 +186,28 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 #endif
     if (warp == CWARPS && lane == 0) {
-      for (int it = 0; it < total; it++) {
-        const int slot = it % STAGES;
-        mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
-        const int t = it / KT, k0 = (it - t * KT) * TILE_K;
-        mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
-        fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+      /* tiles in the order the consumers take them: round j, stream s */
+      int it = 0;
+      for (int j = 0; j < ntmax; j++)
+        for (int s = 0; s < NSTREAM; s++)
+          for (int kt = 0; j < AT(nt, s) && kt < KT; kt++, it++) {
+            const int slot = it % STAGES, k0 = kt * TILE_K;
+            mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+            mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
+            fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
 #pragma unroll
-        for (int kb = 0; kb < KB; kb++) {
-          tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, v_begin + t * TILE_V, full + slot);
+            for (int kb = 0; kb < KB; kb++) {
+              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(vb, s) + j * TILE_V,
+                          full + slot);
 #if CLUSTER > 1
-          tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
-                                k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
-                                (unsigned short)((1u << CLUSTER) - 1u));
+              tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
+                                    k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
+                                    (unsigned short)((1u << CLUSTER) - 1u));
 #else
-          tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
+              tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
 #endif
-        }
-      }
+            }
+          }
     }
 #if CLUSTER > 1
     __syncwarp();
@@ -186,7 +220,10 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
     const int g = warp >> 2;                 /* warpgroup */
-    const int ecol = tid / TPC, epart = tid % TPC;
+    const int sg = PINGPONG ? g : 0;         /* the tile stream it takes */
+    const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
+    const int ecol = etid / TPC, epart = etid % TPC;
+    float *sZs = sZ + sg * EPI_B * ZP;
     fs_col cols[TILE_B / EPI_B];
 #pragma unroll
     for (int nb = 0; nb < TILE_B / EPI_B; nb++) cols[nb] = fs_col_load(p, b0 + nb * EPI_B + ecol);
@@ -196,48 +233,60 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #pragma unroll
       for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
 
-    for (int it = 0; it < total; it++) {
-      const int slot = it % STAGES;
-      const int t = it / KT, kt = it - t * KT;
-      mbar_wait(full + slot, (it / STAGES) & 1);
-      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < KB; kb++) {
-        const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
-#pragma unroll
-        for (int mb = 0; mb < MB; mb++) {
-          const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + (g + mb * WGS) * 64 * 64);
-#pragma unroll
-          for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-            WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
+    int it = 0;
+    for (int j = 0; j < ntmax; j++)
+      for (int s = 0; s < NSTREAM; s++) {
+        if (j >= AT(nt, s)) continue;
+        if (s != sg) { /* the other warpgroup's tile */
+          it += KT;
+          continue;
         }
-      }
-      wgmma_commit();
-      if (kt > 0) { /* stage it - 1 is read: release its slot */
-        wgmma_wait<1>();
-        if (lane == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
-      }
-      if (kt != KT - 1) continue;
-      wgmma_wait<0>();
-      if (lane == 0) release(empty + slot, rank);
+        for (int kt = 0; kt < KT; kt++, it++) {
+          const int slot = it % STAGES;
+          mbar_wait(full + slot, (it / STAGES) & 1);
+          const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+          wgmma_fence();
+#pragma unroll
+          for (int kb = 0; kb < KB; kb++) {
+            const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
+#pragma unroll
+            for (int mb = 0; mb < MB; mb++) {
+              const unsigned long long dw =
+                  wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
+#pragma unroll
+              for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
+                WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
+            }
+          }
+          wgmma_commit();
+          if (kt > 0) { /* stage it - 1 is read: release its slot */
+            wgmma_wait<1>();
+            if (lane == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
+          }
+        }
+        wgmma_wait<0>();
+        if (lane == 0) release(empty + (it - 1) % STAGES, rank);
 
-      /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
+        /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
 #pragma unroll
-      for (int mb = 0; mb < MB; mb++)
+        for (int mb = 0; mb < MB; mb++)
 #pragma unroll
-        for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
-          consumers_sync(); /* the previous round's epilogue is done with sZ */
-          const int row = g * 64 + (warp & 3) * 16 + (lane >> 2);
+          for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
+            epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
+            const int row = (PINGPONG ? 0 : g * 64) + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
-          for (int qq = 0; qq < EPI_B / 2; qq++) /* this round's accumulators */
-            sZ[((qq >> 2) * 8 + 2 * (lane & 3) + (qq & 1)) * ZP + row + 8 * ((qq >> 1) & 1)] =
-                acc[mb][nb * EPI_B / 2 + qq];
-          consumers_sync();
-          fs_epilogue(p, sZ + ecol * ZP, cols[nb], epart * RPT,
-                      v_begin + t * TILE_V + mb * EPI_V, v_end, t * MB + mb, chunk, epart == 0);
-        }
-    }
+            for (int qq = 0; qq < EPI_B / 2; qq++) /* this round's accumulators */
+              sZs[((qq >> 2) * 8 + 2 * (lane & 3) + (qq & 1)) * ZP + row + 8 * ((qq >> 1) & 1)] =
+                  acc[mb][nb * EPI_B / 2 + qq];
+            epilogue_sync(sg);
+            fs_epilogue(p, sZs + ecol * ZP, cols[nb], epart * RPT,
+                        AT(vb, s) + j * TILE_V + mb * EPI_V, AT(ve, s), j * MB + mb,
+                        blockIdx.x * NSTREAM + s, epart == 0);
+          }
+      }
+    if (AT(nt, sg) == 0) /* an empty chunk still writes its (empty) candidates */
+      fs_epilogue(p, sZs, cols[0], 0, AT(ve, sg), AT(ve, sg), 0, blockIdx.x * NSTREAM + sg,
+                  epart == 0);
     fs_last_cta_reduce(p, b0, CTHREADS);
 #if CLUSTER > 1
     __syncwarp();
