@@ -52,6 +52,8 @@ fam.constraints = {
     pred = function(v) return v.arch == 90 end },
   { name = "ping-pong takes two warpgroups and no cluster",
     pred = function(v) return not pingpong(v) or (v.wgs == 2 and v.cluster == 1) end },
+  { name = "ping-pong splits the stages into two rings of 2+",
+    pred = function(v) return not pingpong(v) or (v.stages % 2 == 0 and v.stages >= 4) end },
   { name = "vocab tile is whole m64 blocks per warpgroup",
     pred = function(v) return v.tile_v % (64 * tile_wgs(v)) == 0 end },
   { name = "epilogue: each consumer thread owns one batch column and whole quads of rows",
@@ -86,11 +88,14 @@ function fam.derive(v, a)
   v.min_blocks = 1
 end
 
--- Not a built-in default until measured (fsgen.default picks ws on sm_90).
+-- The built-in default on sm_90 from B = 64 (fsgen.default): the shapes of
+-- the H200 winners (docs/perf-notes.md, section 7) -- cooperative 128-row
+-- tiles, the batch tile covering the bucket up to 256.
 function fam.default(arch, dtype, B, D, V)
-  local v = { tile_v = 128, tile_b = 64, tile_k = 64, wgs = 2, stages = 4, cluster = 1,
+  local v = { tile_v = 128, tile_b = 64, tile_k = 128, wgs = 2, stages = 3, cluster = 1,
               mode = "coop" }
-  if B > 64 then v.tile_b = 128 end
+  if B > 128 then v.tile_b, v.tile_k = 256, 64
+  elseif B > 64 then v.tile_b, v.tile_k, v.stages = 128, 64, 4 end
   return v
 end
 

@@ -12,8 +12,9 @@
 ** Databases are opened read-only on first use; one that is missing, corrupt
 ** or of another schema is skipped (FS_LOG=1 says why), never fatal.  A
 ** winner is used only if it was tuned with the current generator revision
-** (the content hash of generator and templates): cubins of other sources
-** are never loaded.  Its cubin, when stored, is loaded without NVRTC.
+** (the content hash of generator and templates) or its source today hashes
+** as the one measured: cubins of other sources are never loaded.  Its
+** cubin, when stored, is loaded without NVRTC.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -65,19 +66,32 @@ typedef struct accept_arg {
   int hidden;
 } accept_arg;
 
-/* A stored winner is usable if it is from this generator revision, parses
-** for this GPU and fits it. */
+/* Is v's source today the one that was measured (its hash, as stored)? */
+static int same_source(fs_gen *g, const fs_variant *v, const char *source_hash) {
+  char hash[32], err[256], *src = NULL;
+  if (!source_hash[0] || fs_gen_source(g, v, &src, err, sizeof err) != FS_OK) return 0;
+  snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
+  free(src);
+  return strcmp(hash, source_hash) == 0;
+}
+
+/* A stored winner is usable if it parses for this GPU, fits it, and was
+** measured on the code that would run: tuned with this generator revision,
+** or with another whose source for this variant (headers included) is byte
+** for byte today's, so that work on one family does not retire the winners
+** of the others. */
 static int accept(void *arg, const fs_store_choice *c) {
   accept_arg *a = arg;
   char err[256];
-  /* the tuner may append "+<hash>" to the generator revision */
-  size_t n = strlen(a->rev);
-  if (strncmp(c->generator_rev, a->rev, n) != 0 ||
-      (c->generator_rev[n] != 0 && c->generator_rev[n] != '+'))
-    return 0;
   if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
   if (a->v->k_multiple > 0 && a->hidden % a->v->k_multiple) return 0;
-  return a->v->smem <= a->ctx->max_smem_optin;
+  if (a->v->smem > a->ctx->max_smem_optin) return 0;
+  /* the tuner may append "+<hash>" to the generator revision */
+  size_t n = strlen(a->rev);
+  if (strncmp(c->generator_rev, a->rev, n) == 0 &&
+      (c->generator_rev[n] == 0 || c->generator_rev[n] == '+'))
+    return 1;
+  return same_source(a->ctx->gen, a->v, c->source_hash);
 }
 
 /* Runs k and the built-in default on a small synthetic problem of the same

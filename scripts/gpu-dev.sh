@@ -12,7 +12,7 @@ timeout 330 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-te
 tail -16 "$out/gpu-tests.log" | tee -a "$log"
 db=/tmp/fs-dev.db; rm -f $db*
 export FS_TUNING_DB=off
-timeout 80 ./build/fs-tune --model qwen3-8b --db $db --batch 64,128,256 --filter _wg_ --budget 60 \
+timeout 100 ./build/fs-tune --model qwen3-8b --db $db --batch 64,128,256 --filter _wg_ --budget 75 \
   --report "$out/wg.csv" 2>&1 | tail -8 | tee -a "$log"
 FS_TUNING_DB=$db timeout 60 ./build/fs-bench --model qwen3-8b --batch 64,128,256 --reps 10 \
   --csv "$out/bench-dev.csv" 2>&1 | tee -a "$log" | tail -14

@@ -24,7 +24,10 @@
 ** owns two chunks, warpgroup g the chunk 2 * blockIdx.x + g, and the producer
 ** alternates their tiles, so one warpgroup's wgmmas run while the other
 ** stages and samples its finished tile (the epilogue leaves the critical
-** path).  Each warpgroup then has its own staging buffer and barriers.
+** path).  Each warpgroup then has its own staging buffer and barriers, and
+** its own half of the stage ring: a parity wait is only sound for a waiter
+** at most one phase ahead, and a warpgroup that skips the other's tile
+** would otherwise reach a slot two fills early.
 **
 ** With two consumer warpgroups the producer is a whole warpgroup (one
 ** thread issues the copies) so that setmaxnreg can move registers from it
@@ -83,6 +86,7 @@
 #endif
 #define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
 #define ETHREADS (EWARPS * 32)
+#define RING (STAGES / NSTREAM)       /* stages of one stream's ring */
 #define CTHREADS (CWARPS * 32)
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
@@ -105,6 +109,7 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert((TILE_B / CLUSTER) % 8 == 0, "H shares must keep 1024-byte alignment");
 static_assert(ETHREADS % EPI_B == 0 && TPC <= 32, "epilogue threads must be EPI_B times 1..32");
 static_assert(!PINGPONG || (WGS == 2 && CLUSTER == 1), "ping-pong takes two warpgroups, no cluster");
+static_assert(RING >= 2 && RING * NSTREAM == STAGES, "each stream's ring has 2+ stages");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
@@ -186,13 +191,18 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 #endif
     if (warp == CWARPS && lane == 0) {
-      /* tiles in the order the consumers take them: round j, stream s */
-      int it = 0;
+      /* tiles in the order the consumers take them: round j, stream s;
+      ** stream s fills slots s * RING .. s * RING + RING - 1 in turn */
+      int fills[NSTREAM];
+#pragma unroll
+      for (int s = 0; s < NSTREAM; s++) fills[s] = 0;
       for (int j = 0; j < ntmax; j++)
         for (int s = 0; s < NSTREAM; s++)
-          for (int kt = 0; j < AT(nt, s) && kt < KT; kt++, it++) {
-            const int slot = it % STAGES, k0 = kt * TILE_K;
-            mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+          for (int kt = 0; j < AT(nt, s) && kt < KT; kt++) {
+            int &it = NSTREAM == 2 && s ? fills[NSTREAM - 1] : fills[0];
+            const int slot = s * RING + it % RING, k0 = kt * TILE_K;
+            mbar_wait(empty + slot, ((it / RING) & 1) ^ 1);
+            it++;
             mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
             fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
 #pragma unroll
@@ -233,17 +243,13 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #pragma unroll
       for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
 
-    int it = 0;
+    int it = 0; /* fills of this stream's ring consumed */
     for (int j = 0; j < ntmax; j++)
       for (int s = 0; s < NSTREAM; s++) {
-        if (j >= AT(nt, s)) continue;
-        if (s != sg) { /* the other warpgroup's tile */
-          it += KT;
-          continue;
-        }
+        if (j >= AT(nt, s) || s != sg) continue; /* not a tile of this warpgroup */
         for (int kt = 0; kt < KT; kt++, it++) {
-          const int slot = it % STAGES;
-          mbar_wait(full + slot, (it / STAGES) & 1);
+          const int slot = sg * RING + it % RING;
+          mbar_wait(full + slot, (it / RING) & 1);
           const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
           wgmma_fence();
 #pragma unroll
@@ -261,11 +267,11 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
           wgmma_commit();
           if (kt > 0) { /* stage it - 1 is read: release its slot */
             wgmma_wait<1>();
-            if (lane == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
+            if (lane == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
           }
         }
         wgmma_wait<0>();
-        if (lane == 0) release(empty + (it - 1) % STAGES, rank);
+        if (lane == 0) release(empty + sg * RING + (it - 1) % RING, rank);
 
         /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
 #pragma unroll
