@@ -1,0 +1,142 @@
+/*
+** test_tuned_revision.c: which stored winners the runtime accepts
+** (runtime/tuned.c).  A winner is used when it was tuned with the current
+** generator revision, or with another revision whose source for the variant
+** hashes as today's; otherwise the runtime falls back.  Three one-row
+** tuning databases for (this GPU, bf16, D=256, V=4096, bucket 8), each naming
+** the same non-default variant (the first mma variant with an 8-row batch
+** tile), are checked through fs_variant_name in a fresh context each:
+**   1. an old revision with today's source hash      -> the winner is used;
+**   2. an old revision with another source hash      -> the built-in default;
+**   3. today's revision with another source hash     -> the winner is used,
+**      compiled by NVRTC (its stored hash does not match, so no cubin is).
+** Case 2 is the one that fails if the rule is too lax, cases 1 and 3 if it
+** is too strict.
+*/
+#include "fs_nvrtc.h"
+#include "gen.h"
+#include "gpu_util.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TD 256
+#define TV 4096
+#define TB 8
+
+/* Removes the database and its WAL side files. */
+static void remove_db(const char *path) {
+  char side[300];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+static void write_db(const char *path, const fs_context *ctx, const char *rev,
+                     const char *variant, const char *source_hash) {
+  char err[512], arch[16];
+  fs_store *st = NULL;
+  remove_db(path);
+  REQUIRE(fs_store_open(path, FS_STORE_CREATE, &st, err, sizeof err) == FS_OK);
+  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
+  fs_store_run run;
+  memset(&run, 0, sizeof run);
+  run.device_name = ctx->device_name;
+  run.arch = arch;
+  run.sm_count = ctx->sm_count;
+  run.driver_version = 13000;
+  run.nvrtc_version = "13.0";
+  run.generator_rev = rev;
+  int64_t id = 0;
+  REQUIRE(fs_store_begin_run(st, &run, &id) == FS_OK);
+  fs_store_measurement m;
+  memset(&m, 0, sizeof m);
+  m.dtype = FS_DTYPE_BF16;
+  m.hidden = TD;
+  m.vocab = TV;
+  m.bucket = TB;
+  m.variant = variant;
+  m.source_hash = source_hash;
+  m.outcome = FS_STORE_OUTCOME_OK;
+  m.median_us = 10.0;
+  m.spread_us = 0.1;
+  m.samples = 20;
+  m.floor_us = 1.0;
+  m.registers = 64;
+  REQUIRE(fs_store_add_measurement(st, id, &m, NULL) == FS_OK);
+  REQUIRE(fs_store_finish_run(st, id) == FS_OK);
+  fs_store_close(st);
+}
+
+/* fs_variant_name for the test shape in a fresh context reading `db`. */
+static void chosen(const char *db, char *buf, size_t n) {
+  setenv("FS_TUNING_DB", db, 1);
+  fs_context *c = NULL;
+  REQUIRE(fs_context_create(0, &c) == FS_OK);
+  fs_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = TB;
+  p.hidden = TD;
+  p.vocab = TV;
+  p.dtype = FS_DTYPE_BF16;
+  fs_sampling s;
+  memset(&s, 0, sizeof s);
+  s.temperature = 1.0f;
+  s.num_samples = 1;
+  int st = fs_variant_name(c, &p, &s, buf, n);
+  CHECK_MSG(st == FS_OK, "fs_variant_name: %s", fs_last_error(c));
+  fs_context_destroy(c);
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  char err[768], hash[32], db[256], got[512], *src = NULL;
+  setenv("FS_DEFAULTS_DB", "", 1); /* no shipped defaults: only the test's database */
+  unsetenv("FS_VARIANT");
+  fs_gen *g = NULL;
+  REQUIRE(fs_gen_open(&g, err, sizeof err) == FS_OK);
+  const int arch = gu_gen_arch(ctx->arch);
+  fs_variant *list = NULL, dflt;
+  int n = 0;
+  REQUIRE(fs_gen_enumerate(g, arch, FS_DTYPE_BF16, &list, &n, err, sizeof err) == FS_OK);
+  REQUIRE(fs_gen_default(g, arch, FS_DTYPE_BF16, TB, TD, TV, &dflt, err, sizeof err) == FS_OK);
+  const fs_variant *v = NULL;
+  for (int i = 0; i < n && !v; i++)
+    if (!strcmp(list[i].family, "mma") && list[i].tile_b == 8 && strcmp(list[i].name, dflt.name))
+      v = &list[i];
+  REQUIRE(v != NULL);
+  REQUIRE(fs_gen_source(g, v, &src, err, sizeof err) == FS_OK);
+  snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
+  free(src);
+  printf("variant %s, source hash %s; built-in default %s\n", v->name, hash, dflt.name);
+  snprintf(db, sizeof db, "/tmp/fs-test-rev-%d.db", (int)getpid());
+
+  write_db(db, ctx, "gen-0-older+00000000", v->name, hash);
+  chosen(db, got, sizeof got);
+  printf("1. old revision, same source:    %s\n", got);
+  CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database"),
+            "an unchanged source tuned under another revision was not used: %s", got);
+
+  write_db(db, ctx, "gen-0-older+00000000", v->name, "0123456789abcdef");
+  chosen(db, got, sizeof got);
+  printf("2. old revision, other source:   %s\n", got);
+  CHECK_MSG(strncmp(got, dflt.name, strlen(dflt.name)) == 0 && strstr(got, "built-in default"),
+            "a winner of another source and revision was used: %s", got);
+
+  write_db(db, ctx, fs_gen_revision(g), v->name, "0123456789abcdef");
+  chosen(db, got, sizeof got);
+  printf("3. this revision, other hash:    %s\n", got);
+  CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database"),
+            "a winner of this revision was not used: %s", got);
+
+  remove_db(db);
+  free(list);
+  fs_gen_close(g);
+  fs_context_destroy(ctx);
+  return fs_test_done("test_tuned_revision");
+}
