@@ -44,11 +44,9 @@ function fam.derive(v, a)
   v.tile_k = 256
   v.warps_m, v.warps_n = v.nwarps, 1
   v.threads = 32 * v.nwarps
+  common.persistent_lastcta(v)
   v.min_blocks = 512 // v.threads -- >= 16 warps per SM: <= 128 registers
   v.smem = 0                      -- static shared memory only
-  v.lastcta = 1
-  v.persistent = 1
-  v.k_multiple = 8
   v.load = 16
 end
 

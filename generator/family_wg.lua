@@ -82,10 +82,7 @@ function fam.derive(v, a)
   v.warps_m, v.warps_n = 4 * v.wgs, 1
   v.threads = cthreads(v) + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
   v.smem = smem_bytes(v)
-  v.lastcta = 1
-  v.persistent = 1
-  v.k_multiple = 8
-  v.min_blocks = 1
+  common.persistent_lastcta(v)
 end
 
 -- The built-in default on sm_90 from B = 64 (fsgen.default): the shapes of

@@ -63,10 +63,7 @@ function fam.derive(v, a)
   common.split(v)
   v.threads = cthreads(v) + 32
   v.smem = smem_bytes(v)
-  v.lastcta = 1
-  v.persistent = 1
-  v.k_multiple = 8
-  v.min_blocks = 1
+  common.persistent_lastcta(v)
 end
 
 -- Heuristic default before tuning on sm_90+: the shapes of fs-tune's H200

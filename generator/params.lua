@@ -51,4 +51,15 @@ function M.warps(values)
   }
 end
 
+-- The launch facts shared by the one-launch persistent families (ws, wg,
+-- fma): a persistent grid of balanced chunks, the last CTA of a batch tile
+-- reduces the candidates, D a multiple of 8 (16-byte rows), one CTA per SM
+-- at least.  A family may override min_blocks after the call.
+function M.persistent_lastcta(v)
+  v.lastcta = 1
+  v.persistent = 1
+  v.k_multiple = 8
+  v.min_blocks = 1
+end
+
 return M

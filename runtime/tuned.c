@@ -66,13 +66,33 @@ typedef struct accept_arg {
   int hidden;
 } accept_arg;
 
-/* Is v's source today the one that was measured (its hash, as stored)? */
-static int same_source(fs_gen *g, const fs_variant *v, const char *source_hash) {
-  char hash[32], err[256], *src = NULL;
-  if (!source_hash[0] || fs_gen_source(g, v, &src, err, sizeof err) != FS_OK) return 0;
-  snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
+/* The hash v's source would have if generated today under the revision
+** `rev` (the stored one, up to any "+suffix"): the generated header names the
+** revision, so today's source is hashed with that name put back.  Equal to the
+** stored hash exactly when nothing that is compiled has changed since. */
+static int measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char *out, size_t n) {
+  char err[256], *src = NULL;
+  if (fs_gen_source(g, v, &src, err, sizeof err) != FS_OK) return 0;
+  const char *cur = fs_gen_revision(g);
+  const size_t rl = strcspn(rev, "+"), cl = strlen(cur);
+  char *at = strstr(src, cur), *fixed = NULL;
+  if (at && (fixed = malloc(strlen(src) - cl + rl + 1)) != NULL) {
+    const size_t head = (size_t)(at - src);
+    memcpy(fixed, src, head);
+    memcpy(fixed + head, rev, rl);
+    strcpy(fixed + head + rl, at + cl);
+  }
+  snprintf(out, n, "%016llx", fs_nvrtc_cache_key(fixed ? fixed : src, v->target));
+  free(fixed);
   free(src);
-  return strcmp(hash, source_hash) == 0;
+  return 1;
+}
+
+/* Was v measured on the code that would run today? */
+static int same_source(fs_gen *g, const fs_variant *v, const fs_store_choice *c) {
+  char hash[32];
+  return c->source_hash[0] && measured_hash(g, v, c->generator_rev, hash, sizeof hash) &&
+         strcmp(hash, c->source_hash) == 0;
 }
 
 /* A stored winner is usable if it parses for this GPU, fits it, and was
@@ -91,7 +111,7 @@ static int accept(void *arg, const fs_store_choice *c) {
   if (strncmp(c->generator_rev, a->rev, n) == 0 &&
       (c->generator_rev[n] == 0 || c->generator_rev[n] == '+'))
     return 1;
-  return same_source(a->ctx->gen, a->v, c->source_hash);
+  return same_source(a->ctx->gen, a->v, c);
 }
 
 /* Runs k and the built-in default on a small synthetic problem of the same
@@ -154,17 +174,11 @@ static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
   return st;
 }
 
-/* Loads a database winner: its stored cubin if the source hash matches the
-** current source, else compiled with NVRTC. */
+/* Loads a database winner: its stored cubin if that was compiled from the
+** code that would run today, else today's source compiled with NVRTC. */
 static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c,
                        fs_kernel **out) {
-  char hash[32], err[256];
-  char *src = NULL;
-  if (c->cubin && fs_gen_source(ctx->gen, v, &src, err, sizeof err) == FS_OK) {
-    snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
-    free(src);
-    if (strcmp(hash, c->source_hash) == 0) return fs_kernel_load_cubin(ctx, v, c->cubin, out);
-  }
+  if (c->cubin && same_source(ctx->gen, v, c)) return fs_kernel_load_cubin(ctx, v, c->cubin, out);
   return fs_kernel_load(ctx, v, out);
 }
 

@@ -357,18 +357,8 @@ static snap snap_part(const snap *s, int i, int S) {
 /* 1 if the default variant for batch B sums like mma.sync (families mma and
 ** ws), so that its draws equal B=1's bit for bit; 0 for wg and fma. */
 static int default_sums_like_mma(int B) {
-  fs_problem p;
-  memset(&p, 0, sizeof p);
-  p.batch = B;
-  p.hidden = DT_D;
-  p.vocab = DT_V;
-  p.dtype = FS_DTYPE_BF16;
-  fs_sampling s;
-  memset(&s, 0, sizeof s);
-  s.temperature = 1.0f;
-  s.num_samples = 1;
   char name[320];
-  REQUIRE(fs_variant_name(g_ctx, &p, &s, name, sizeof name) == FS_OK);
+  REQUIRE(gu_variant_name(g_ctx, B, DT_D, DT_V, FS_DTYPE_BF16, name, sizeof name) == FS_OK);
   return strstr(name, "_mma_") != NULL || strstr(name, "_ws_") != NULL;
 }
 

@@ -6,7 +6,9 @@
 ** tuning databases for (this GPU, bf16, D=256, V=4096, bucket 8), each naming
 ** the same non-default variant (the first mma variant with an 8-row batch
 ** tile), are checked through fs_variant_name in a fresh context each:
-**   1. an old revision with today's source hash      -> the winner is used;
+**   1. an old revision with the hash of today's source generated under it
+**      (only the revision named in the generated header differs)
+**                                                    -> the winner is used;
 **   2. an old revision with another source hash      -> the built-in default;
 **   3. today's revision with another source hash     -> the winner is used,
 **      compiled by NVRTC (its stored hash does not match, so no cubin is).
@@ -26,6 +28,7 @@
 #define TD 256
 #define TV 4096
 #define TB 8
+#define OLD_REV "gen-0-0123abcd"
 
 /* Removes the database and its WAL side files. */
 static void remove_db(const char *path) {
@@ -78,17 +81,7 @@ static void chosen(const char *db, char *buf, size_t n) {
   setenv("FS_TUNING_DB", db, 1);
   fs_context *c = NULL;
   REQUIRE(fs_context_create(0, &c) == FS_OK);
-  fs_problem p;
-  memset(&p, 0, sizeof p);
-  p.batch = TB;
-  p.hidden = TD;
-  p.vocab = TV;
-  p.dtype = FS_DTYPE_BF16;
-  fs_sampling s;
-  memset(&s, 0, sizeof s);
-  s.temperature = 1.0f;
-  s.num_samples = 1;
-  int st = fs_variant_name(c, &p, &s, buf, n);
+  int st = gu_variant_name(c, TB, TD, TV, FS_DTYPE_BF16, buf, n);
   CHECK_MSG(st == FS_OK, "fs_variant_name: %s", fs_last_error(c));
   fs_context_destroy(c);
 }
@@ -110,19 +103,25 @@ int main(void) {
     if (!strcmp(list[i].family, "mma") && list[i].tile_b == 8 && strcmp(list[i].name, dflt.name))
       v = &list[i];
   REQUIRE(v != NULL);
+  /* the source as an older revision would have generated it: the same code,
+  ** the older revision's name in its generated header */
   REQUIRE(fs_gen_source(g, v, &src, err, sizeof err) == FS_OK);
-  snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(src, v->target));
+  const char *cur = fs_gen_revision(g);
+  char *at = strstr(src, cur), old[65536];
+  REQUIRE(at != NULL && strlen(src) + 32 < sizeof old);
+  snprintf(old, sizeof old, "%.*s%s%s", (int)(at - src), src, OLD_REV, at + strlen(cur));
+  snprintf(hash, sizeof hash, "%016llx", fs_nvrtc_cache_key(old, v->target));
   free(src);
   printf("variant %s, source hash %s; built-in default %s\n", v->name, hash, dflt.name);
   snprintf(db, sizeof db, "/tmp/fs-test-rev-%d.db", (int)getpid());
 
-  write_db(db, ctx, "gen-0-older+00000000", v->name, hash);
+  write_db(db, ctx, OLD_REV "+00000000", v->name, hash);
   chosen(db, got, sizeof got);
   printf("1. old revision, same source:    %s\n", got);
   CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database"),
             "an unchanged source tuned under another revision was not used: %s", got);
 
-  write_db(db, ctx, "gen-0-older+00000000", v->name, "0123456789abcdef");
+  write_db(db, ctx, OLD_REV "+00000000", v->name, "0123456789abcdef");
   chosen(db, got, sizeof got);
   printf("2. old revision, other source:   %s\n", got);
   CHECK_MSG(strncmp(got, dflt.name, strlen(dflt.name)) == 0 && strstr(got, "built-in default"),
