@@ -47,6 +47,23 @@ extern int fs_test_failures;
 ** context on GPU 0 (the caller destroys it). */
 fs_context *fs_test_gpu_or_skip(void);
 
+/* A finished child process: exit status (or 128 + signal), stdout, stderr. */
+typedef struct fs_test_proc {
+  int code;
+  char *out, *err; /* malloc'ed, NUL-terminated */
+} fs_test_proc;
+
+/* Runs the program `bin` with the NULL-terminated `args` in directory `dir`;
+** its stdout and stderr go to dir/stdout.txt and dir/stderr.txt and are read
+** back.  `env` (or NULL) is a NULL-terminated list applied in the child:
+** "NAME=value" sets, a bare "NAME" unsets. */
+fs_test_proc fs_test_run(const char *bin, const char *dir, const char *const *env,
+                         const char *const *args);
+void fs_test_proc_free(fs_test_proc *p);
+
+/* A whole file, malloc'ed and NUL-terminated ("" if it cannot be read). */
+char *fs_test_slurp(const char *path);
+
 /* Returns 0 if no CHECK failed, else 1, after printing a summary. */
 int fs_test_done(const char *name);
 

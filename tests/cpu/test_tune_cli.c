@@ -18,88 +18,26 @@
 
 #include "store.h"
 
-#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static char bin[4096], tmp[4096];
 
-typedef struct result {
-  int code;        /* exit status, or 128 + signal */
-  char *out, *err; /* malloc'ed */
-} result;
+typedef fs_test_proc result;
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  if (f) {
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-      if (n + 2 > cap) {
-        cap = cap ? 2 * cap : 4096;
-        char *nb = realloc(buf, cap);
-        REQUIRE(nb);
-        buf = nb;
-      }
-      buf[n++] = (char)c;
-    }
-    fclose(f);
-  }
-  if (!buf) {
-    buf = malloc(1);
-    REQUIRE(buf);
-  }
-  buf[n] = 0;
-  return buf;
-}
-
-/* Runs fs-tune with the NULL-terminated arguments in `dir` (relative to
-** tmp), with env: HOME=<tmp>/home, XDG_CACHE_HOME=<xdg or unset>. */
+/* Runs fs-tune with the NULL-terminated arguments in tmp, with
+** HOME=<tmp>/home and XDG_CACHE_HOME=<xdg> (unset when xdg is NULL). */
 static result run_in(const char *xdg, const char *const *args) {
-  char out[4600], err[4600], home[4600];
-  const char *argv[64];
-  int n = 0;
-  argv[n++] = bin;
-  for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-  argv[n] = NULL;
-  snprintf(out, sizeof out, "%s/stdout.txt", tmp);
-  snprintf(err, sizeof err, "%s/stderr.txt", tmp);
-  snprintf(home, sizeof home, "%s/home", tmp);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    setenv("HOME", home, 1);
-    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
-    else unsetenv("XDG_CACHE_HOME");
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  char home[4200], xdg_kv[4200];
+  snprintf(home, sizeof home, "HOME=%s/home", tmp);
+  if (xdg) snprintf(xdg_kv, sizeof xdg_kv, "XDG_CACHE_HOME=%s", xdg);
+  const char *env[] = {home, xdg ? xdg_kv : "XDG_CACHE_HOME", NULL};
+  return fs_test_run(bin, tmp, env, args);
 }
 
 #define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
-
-static void result_free(result *r) {
-  free(r->out);
-  free(r->err);
-}
 
 /* Checks the exit code and that each needle appears in stdout or stderr. */
 static void expect(const char *what, result r, int code, ...) {
@@ -112,7 +50,7 @@ static void expect(const char *what, result r, int code, ...) {
               "%s: '%s' not in the output\nstdout:\n%.3000s\nstderr:\n%.3000s", what, needle,
               r.out, r.err);
   va_end(ap);
-  result_free(&r);
+  fs_test_proc_free(&r);
 }
 
 static int exists(const char *rel) {
@@ -166,12 +104,12 @@ static void test_dry_run(void) {
   CHECK(exists("dry.csv") && exists("dry.csv.svg"));
   char p[4600];
   path_in_tmp(p, sizeof p, "dry.csv");
-  char *csv = slurp(p);
+  char *csv = fs_test_slurp(p);
   CHECK(strncmp(csv, "bucket,variant,tile_v", 21) == 0);
   CHECK(strstr(csv, ",compiled,") != NULL);
   free(csv);
   path_in_tmp(p, sizeof p, "dry.csv.svg");
-  char *svg = slurp(p);
+  char *svg = fs_test_slurp(p);
   CHECK(strncmp(svg, "<?xml", 5) == 0 && strstr(svg, "</svg>\n") != NULL);
   free(svg);
   /* A dry run writes no database. */
@@ -278,10 +216,10 @@ static void test_db_with_data(void) {
   result t = RUN("list", "--db", "data.db");
   CHECK_MSG(t.code == 1, "truncated list: exit %d\n%s%s", t.code, t.out, t.err);
   CHECK(strstr(t.err, "data.db") != NULL);
-  result_free(&t);
+  fs_test_proc_free(&t);
   t = RUN("show", "--db", "data.db");
   CHECK_MSG(t.code == 1, "truncated show: exit %d\n%s%s", t.code, t.out, t.err);
-  result_free(&t);
+  fs_test_proc_free(&t);
 }
 
 static void test_corrupt_db(void) {

@@ -26,10 +26,8 @@
 #include "gen.h"
 #include "store.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define D 1024
@@ -37,76 +35,17 @@
 
 static char bin[4096], tmp[4096];
 
-typedef struct result {
-  int code;
-  char *out, *err;
-} result;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0, cap = 1 << 16;
-  char *buf = malloc(cap);
-  REQUIRE(buf);
-  if (f) {
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-      if (n + 2 > cap) {
-        cap *= 2;
-        buf = realloc(buf, cap);
-        REQUIRE(buf);
-      }
-      buf[n++] = (char)c;
-    }
-    fclose(f);
-  }
-  buf[n] = 0;
-  return buf;
-}
+typedef fs_test_proc result;
 
 /* Runs fs-tune in tmp with args; env is a NULL-terminated list of
-** "NAME=value" to set (others unset: the FS_TUNE_INJECT_* hooks). */
+** "NAME=value" to set (the FS_TUNE_INJECT_* hooks are unset otherwise). */
 static result run(const char *const *env, const char *const *args) {
-  char out[4600], err[4600];
-  const char *argv[64];
-  int n = 0;
-  argv[n++] = bin;
-  for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-  argv[n] = NULL;
-  snprintf(out, sizeof out, "%s/stdout.txt", tmp);
-  snprintf(err, sizeof err, "%s/stderr.txt", tmp);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    unsetenv("FS_TUNE_INJECT_WRONG");
-    unsetenv("FS_TUNE_INJECT_CRASH");
-    unsetenv("FS_TUNE_INJECT_HANG");
-    unsetenv("FS_TUNE_INJECT_FAULT");
-    for (int i = 0; env && env[i]; i++) {
-      char kv[512];
-      snprintf(kv, sizeof kv, "%s", env[i]);
-      char *eq = strchr(kv, '=');
-      if (eq) {
-        *eq = 0;
-        setenv(kv, eq + 1, 1);
-      }
-    }
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  const char *all[16] = {"FS_TUNE_INJECT_WRONG", "FS_TUNE_INJECT_CRASH", "FS_TUNE_INJECT_HANG",
+                         "FS_TUNE_INJECT_FAULT"};
+  int n = 4;
+  for (int i = 0; env && env[i] && n < 15; i++) all[n++] = env[i];
+  all[n] = NULL;
+  return fs_test_run(bin, tmp, all, args);
 }
 
 /* ---- the store's view ------------------------------------------------------- */
@@ -387,7 +326,7 @@ int main(void) {
 
   /* The report lists the faults. */
   snprintf(path, sizeof path, "%s/rep.csv", tmp);
-  char *csv = slurp(path);
+  char *csv = fs_test_slurp(path);
   CHECK(strstr(csv, ",wrong,") != NULL && strstr(csv, ",run-failed,") != NULL);
   CHECK(strstr(csv, ",ok,") != NULL);
   free(csv);
