@@ -589,6 +589,18 @@ static int capture(fs_context *c, CUstream stream, const fs_problem *p,
   return st;
 }
 
+/* One replay of a captured graph, outputs poisoned first and checked after. */
+static snap replay(fs_context *c, CUgraphExec exec, CUstream stream, gu_outputs *o,
+                   const char *what) {
+  gu_outputs_poison(c, o);
+  gu_push(c);
+  GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
+  gu_pop(c);
+  gu_outputs_fetch(c, o);
+  gu_outputs_check(o, what);
+  return snap_take(o);
+}
+
 static void test_graph(void) {
   fs_context *c = NULL;
   int st = fs_context_create(0, &c);
@@ -648,25 +660,13 @@ static void test_graph(void) {
     GU_CU(c, instantiate(c, &exec, graph));
     gu_pop(c);
     for (int rep = 0; rep < 2; rep++) {
-      gu_outputs_poison(c, &o);
-      gu_push(c);
-      GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
-      gu_pop(c);
-      gu_outputs_fetch(c, &o);
-      gu_outputs_check(&o, "graph replay");
-      snap g = snap_take(&o);
+      snap g = replay(c, exec, stream, &o, "graph replay");
       snap_diff(&direct1, &g, S, rep ? "graph: second replay vs direct" : "graph: replay vs direct");
       snap_free(&g);
     }
     /* new per-row seeds between replays */
     gu_upload(c, d_s, seeds2, sizeof seeds2);
-    gu_outputs_poison(c, &o);
-    gu_push(c);
-    GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
-    gu_pop(c);
-    gu_outputs_fetch(c, &o);
-    gu_outputs_check(&o, "graph replay, new seeds");
-    snap g2 = snap_take(&o);
+    snap g2 = replay(c, exec, stream, &o, "graph replay, new seeds");
     if (gu_sample_fetch(c, &p, &s, &o, (void *)stream, "graph: direct call, new seeds") == FS_OK) {
       direct2 = snap_take(&o);
       snap_diff(&direct2, &g2, S, "graph: replay with new seeds vs direct with new seeds");
@@ -678,13 +678,7 @@ static void test_graph(void) {
 
     /* all rows greedy between replays */
     gu_upload(c, d_t, greedy, sizeof greedy);
-    gu_outputs_poison(c, &o);
-    gu_push(c);
-    GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
-    gu_pop(c);
-    gu_outputs_fetch(c, &o);
-    gu_outputs_check(&o, "graph replay, greedy");
-    snap g3 = snap_take(&o);
+    snap g3 = replay(c, exec, stream, &o, "graph replay, greedy");
     if (gu_sample_fetch(c, &p, &s, &o, (void *)stream, "graph: direct call, greedy") == FS_OK) {
       direct3 = snap_take(&o);
       snap_diff(&direct3, &g3, S, "graph: greedy replay vs greedy direct");
