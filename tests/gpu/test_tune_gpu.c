@@ -237,8 +237,7 @@ static int dry_run_names(char names[][160], int max) {
   for (const char *p = r.out; n < max && (p = strstr(p, "  compiled fsamp_")) != NULL; p++) {
     if (sscanf(p + 11, "%159s", names[n]) == 1) n++;
   }
-  free(r.out);
-  free(r.err);
+  fs_test_proc_free(&r);
   return n;
 }
 
@@ -272,8 +271,7 @@ int main(void) {
          r.err);
   CHECK(r.code == 0);
   CHECK(strstr(r.out, "winners for") != NULL);
-  free(r.out);
-  free(r.err);
+  fs_test_proc_free(&r);
 
   char path[4600], err[512], arch[16];
   snprintf(path, sizeof path, "%s/t.db", tmp);
@@ -337,8 +335,7 @@ int main(void) {
   CHECK_MSG(strstr(r.out, "B=1: 0 measured") && strstr(r.out, "B=8: 0 measured"),
             "rerun measured again:\n%s", r.out);
   CHECK(strstr(r.out, winners[0]) != NULL && strstr(r.out, winners[1]) != NULL);
-  free(r.out);
-  free(r.err);
+  fs_test_proc_free(&r);
 
   fs_gen_close(g);
   fs_context_destroy(ctx);
