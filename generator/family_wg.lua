@@ -18,6 +18,9 @@
 --   mode    [co|pp] cooperative (the warpgroups split each tile) or
 --                   ping-pong (each warpgroup its own tiles and chunk, so
 --                   one's epilogue overlaps the other's wgmmas)
+--   epi     [e128]  batch columns per epilogue round (at most the batch
+--                   tile): 64 halves the staging buffer, which lets a
+--                   deeper pipeline fit beside 128- and 256-wide tiles
 
 local common = fs_require("generator/params.lua")
 local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
@@ -29,8 +32,9 @@ local p_wgs = common.num("g", "wgs", { 1, 2 })
 local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
 local p_cluster = common.num("c", "cluster", { 1, 2 })
 local p_mode = common.enum("mode", { coop = "co", pingpong = "pp" }, { "coop", "pingpong" })
+local p_epi = common.num("e", "epi", { 64, 128 })
 
-fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode }
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode, p_epi }
 
 local function cthreads(v) return 128 * v.wgs end
 local function pingpong(v) return v.mode == "pingpong" end
@@ -38,10 +42,10 @@ local function pingpong(v) return v.mode == "pingpong" end
 local function tile_wgs(v) return pingpong(v) and 1 or v.wgs end
 local function streams(v) return pingpong(v) and 2 or 1 end
 -- Batch columns per epilogue round (the staging buffer's width).
-local function epi_b(v) return math.min(v.tile_b, 128) end
+local function epi_b(v) return math.min(v.tile_b, v.epi) end
 
--- Stages (dense swizzled boxes) + one epilogue round of staged logits +
--- mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
+-- Stages (dense swizzled boxes) + one epilogue round of staged logits per
+-- stream + mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
 local function smem_bytes(v)
   return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
        + streams(v) * epi_b(v) * (64 * tile_wgs(v) + 4) * 4 + 16 * v.stages + 1024
@@ -66,10 +70,10 @@ fam.constraints = {
     pred = function(v) return (v.tile_v // (64 * tile_wgs(v))) * v.tile_b // 2 <= 128 end },
   { name = "clusters share H only where it dominates: batch tiles of 64+ rows",
     pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
-  { name = "ping-pong tiles keep <= 64 accumulators per thread (more spill)",
-    pred = function(v) return not pingpong(v) or (v.tile_v // 64) * v.tile_b // 2 <= 64 end },
-  { name = "shared memory fits the architecture",
-    pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
+  { name = "narrow epilogue rounds only for batch tiles of 128+",
+    pred = function(v) return v.epi == 128 or v.tile_b >= 128 end },
+  { name = "shared memory fits the architecture (with the reduction's static flag)",
+    pred = function(v, a) return smem_bytes(v) + 64 <= a.smem end },
   { name = "pipeline keeps 32..192 KB of W and H in flight",
     pred = function(v)
       local b = (v.stages - 1) * (v.tile_v + v.tile_b) * v.tile_k * 2
@@ -90,7 +94,7 @@ end
 -- tiles, the batch tile covering the bucket up to 256.
 function fam.default(arch, dtype, B, D, V)
   local v = { tile_v = 128, tile_b = 64, tile_k = 128, wgs = 2, stages = 3, cluster = 1,
-              mode = "coop" }
+              mode = "coop", epi = 128 }
   if B > 128 then v.tile_b, v.tile_k = 256, 64
   elseif B > 64 then v.tile_b, v.tile_k, v.stages = 128, 64, 4 end
   return v
@@ -101,7 +105,8 @@ function fam.macros(v)
     { "FS_BF16", v.dtype == 1 and 1 or 0 },
     { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
     { "STAGES", v.stages }, { "CLUSTER", v.cluster },
-    { "PINGPONG", pingpong(v) and 1 or 0 }, { "MIN_BLOCKS", v.min_blocks },
+    { "PINGPONG", pingpong(v) and 1 or 0 }, { "EPI_B", epi_b(v) },
+    { "MIN_BLOCKS", v.min_blocks },
   }
 end
 

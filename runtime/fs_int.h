@@ -40,8 +40,9 @@ typedef struct fs_plan {
 } fs_plan;
 
 /* Counters for the last-CTA reduction sit at the start of the workspace,
-** one per batch tile (B / 8 at most), zeroed once, reset by each kernel. */
-#define FS_COUNTER_BYTES (((FS_MAX_BATCH + 7) / 8) * 4)
+** one per batch tile (B of them with the fma family's one-row tiles), zeroed
+** once, reset by each kernel; the size keeps the candidates 8-byte aligned. */
+#define FS_COUNTER_BYTES ((size_t)(FS_MAX_BATCH + 1) * 4)
 #define FS_MAX_RETIRED 32
 
 struct fs_context {

@@ -64,6 +64,21 @@ size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
   return FS_COUNTER_BYTES + cand + n * 20;
 }
 
+/* The most any batch of the bucket ending at `bucket` needs: the chunk
+** count depends on the number of batch tiles, so a smaller batch of the
+** bucket can need more candidates than the bucket's size (clusters). */
+static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket, int vocab,
+                          int samples) {
+  const int lo = bucket <= 256 ? bucket / 2 + 1 : bucket - 255, tb = k->v.tile_b;
+  size_t need = 0;
+  for (int nb = (lo + tb - 1) / tb; nb <= (bucket + tb - 1) / tb; nb++) {
+    const int b = nb * tb < bucket ? nb * tb : bucket; /* the largest batch of nb tiles */
+    const size_t n = fs_workspace_need(ctx, k, b < lo ? lo : b, vocab, samples);
+    need = n > need ? n : need;
+  }
+  return need;
+}
+
 /* A workspace that grows is replaced, not freed: CUDA graphs captured
 ** before keep pointing at the old one, which stays valid (and its counters
 ** zeroed) until the context is destroyed. */
@@ -248,8 +263,7 @@ static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int 
       fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
               p->hidden, p->vocab, bucket, k->v.name, how);
   }
-  FS_TRY(fs_workspace_reserve(
-      ctx, fs_workspace_need(ctx, pl->kernel, bucket, p->vocab, samples)));
+  FS_TRY(fs_workspace_reserve(ctx, bucket_need(ctx, pl->kernel, bucket, p->vocab, samples)));
   if (out) *out = pl;
   return FS_OK;
 }

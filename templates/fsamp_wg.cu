@@ -90,7 +90,9 @@
 #define CTHREADS (CWARPS * 32)
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
+#ifndef EPI_B
 #define EPI_B (TILE_B < 128 ? TILE_B : 128) /* batch columns per epilogue round */
+#endif
 #define KB (TILE_K / 64)              /* 64-element (128-byte) boxes per row and stage */
 #define W_BOX (TILE_V * 64)           /* elements of one W box */
 #define H_BOX (TILE_B * 64)
@@ -111,6 +113,7 @@ static_assert(ETHREADS % EPI_B == 0 && TPC <= 32, "epilogue threads must be EPI_
 static_assert(!PINGPONG || (WGS == 2 && CLUSTER == 1), "ping-pong takes two warpgroups, no cluster");
 static_assert(RING >= 2 && RING * NSTREAM == STAGES, "each stream's ring has 2+ stages");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
+static_assert(TILE_B % EPI_B == 0 && EPI_B <= 128, "epilogue rounds of at most 128 columns");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
 ** more): the tail reduction is the consumers' alone, on barrier 2 */
@@ -138,6 +141,82 @@ __device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned
 
 __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
+}
+
+/* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
+** g takes stream g): wgmma over each stage of each of the nt tiles of rows
+** [vb, ve) of chunk blockIdx.x * NSTREAM + sg, then the epilogue of the tile
+** in rounds of EPI_V staged rows x EPI_B columns. */
+__device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
+                                        float *sZ, unsigned long long *full,
+                                        unsigned long long *empty,
+                                        int vb, int ve, int nt, int KT, int b0, unsigned rank) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = warp >> 2;                 /* warpgroup */
+  const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
+  const int ecol = etid / TPC, epart = etid % TPC;
+  const int chunk = blockIdx.x * NSTREAM + sg;
+  float *sZs = sZ + sg * EPI_B * ZP;
+  float acc[MB][NACC];
+#pragma unroll
+  for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+    for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
+
+  int it = 0; /* fills of this stream's ring consumed */
+  for (int j = 0; j < nt; j++) {
+    for (int kt = 0; kt < KT; kt++, it++) {
+      const int slot = sg * RING + it % RING;
+      mbar_wait(full + slot, (it / RING) & 1);
+      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < KB; kb++) {
+        const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
+#pragma unroll
+        for (int mb = 0; mb < MB; mb++) {
+          const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
+#pragma unroll
+          for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
+            WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
+        }
+      }
+      wgmma_commit();
+      if (kt > 0) { /* stage it - 1 is read: release its slot */
+        wgmma_wait<1>();
+        if (lane == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
+      }
+    }
+    wgmma_wait<0>();
+    if (lane == 0) release(empty + sg * RING + (it - 1) % RING, rank);
+
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+      for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
+        epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
+        /* this thread's accumulators of the round: rows row, row + 8 of
+        ** columns 8c + 2 (lane & 3) (+1); one base address, constant offsets
+        ** (an index expression per store makes ptxas keep 64 addresses live) */
+        float *const zst = sZs + 2 * (lane & 3) * ZP + (PINGPONG ? 0 : g * 64) + (warp & 3) * 16 +
+                           (lane >> 2);
+#pragma unroll
+        for (int qq = 0; qq < EPI_B / 2; qq++)
+          zst[((qq >> 2) * 8 + (qq & 1)) * ZP + 8 * ((qq >> 1) & 1)] =
+              acc[mb][nb * EPI_B / 2 + qq];
+        epilogue_sync(sg);
+        /* the column's parameters, loaded per round (an array of them for
+        ** every round would hold 8 registers per round for the whole tile) */
+        const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
+        fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vb + j * TILE_V + mb * EPI_V, ve,
+                    j * MB + mb, chunk, epart == 0);
+      }
+  }
+  if (nt == 0) /* an empty chunk still writes its (empty) candidates, every column */
+#pragma unroll
+    for (int nb = 0; nb < TILE_B / EPI_B; nb++)
+      fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, ve, ve, 0, chunk,
+                  epart == 0);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -224,81 +303,21 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     cluster_sync(); /* stay until the peer no longer signals this CTA */
 #endif
     return;
-  } else {
-    /* ---- consumers: wgmma over each stage, epilogue at each tile's end ---- */
-#if WGS == 2
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-#endif
-    const int g = warp >> 2;                 /* warpgroup */
-    const int sg = PINGPONG ? g : 0;         /* the tile stream it takes */
-    const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
-    const int ecol = etid / TPC, epart = etid % TPC;
-    float *sZs = sZ + sg * EPI_B * ZP;
-    fs_col cols[TILE_B / EPI_B];
-#pragma unroll
-    for (int nb = 0; nb < TILE_B / EPI_B; nb++) cols[nb] = fs_col_load(p, b0 + nb * EPI_B + ecol);
-    float acc[MB][NACC];
-#pragma unroll
-    for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-      for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
-
-    int it = 0; /* fills of this stream's ring consumed */
-    for (int j = 0; j < ntmax; j++)
-      for (int s = 0; s < NSTREAM; s++) {
-        if (j >= AT(nt, s) || s != sg) continue; /* not a tile of this warpgroup */
-        for (int kt = 0; kt < KT; kt++, it++) {
-          const int slot = sg * RING + it % RING;
-          mbar_wait(full + slot, (it / RING) & 1);
-          const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
-          wgmma_fence();
-#pragma unroll
-          for (int kb = 0; kb < KB; kb++) {
-            const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
-#pragma unroll
-            for (int mb = 0; mb < MB; mb++) {
-              const unsigned long long dw =
-                  wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
-#pragma unroll
-              for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-                WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
-            }
-          }
-          wgmma_commit();
-          if (kt > 0) { /* stage it - 1 is read: release its slot */
-            wgmma_wait<1>();
-            if (lane == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
-          }
-        }
-        wgmma_wait<0>();
-        if (lane == 0) release(empty + sg * RING + (it - 1) % RING, rank);
-
-        /* ---- epilogue: rounds of EPI_V staged rows x EPI_B columns ---- */
-#pragma unroll
-        for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-          for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
-            epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
-            const int row = (PINGPONG ? 0 : g * 64) + (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-            for (int qq = 0; qq < EPI_B / 2; qq++) /* this round's accumulators */
-              sZs[((qq >> 2) * 8 + 2 * (lane & 3) + (qq & 1)) * ZP + row + 8 * ((qq >> 1) & 1)] =
-                  acc[mb][nb * EPI_B / 2 + qq];
-            epilogue_sync(sg);
-            fs_epilogue(p, sZs + ecol * ZP, cols[nb], epart * RPT,
-                        AT(vb, s) + j * TILE_V + mb * EPI_V, AT(ve, s), j * MB + mb,
-                        blockIdx.x * NSTREAM + s, epart == 0);
-          }
-      }
-    if (AT(nt, sg) == 0) /* an empty chunk still writes its (empty) candidates */
-      fs_epilogue(p, sZs, cols[0], 0, AT(ve, sg), AT(ve, sg), 0, blockIdx.x * NSTREAM + sg,
-                  epart == 0);
-    fs_last_cta_reduce(p, b0, CTHREADS);
-#if CLUSTER > 1
-    __syncwarp();
-    cluster_sync();
-#endif
   }
+  /* ---- consumers: wgmma over each stage, epilogue at each tile's end ---- */
+#if WGS == 2
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+#endif
+  {
+    const int sg = PINGPONG ? warp >> 2 : 0; /* the tile stream of this warpgroup */
+    consume(sg, p, smem, sZ, full, empty, sg ? AT(vb, 1) : vb[0], sg ? AT(ve, 1) : ve[0],
+            sg ? AT(nt, 1) : nt[0], KT, b0, rank);
+  }
+  fs_last_cta_reduce(p, b0, CTHREADS);
+#if CLUSTER > 1
+  __syncwarp();
+  cluster_sync();
+#endif
 }
 
 FS_DEFINE_REDUCE_KERNEL

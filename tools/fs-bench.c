@@ -11,7 +11,10 @@
 ** (W itself is larger than the 60 MB L2 for every preset).
 **
 **   fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]
-**            [--dtype bf16|fp16] [--reps N] [--csv FILE]
+**            [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]
+**
+** --temperature 0 times the fused kernel's greedy path (no noise), which
+** measures what the Gumbel noise costs inside the fused kernel.
 */
 #include "bench_kernels.h"
 #include "fs_tools.h"
@@ -33,6 +36,7 @@ typedef struct bench {
   size_t flush_bytes;
   CUevent e0, e1;
   double bw;  /* bytes/s */
+  float temperature; /* of the fused runs */
   int dtype, reps;
   FILE *csv;
 } bench;
@@ -171,15 +175,16 @@ static void bench_shape(bench *bn, const char *label, int D, int V, const int *b
   fill(bn, r.W, (size_t)V * D, 0.05f, 1);
   fill(bn, r.H, (size_t)Bmax * D, 1.0f, 2);
   double floor_us = wbytes / bn->bw * 1e6;
-  printf("\n%s: D=%d V=%d %s, W %.2f GB, floor %.1f us (%.2f TB/s measured)\n", label, D, V,
-         bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", wbytes / 1e9, floor_us, bn->bw / 1e12);
+  printf("\n%s: D=%d V=%d %s, T=%g, W %.2f GB, floor %.1f us (%.2f TB/s measured)\n", label, D, V,
+         bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", (double)bn->temperature, wbytes / 1e9,
+         floor_us, bn->bw / 1e12);
   printf("%5s %9s %9s %9s %9s %7s %7s %7s %7s  %s\n", "B", "fused", "mm", "mm+gumb", "mm+multi",
          "f/floor", "f/mm", "gumb/f", "multi/f", "variant");
   for (int i = 0; i < nb; i++) {
     r.B = batches[i];
     r.p = (fs_problem){r.B, D, V, 0, bn->dtype, (void *)(uintptr_t)r.H, 0,
                        (void *)(uintptr_t)r.W, 0};
-    r.s = (fs_sampling){1.0f, NULL, 1, 1234, NULL, 0, NULL};
+    r.s = (fs_sampling){bn->temperature, NULL, 1, 1234, NULL, 0, NULL};
     r.o = (fs_outputs){(int32_t *)(uintptr_t)r.tokens, NULL, NULL};
     char name[256] = "?";
     if (fs_prepare(bn->ctx, &r.p, &r.s) || fs_variant_name(bn->ctx, &r.p, &r.s, name, sizeof name)) {
@@ -220,12 +225,14 @@ static int parse_list(const char *s, int *out, int max) {
 static int usage(const char *msg) {
   if (msg) fprintf(stderr, "fs-bench: %s\n", msg);
   fprintf(stderr, "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] "
-                  "[--batch LIST] [--dtype bf16|fp16] [--reps N] [--csv FILE]\n");
+                  "[--batch LIST] [--dtype bf16|fp16] [--temperature T] [--reps N] "
+                  "[--csv FILE]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   int D = 0, V = 0, all = 0, batches[64], nb = 0, dtype = FS_DTYPE_BF16, reps = 30;
+  float temperature = 1.0f;
   const char *label = "custom", *csv = NULL;
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -246,6 +253,11 @@ int main(int argc, char **argv) {
       else return usage("--dtype is bf16 or fp16");
     } else if (!strcmp(k, "--reps")) {
       if ((reps = atoi(v)) < 3) return usage("--reps must be >= 3");
+    } else if (!strcmp(k, "--temperature")) {
+      char *end;
+      temperature = strtof(v, &end);
+      if (end == v || *end || !(temperature >= 0.0f))
+        return usage("--temperature must be a number >= 0 (0: greedy)");
     } else if (!strcmp(k, "--csv")) {
       csv = v;
     } else {
@@ -260,6 +272,7 @@ int main(int argc, char **argv) {
   memset(bn, 0, sizeof *bn);
   bn->dtype = dtype;
   bn->reps = reps;
+  bn->temperature = temperature;
   int st = fs_context_create(0, &bn->ctx);
   if (st) {
     fprintf(stderr, "fs-bench: needs a GPU: %s\n", fs_last_error(NULL));
