@@ -71,42 +71,59 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
+/* The best (key, logit) of rows [r0, r0 + RPT) of column c for sample s:
+** one Philox call per four tokens (two when PHASED: the token quads straddle
+** the rows because vocab_offset is not a multiple of 4). */
+template <bool PHASED>
+__device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
+                                                 const fs_col &c, int r0, int vrow0, int v_end,
+                                                 unsigned s, unsigned long long &bk, float &bz) {
+  const unsigned phase = (unsigned)p.vocab_offset & 3u;
+  for (int r = r0; r < r0 + RPT; r += 4) {
+    const int v = vrow0 + r;
+    if (v >= v_end) break;
+    const float4 z4 = *(const float4 *)(zcol + r);
+    const float z[4] = {z4.x, z4.y, z4.z, z4.w};
+    const unsigned tok0 = (unsigned)(p.vocab_offset + v);
+    float sc[4] = {z[0], z[1], z[2], z[3]};
+    if (!c.greedy) {
+      const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, s, c.tag);
+      if (PHASED) {
+        const fs_philox_out q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, s, c.tag);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const unsigned w = phase + (unsigned)j; /* word of token tok0 + j */
+          const unsigned x = w == 1 ? q0.v[1] : w == 2 ? q0.v[2] : w == 3 ? q0.v[3]
+                           : w == 4 ? q1.v[0] : w == 5 ? q1.v[1] : q1.v[2];
+          sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(x));
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(q0.v[j]));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
+  }
+}
+
 /* The epilogue of one vocab tile for one thread: rows [r0, r0 + RPT) of
 ** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r).
 ** The TPC consecutive lanes that share the column combine their bests and
 ** the first of them folds it into candidate (c.b, s, chunk); t == 0 starts
-** the chunk's candidate.  All lanes of the warp must call it together. */
+** the chunk's candidate.  All lanes of the warp must call it together.
+** The noise is fs_gumbel_fast (fs_rng.h): the reference's function of the
+** same bits within 2^-17. */
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
                                             const fs_col &c, int r0, int vrow0, int v_end,
                                             int t, int chunk, bool leader) {
-  const unsigned phase = (unsigned)p.vocab_offset & 3u; /* token quads vs rows */
+  const bool phased = ((unsigned)p.vocab_offset & 3u) != 0u;
   for (int s = 0; s < p.num_samples; s++) {
     unsigned long long bk = 0ull;
     float bz = 0.0f;
-    for (int r = r0; r < r0 + RPT; r += 4) {
-      const int v = vrow0 + r;
-      if (v >= v_end) break;
-      const float4 z4 = *(const float4 *)(zcol + r);
-      const float z[4] = {z4.x, z4.y, z4.z, z4.w};
-      const unsigned tok0 = (unsigned)(p.vocab_offset + v);
-      float sc[4] = {z[0], z[1], z[2], z[3]};
-      if (!c.greedy) {
-        const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, (unsigned)s, c.tag);
-        fs_philox_out q1 = q0;
-        if (phase) q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, (unsigned)s, c.tag);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const unsigned w = phase + (unsigned)j; /* word of token tok0 + j */
-          const unsigned x = w == 0 ? q0.v[0] : w == 1 ? q0.v[1] : w == 2 ? q0.v[2]
-                           : w == 3 ? q0.v[3] : w == 4 ? q1.v[0] : w == 5 ? q1.v[1]
-                           : q1.v[2];
-          sc[j] = fmaf(z[j], c.inv_t, fs_gumbel(x));
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-        if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
-    }
+    if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, vrow0, v_end, (unsigned)s, bk, bz);
+    else fs_epilogue_rows<false>(p, zcol, c, r0, vrow0, v_end, (unsigned)s, bk, bz);
 #pragma unroll
     for (int o = 1; o < TPC; o <<= 1) {
       const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);

@@ -3,7 +3,8 @@
 ** baselines we race against, on materialised logits, and a device fill:
 **   fsb_fill      : uniform bf16/fp16 values in [-scale, scale) (hash-based)
 **   fsb_gumbel    : Gumbel-max over [B, V] logits, 4 logits per thread and
-**                   one Philox per four tokens (our own noise, fs_rng.h), a
+**                   one Philox per four tokens (our own noise and its fast
+**                   logs, fs_gumbel_fast in fs_rng.h, as in the fused kernel), a
 **                   per-row atomicMax of the 64-bit key: the best separate
 **                   sampler we can write (one pass over the logits)
 **   fsb_multinomial : the classic sampler, one CTA per row: max, sum of
@@ -46,7 +47,7 @@ static const char fsb_source[] =
 "      h[0] = w.x & 0xffff; h[1] = w.x >> 16; h[2] = w.y & 0xffff; h[3] = w.y >> 16; }\n"
 "    else { for (int j = 0; j < 4; j++) h[j] = v0 + j < V ? row[v0 + j] : 0; }\n"
 "    for (int j = 0; j < 4; j++) if (v0 + j < V) {\n"
-"      float s = fmaf(fsb_to_float(h[j]), invT, fs_gumbel(r.v[j]));\n"
+"      float s = fmaf(fsb_to_float(h[j]), invT, fs_gumbel_fast(r.v[j]));\n"
 "      unsigned long long k = fs_pack_key(s, (unsigned)(v0 + j)); if (k > best) best = k; }\n"
 "  }\n"
 "  for (int o = 16; o > 0; o >>= 1) { unsigned long long k = __shfl_xor_sync(0xffffffffu, best, o);\n"
