@@ -2,8 +2,9 @@
 # A development pass on the H200 after kernel work, within ~9.5 minutes:
 # fs-tune restricted to the family under work at the batch buckets where it
 # should win (CSV report), fs-bench with those winners, sampling (T = 1) and
-# greedy (T = 0: no noise, so the difference is what the noise costs), then
-# the GPU tests.  Usage: scripts/gpu-dev.sh [FILTER] [BATCHES]
+# greedy (T = 0: no noise, so the difference is what the noise costs), with
+# NCU_B=<batch> ncu's stall reasons for that bucket's winner, then the GPU
+# tests.  Usage: scripts/gpu-dev.sh [FILTER] [BATCHES]
 # (defaults _wg_ and 64,128,256; logs under ${OUT:-out}, at most 8 files)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +21,10 @@ for t in 1 0; do
   FS_TUNING_DB=$db timeout 45 ./build/fs-bench --model qwen3-8b --batch "$batches" --reps 8 \
     --temperature $t --csv "$out/bench-dev-t$t.csv" 2>&1 | tee -a "$log" | tail -6
 done
-timeout 370 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
+if [ -n "${NCU_B:-}" ]; then # one launch of the bucket's winner under ncu (stall reasons)
+  FS_TUNING_DB=$db timeout 70 ncu --clock-control none --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats -k fsamp_main -c 1 \
+    ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 > "$out/ncu-b$NCU_B.txt" 2>&1
+fi
+timeout 330 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
 tail -24 "$out/gpu-tests.log" | tee -a "$log"
