@@ -10,7 +10,7 @@ out=${OUT:-out}; mkdir -p "$out"
 log=$out/run.log
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$log"
-timeout 260 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
+timeout 300 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
 tail -14 "$out/gpu-tests.log"
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
