@@ -45,6 +45,18 @@ typedef struct fs_plan {
 #define FS_COUNTER_BYTES ((size_t)(FS_MAX_BATCH + 1) * 4)
 #define FS_MAX_RETIRED 32
 
+/* An encoded TMA tensor map and what it encodes: fs_launch reuses it when a
+** call names the same tensor (a decode loop passes the same W and H buffers
+** every step), saving cuTensorMapEncodeTiled on the host. */
+#define FS_TMAP_CACHE 4
+typedef struct fs_tmap_entry {
+  const void *ptr;
+  int dtype, valid;
+  unsigned long long dim[2], stride;
+  unsigned box[2];
+  unsigned char map[128]; /* a CUtensorMap, copied bytewise (it wants 64-byte alignment) */
+} fs_tmap_entry;
+
 struct fs_context {
   const fs_cu_api *cu;
   CUcontext cu_ctx;
@@ -63,6 +75,8 @@ struct fs_context {
   size_t workspace_bytes;
   CUdeviceptr retired[FS_MAX_RETIRED]; /* outgrown workspaces (graphs may use them) */
   int n_retired;
+  fs_tmap_entry tmaps[FS_TMAP_CACHE]; /* recently encoded tensor maps */
+  int tmap_next;                      /* the entry to replace next */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };

@@ -100,6 +100,43 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   return FS_OK;
 }
 
+_Static_assert(sizeof(CUtensorMap) == sizeof(((fs_tmap_entry *)0)->map), "a CUtensorMap is 128 bytes");
+
+/* A 2-D tensor map of `ptr` ([dim1 rows, dim0 elements], row stride `stride`
+** bytes, boxes of box0 x box1, 128-byte swizzle, zero fill past the edges)
+** into out, from ctx's cache when it was encoded before. */
+static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint64_t dim[2],
+                      cuuint64_t stride, const cuuint32_t box[2], CUtensorMap *out) {
+  for (int i = 0; i < FS_TMAP_CACHE; i++) {
+    const fs_tmap_entry *e = &ctx->tmaps[i];
+    if (e->valid && e->ptr == ptr && e->dtype == dtype && e->dim[0] == dim[0] &&
+        e->dim[1] == dim[1] && e->stride == stride && e->box[0] == box[0] && e->box[1] == box[1]) {
+      memcpy(out, e->map, sizeof e->map);
+      return FS_OK;
+    }
+  }
+  const CUtensorMapDataType dt = dtype == FS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint32_t es[2] = {1, 1};
+  FS_CHECK_CU(ctx, ctx->cu->cuTensorMapEncodeTiled(out, dt, 2, (void *)ptr, dim, &stride, box, es,
+                                                   CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B,
+                                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  fs_tmap_entry *e = &ctx->tmaps[ctx->tmap_next];
+  ctx->tmap_next = (ctx->tmap_next + 1) % FS_TMAP_CACHE;
+  e->ptr = ptr;
+  e->dtype = dtype;
+  e->dim[0] = dim[0];
+  e->dim[1] = dim[1];
+  e->stride = stride;
+  e->box[0] = box[0];
+  e->box[1] = box[1];
+  memcpy(e->map, out, sizeof e->map);
+  e->valid = 1;
+  return FS_OK;
+}
+
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream) {
   const fs_cu_api *cu = ctx->cu;
@@ -138,31 +175,17 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
-  /* The ws family reads W and H through TMA tensor maps: 64-element boxes,
-  ** 128-byte swizzle, zero fill past the edges. */
+  /* The ws and wg families read W and H through TMA tensor maps. */
   CUtensorMap tw, th;
   void *args[] = {&prm, &tw, &th};
   if (k->is_tma) {
-    const CUtensorMapDataType dt = p->dtype == FS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    const cuuint32_t es[2] = {1, 1};
     const cuuint64_t wd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)p->vocab};
-    const cuuint64_t ws[1] = {(cuuint64_t)prm.w_stride * 2};
     const cuuint32_t wb[2] = {64, (cuuint32_t)k->v.tile_v};
     const cuuint64_t hd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)B};
-    const cuuint64_t hs[1] = {(cuuint64_t)prm.h_stride * 2};
     /* with a cluster, each CTA copies its share of the H box to all of them */
     const cuuint32_t hb[2] = {64, (cuuint32_t)(k->v.tile_b / (k->v.cluster > 1 ? k->v.cluster : 1))};
-    FS_CHECK_CU(ctx, cu->cuTensorMapEncodeTiled(&tw, dt, 2, (void *)p->weight, wd, ws, wb, es,
-                                                CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                CU_TENSOR_MAP_SWIZZLE_128B,
-                                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-    FS_CHECK_CU(ctx, cu->cuTensorMapEncodeTiled(&th, dt, 2, (void *)p->hidden_states, hd, hs, hb,
-                                                es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                CU_TENSOR_MAP_SWIZZLE_128B,
-                                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    FS_TRY(tensor_map(ctx, p->weight, p->dtype, wd, (cuuint64_t)prm.w_stride * 2, wb, &tw));
+    FS_TRY(tensor_map(ctx, p->hidden_states, p->dtype, hd, (cuuint64_t)prm.h_stride * 2, hb, &th));
   }
   const unsigned nb = (unsigned)((B + k->v.tile_b - 1) / k->v.tile_b);
   if (k->v.cluster > 1) {
