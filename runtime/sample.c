@@ -55,6 +55,8 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
   return g < row_groups ? g : row_groups;
 }
 
+_Static_assert(FS_COUNTER_BYTES % 8 == 0, "the candidate keys after the counters are 8-byte aligned");
+
 /* Layout: counters | candidate keys [B*S*G] | candidate logits [B*S*G] |
 ** tensor-parallel keys (local, global) [2*B*S] and logits [B*S]. */
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
