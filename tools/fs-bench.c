@@ -22,6 +22,8 @@
 
 #include <cublas_v2.h>
 
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,24 +211,34 @@ static void bench_shape(bench *bn, const char *label, int D, int V, const int *b
   bn->cu->cuMemFree(r.keys);
 }
 
+/* Parses a comma-separated list of batch sizes in 1..FS_MAX_BATCH into out
+** (at most max): the count, or -1. */
 static int parse_list(const char *s, int *out, int max) {
   int n = 0;
-  while (*s && n < max) {
+  while (*s) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (end == s || v < 1 || v > FS_MAX_BATCH) return -1;
+    if (end == s || v < 1 || v > FS_MAX_BATCH || n == max) return -1;
     out[n++] = (int)v;
-    s = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return -1;
+    s = *end == ',' ? end + 1 : end;
   }
   return n;
 }
 
-static int usage(const char *msg) {
-  if (msg) fprintf(stderr, "fs-bench: %s\n", msg);
-  fprintf(stderr, "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] "
-                  "[--batch LIST] [--dtype bf16|fp16] [--temperature T] [--reps N] "
-                  "[--csv FILE]\n");
+#define USAGE                                                                           \
+  "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]\n" \
+  "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n"
+
+/* A bad argument: the message (naming the argument, its value and the rule),
+** the usage, exit status 2. */
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fs-bench: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs("\n" USAGE, stderr);
+  va_end(ap);
   return 2;
 }
 
@@ -236,32 +248,50 @@ int main(int argc, char **argv) {
   const char *label = "custom", *csv = NULL;
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+      fputs(USAGE, stdout);
+      return 0;
+    }
     if (!strcmp(k, "--all-models")) { all = 1; continue; }
-    if (!v) return usage("every option but --all-models takes a value");
+    static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
+                                             "--temperature", "--reps", "--csv", NULL};
+    int known = 0;
+    for (const char *const *o = with_value; *o; o++) known |= !strcmp(k, *o);
+    if (!known) return bad("%s: not an option", k);
+    if (!v) return bad("%s: the option takes a value", k);
     i++;
     if (!strcmp(k, "--model")) {
       const fs_model *m = fs_model_find(v);
-      if (!m) return usage("unknown model");
+      if (!m) return bad("--model %s: not a preset (fs-tune --list-models lists them)", v);
       D = m->hidden; V = m->vocab; label = m->name;
     } else if (!strcmp(k, "--shape")) {
-      if (sscanf(v, "D=%d,V=%d", &D, &V) != 2 || D < 8 || V < 1) return usage("--shape D=..,V=..");
+      char tail;
+      if (sscanf(v, "D=%d,V=%d%c", &D, &V, &tail) != 2 || D < 8 || D % 8 || D > FS_MAX_HIDDEN ||
+          V < 1 || V > FS_MAX_VOCAB)
+        return bad("--shape %s: expected D=<hidden, a multiple of 8 in 8..%d>,V=<vocabulary "
+                   "in 1..%d>", v, FS_MAX_HIDDEN, FS_MAX_VOCAB);
     } else if (!strcmp(k, "--batch")) {
-      if ((nb = parse_list(v, batches, 64)) < 1) return usage("--batch wants a list like 1,2,4");
+      if ((nb = parse_list(v, batches, 64)) < 1)
+        return bad("--batch %s: expected up to 64 comma-separated batch sizes in 1..%d", v,
+                   FS_MAX_BATCH);
     } else if (!strcmp(k, "--dtype")) {
       if (!strcmp(v, "bf16")) dtype = FS_DTYPE_BF16;
       else if (!strcmp(v, "fp16")) dtype = FS_DTYPE_FP16;
-      else return usage("--dtype is bf16 or fp16");
+      else return bad("--dtype %s: the element type is bf16 or fp16", v);
     } else if (!strcmp(k, "--reps")) {
-      if ((reps = atoi(v)) < 3) return usage("--reps must be >= 3");
+      char *end;
+      long r = strtol(v, &end, 10);
+      if (end == v || *end || r < 3 || r > 100000)
+        return bad("--reps %s: the repetitions per median must be an integer in 3..100000", v);
+      reps = (int)r;
     } else if (!strcmp(k, "--temperature")) {
       char *end;
       temperature = strtof(v, &end);
-      if (end == v || *end || !(temperature >= 0.0f))
-        return usage("--temperature must be a number >= 0 (0: greedy)");
-    } else if (!strcmp(k, "--csv")) {
-      csv = v;
+      if (end == v || *end || !(temperature >= 0.0f) || !(temperature < INFINITY))
+        return bad("--temperature %s: must be a finite number >= 0 (0: greedy)", v);
     } else {
-      return usage("unknown option");
+      if (!*v) return bad("--csv '': the path must not be empty");
+      csv = v;
     }
   }
   if (!all && !D) { D = 4096; V = 151936; label = "qwen3-8b"; }
