@@ -6,11 +6,18 @@
 **
 **   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
+**           [--check 0|1]
+**
+** --check 1 compares the GPU's tokens of the last call with the CPU
+** reference's (exit 3 if any differs).  The shape, batch and temperature are
+** checked by the library (its message names the field and the rule).
 */
 #include "fs_tools.h"
 
 #include "fs_half.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +28,30 @@ typedef struct args {
   unsigned long long seed;
 } args;
 
-static int usage(const char *msg) {
-  if (msg) fprintf(stderr, "fs-demo: %s\n", msg);
-  fprintf(stderr,
-          "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"
-          "               [--temperature T] [--seed S] [--iters N] [--list-models]\n");
+#define USAGE                                                                              \
+  "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
+  "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"
+
+/* A bad argument: the message (naming the argument, its value and the rule),
+** the usage, exit status 2. */
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fs-demo: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs("\n" USAGE, stderr);
+  va_end(ap);
   return 2;
+}
+
+/* An integer option in lo..hi, whole string. */
+static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (end == v || *end || x < lo || x > hi)
+    return bad("%s %s: must be an integer in %ld..%ld", k, v, lo, hi);
+  *out = (int)x;
+  return 0;
 }
 
 static int parse(int argc, char **argv, args *a) {
@@ -38,32 +63,49 @@ static int parse(int argc, char **argv, args *a) {
         printf("%-14s D=%-5d V=%-7d %s\n", m->name, m->hidden, m->vocab, m->note);
       exit(0);
     }
-    if (!v) return usage("every option takes a value");
+    if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+      fputs(USAGE, stdout);
+      exit(0);
+    }
+    static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
+                                             "--temperature", "--seed", "--iters", "--check",
+                                             NULL};
+    int known = 0, st = 0;
+    for (const char *const *o = with_value; *o; o++) known |= !strcmp(k, *o);
+    if (!known) return bad("%s: not an option", k);
+    if (!v) return bad("%s: the option takes a value", k);
     i++;
     if (!strcmp(k, "--model")) {
       const fs_model *m = fs_model_find(v);
-      if (!m) return usage("unknown model (see --list-models)");
+      if (!m) return bad("--model %s: not a preset (see --list-models)", v);
       a->D = m->hidden;
       a->V = m->vocab;
     } else if (!strcmp(k, "--shape")) {
-      if (sscanf(v, "D=%d,V=%d", &a->D, &a->V) != 2) return usage("--shape wants D=..,V=..");
+      char tail;
+      if (sscanf(v, "D=%d,V=%d%c", &a->D, &a->V, &tail) != 2)
+        return bad("--shape %s: expected D=<hidden size>,V=<vocabulary size>", v);
     } else if (!strcmp(k, "--batch")) {
-      a->B = atoi(v);
+      st = int_arg(k, v, 1, FS_MAX_BATCH, &a->B);
     } else if (!strcmp(k, "--dtype")) {
       if (!strcmp(v, "bf16")) a->dtype = FS_DTYPE_BF16;
       else if (!strcmp(v, "fp16")) a->dtype = FS_DTYPE_FP16;
-      else return usage("--dtype is bf16 or fp16");
+      else return bad("--dtype %s: the element type is bf16 or fp16", v);
     } else if (!strcmp(k, "--temperature")) {
-      a->T = strtof(v, NULL);
+      char *end;
+      a->T = strtof(v, &end);
+      if (end == v || *end) return bad("--temperature %s: not a number", v);
     } else if (!strcmp(k, "--seed")) {
-      a->seed = strtoull(v, NULL, 0);
+      char *end;
+      errno = 0;
+      a->seed = strtoull(v, &end, 0);
+      if (end == v || *end || *v == '-' || errno == ERANGE)
+        return bad("--seed %s: must be an unsigned 64-bit integer", v);
     } else if (!strcmp(k, "--iters")) {
-      a->iters = atoi(v);
-    } else if (!strcmp(k, "--check")) {
-      a->check = atoi(v);
+      st = int_arg(k, v, 1, 100000, &a->iters);
     } else {
-      return usage("unknown option");
+      st = int_arg(k, v, 0, 1, &a->check);
     }
+    if (st) return st;
   }
   return 0;
 }
