@@ -22,9 +22,15 @@ for t in 1 0; do
     --temperature $t --csv "$out/bench-dev-t$t.csv" 2>&1 | tee -a "$log" | tail -6
 done
 if [ -n "${NCU_B:-}" ]; then # one launch of the bucket's winner under ncu (stall reasons)
-  FS_TUNING_DB=$db timeout 70 ncu --clock-control none --section SpeedOfLight \
-    --section WarpStateStats --section SchedulerStats -k fsamp_main -c 1 \
-    ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 > "$out/ncu-b$NCU_B.txt" 2>&1
+  # forced by name: with a database, fs_prepare may first launch kernels to
+  # re-validate nearest-shape winners of smaller buckets, and ncu -c 1 would
+  # profile one of those instead
+  v=$(FS_TUNING_DB=$db ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 |
+      sed -n 's/^variant: \(fsamp_[^ ]*\).*/\1/p')
+  FS_VARIANT=$v timeout 70 ncu --clock-control none --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    -k fsamp_main -c 1 ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 \
+    > "$out/ncu-b$NCU_B.txt" 2>&1
 fi
 timeout 330 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
 tail -24 "$out/gpu-tests.log" | tee -a "$log"
