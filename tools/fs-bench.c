@@ -23,7 +23,6 @@
 #include <cublas_v2.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,17 +229,8 @@ static int parse_list(const char *s, int *out, int max) {
   "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]\n" \
   "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n"
 
-/* A bad argument: the message (naming the argument, its value and the rule),
-** the usage, exit status 2. */
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("fs-bench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\n" USAGE, stderr);
-  va_end(ap);
-  return 2;
-}
+/* A bad argument: the message names the argument, its value and the rule. */
+#define bad(...) fs_tools_bad_arg("fs-bench", USAGE, __VA_ARGS__)
 
 int main(int argc, char **argv) {
   int D = 0, V = 0, all = 0, batches[64], nb = 0, dtype = FS_DTYPE_BF16, reps = 30;
@@ -279,11 +269,8 @@ int main(int argc, char **argv) {
       else if (!strcmp(v, "fp16")) dtype = FS_DTYPE_FP16;
       else return bad("--dtype %s: the element type is bf16 or fp16", v);
     } else if (!strcmp(k, "--reps")) {
-      char *end;
-      long r = strtol(v, &end, 10);
-      if (end == v || *end || r < 3 || r > 100000)
+      if (fs_tools_parse_int(v, 3, 100000, &reps))
         return bad("--reps %s: the repetitions per median must be an integer in 3..100000", v);
-      reps = (int)r;
     } else if (!strcmp(k, "--temperature")) {
       char *end;
       temperature = strtof(v, &end);

@@ -17,7 +17,6 @@
 #include "fs_half.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +31,13 @@ typedef struct args {
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"
 
-/* A bad argument: the message (naming the argument, its value and the rule),
-** the usage, exit status 2. */
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("fs-demo: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\n" USAGE, stderr);
-  va_end(ap);
-  return 2;
-}
+/* A bad argument: the message names the argument, its value and the rule. */
+#define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
 
 /* An integer option in lo..hi, whole string. */
 static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (end == v || *end || x < lo || x > hi)
+  if (fs_tools_parse_int(v, lo, hi, out))
     return bad("%s %s: must be an integer in %ld..%ld", k, v, lo, hi);
-  *out = (int)x;
   return 0;
 }
 

@@ -59,26 +59,8 @@ static const char usage_text[] =
     "nothing, and a rerun skips what was measured (unless --force).\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("fs-tune: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\n(run 'fs-tune --help' for the options)\n", stderr);
-  va_end(ap);
-  return 2;
-}
-
-/* Parses all of s as an integer in [lo, hi]; 0 on success. */
-static int parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
+#define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
+#define parse_int fs_tools_parse_int
 
 static int parse_seconds(const char *s, double *out) {
   char *end;

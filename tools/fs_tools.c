@@ -4,6 +4,8 @@
 #include "fs_half.h"
 #include "fs_nvrtc.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,4 +130,23 @@ double fs_tools_read_bandwidth(fs_context *ctx, size_t bytes, int reps) {
   fs_cubin_free(&c);
   free(t);
   return result;
+}
+
+int fs_tools_bad_arg(const char *prog, const char *hint, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n%s", hint);
+  va_end(ap);
+  return 2;
+}
+
+int fs_tools_parse_int(const char *s, long lo, long hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
 }

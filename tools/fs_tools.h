@@ -1,7 +1,7 @@
 /*
 ** fs_tools.h: helpers shared by the command-line programs (not part of the
-** library's ABI): model presets, random device tensors, and an HBM read
-** bandwidth probe compiled with NVRTC.
+** library's ABI): model presets, random device tensors, an HBM read
+** bandwidth probe compiled with NVRTC, and argument checking.
 */
 #ifndef FS_TOOLS_H
 #define FS_TOOLS_H
@@ -32,5 +32,14 @@ double fs_tools_read_bandwidth(fs_context *ctx, size_t bytes, int reps);
 
 /* Milliseconds between two events. */
 double fs_tools_now(void);
+
+/* A bad command-line argument: prints "<prog>: <message>" and then `hint`
+** (a usage text or a pointer to --help) to stderr; returns 2, the tools' exit
+** status for bad arguments. */
+int fs_tools_bad_arg(const char *prog, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 else. */
+int fs_tools_parse_int(const char *s, long lo, long hi, int *out);
 
 #endif
