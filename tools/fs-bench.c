@@ -245,9 +245,7 @@ int main(int argc, char **argv) {
     if (!strcmp(k, "--all-models")) { all = 1; continue; }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--reps", "--csv", NULL};
-    int known = 0;
-    for (const char *const *o = with_value; *o; o++) known |= !strcmp(k, *o);
-    if (!known) return bad("%s: not an option", k);
+    if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
     if (!strcmp(k, "--model")) {

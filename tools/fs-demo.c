@@ -46,8 +46,7 @@ static int parse(int argc, char **argv, args *a) {
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
-      for (const fs_model *m = fs_models; m->name; m++)
-        printf("%-14s D=%-5d V=%-7d %s\n", m->name, m->hidden, m->vocab, m->note);
+      fs_tools_list_models();
       exit(0);
     }
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -57,9 +56,8 @@ static int parse(int argc, char **argv, args *a) {
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
                                              NULL};
-    int known = 0, st = 0;
-    for (const char *const *o = with_value; *o; o++) known |= !strcmp(k, *o);
-    if (!known) return bad("%s: not an option", k);
+    int st = 0;
+    if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
     if (!strcmp(k, "--model")) {

@@ -137,11 +137,6 @@ static int parse_batch(const char *s, tune_opts *o) {
   return 0;
 }
 
-static void list_models(void) {
-  for (const fs_model *m = fs_models; m->name; m++)
-    printf("%-14s D=%-5d V=%-7d %s\n", m->name, m->hidden, m->vocab, m->note);
-}
-
 /* mkdir -p of the directory part of `path`. */
 static int make_parent_dirs(const char *path) {
   char buf[4096];
@@ -201,7 +196,7 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
       fputs(usage_text, stdout);
       exit(0);
     } else if (!strcmp(k, "--list-models")) {
-      list_models();
+      fs_tools_list_models();
       exit(0);
     } else if (!strcmp(k, "--force")) {
       o->force = 1;

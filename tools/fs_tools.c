@@ -150,3 +150,14 @@ int fs_tools_parse_int(const char *s, long lo, long hi, int *out) {
   *out = (int)v;
   return 0;
 }
+
+void fs_tools_list_models(void) {
+  for (const fs_model *m = fs_models; m->name; m++)
+    printf("%-14s D=%-5d V=%-7d %s\n", m->name, m->hidden, m->vocab, m->note);
+}
+
+int fs_tools_is_option(const char *k, const char *const *names) {
+  for (; *names; names++)
+    if (!strcmp(k, *names)) return 1;
+  return 0;
+}

@@ -20,6 +20,8 @@ typedef struct fs_model {
 /* The LM-head presets of shared/BACKGROUND.md, ending with a NULL name. */
 extern const fs_model fs_models[];
 const fs_model *fs_model_find(const char *name);
+/* Prints the presets, one per line (the tools' --list-models). */
+void fs_tools_list_models(void);
 
 /* Fills n elements of bf16/fp16 (dtype) at dst on the device with values
 ** uniform in [-scale, scale) from `seed` (host generation, then a copy). */
@@ -38,6 +40,9 @@ double fs_tools_now(void);
 ** status for bad arguments. */
 int fs_tools_bad_arg(const char *prog, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Whether option k is one of the NULL-terminated names. */
+int fs_tools_is_option(const char *k, const char *const *names);
 
 /* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 else. */
 int fs_tools_parse_int(const char *s, long lo, long hi, int *out);
