@@ -15,9 +15,11 @@
 --   wgs     [g2]    consumer warpgroups
 --   stages  [s4]    pipeline depth
 --   cluster [c1]    CTAs per cluster sharing H by TMA multicast (1, 2)
---   mode    [co|pp] cooperative (the warpgroups split each tile) or
+--   mode    [co|pp|ov] cooperative (the warpgroups split each tile),
 --                   ping-pong (each warpgroup its own tiles and chunk, so
---                   one's epilogue overlaps the other's wgmmas)
+--                   one's epilogue overlaps the other's wgmmas) or overlap
+--                   (cooperative, the whole tile staged and its epilogue
+--                   run under the next tile's wgmmas)
 --   epi     [e128]  batch columns per epilogue round (at most the batch
 --                   tile): 64 halves the staging buffer, which lets a
 --                   deeper pipeline fit beside 128- and 256-wide tiles
@@ -31,24 +33,27 @@ local p_tile_k = common.num("k", "tile_k", { 64, 128 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
 local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
 local p_cluster = common.num("c", "cluster", { 1, 2 })
-local p_mode = common.enum("mode", { coop = "co", pingpong = "pp" }, { "coop", "pingpong" })
+local p_mode = common.enum("mode", { coop = "co", pingpong = "pp", overlap = "ov" },
+                           { "coop", "pingpong", "overlap" })
 local p_epi = common.num("e", "epi", { 64, 128 })
 
 fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode, p_epi }
 
 local function cthreads(v) return 128 * v.wgs end
 local function pingpong(v) return v.mode == "pingpong" end
+local function overlap(v) return v.mode == "overlap" end
 -- Warpgroups that share one tile (its epilogue), and the tile streams.
 local function tile_wgs(v) return pingpong(v) and 1 or v.wgs end
 local function streams(v) return pingpong(v) and 2 or 1 end
--- Batch columns per epilogue round (the staging buffer's width).
-local function epi_b(v) return math.min(v.tile_b, v.epi) end
+-- Batch columns and vocab rows per epilogue round (the staging buffer).
+local function epi_b(v) return overlap(v) and v.tile_b or math.min(v.tile_b, v.epi) end
+local function epi_v(v) return overlap(v) and v.tile_v or 64 * tile_wgs(v) end
 
 -- Stages (dense swizzled boxes) + one epilogue round of staged logits per
 -- stream + mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
 local function smem_bytes(v)
   return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
-       + streams(v) * epi_b(v) * (64 * tile_wgs(v) + 4) * 4 + 16 * v.stages + 1024
+       + streams(v) * epi_b(v) * (epi_v(v) + 4) * 4 + 16 * v.stages + 1024
 end
 
 fam.constraints = {
@@ -64,7 +69,7 @@ fam.constraints = {
     pred = function(v)
       local t, eb = 128 * tile_wgs(v), epi_b(v)
       if t % eb ~= 0 or t // eb > 32 then return false end
-      return ((64 * tile_wgs(v)) // (t // eb)) % 4 == 0
+      return (epi_v(v) // (t // eb)) % 4 == 0
     end },
   { name = "accumulators fit in registers (<= 128 fp32 per thread)",
     pred = function(v) return (v.tile_v // (64 * tile_wgs(v))) * v.tile_b // 2 <= 128 end },
@@ -72,6 +77,8 @@ fam.constraints = {
     pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
   { name = "narrow epilogue rounds only for batch tiles of 128+",
     pred = function(v) return v.epi == 128 or v.tile_b >= 128 end },
+  { name = "overlap stages whole tiles (epi unused: 128)",
+    pred = function(v) return not overlap(v) or v.epi == 128 end },
   { name = "shared memory fits the architecture (with the reduction's static flag)",
     pred = function(v, a) return smem_bytes(v) + 64 <= a.smem end },
   { name = "pipeline keeps 32..192 KB of W and H in flight",
@@ -105,7 +112,8 @@ function fam.macros(v)
     { "FS_BF16", v.dtype == 1 and 1 or 0 },
     { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
     { "STAGES", v.stages }, { "CLUSTER", v.cluster },
-    { "PINGPONG", pingpong(v) and 1 or 0 }, { "EPI_B", epi_b(v) },
+    { "PINGPONG", pingpong(v) and 1 or 0 }, { "OVERLAP", overlap(v) and 1 or 0 },
+    { "EPI_B", epi_b(v) },
     { "MIN_BLOCKS", v.min_blocks },
   }
 end

@@ -4,7 +4,7 @@
 # should win (CSV report), fs-bench with those winners, sampling (T = 1) and
 # greedy (T = 0: no noise, so the difference is what the noise costs), with
 # NCU_B=<batch> ncu's stall reasons for that bucket's winner, then the GPU
-# tests.  Usage: scripts/gpu-dev.sh [FILTER] [BATCHES]
+# tests (TESTS=<regex>: only those).  Usage: scripts/gpu-dev.sh [FILTER] [BATCHES]
 # (defaults _wg_ and 64,128,256; logs under ${OUT:-out}, at most 8 files)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +32,6 @@ if [ -n "${NCU_B:-}" ]; then # one launch of the bucket's winner under ncu (stal
     -k fsamp_main -c 1 ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 \
     > "$out/ncu-b$NCU_B.txt" 2>&1
 fi
-timeout 330 ctest --test-dir build -L gpu --output-on-failure -j1 > "$out/gpu-tests.log" 2>&1
+timeout 330 ctest --test-dir build -L gpu ${TESTS:+-R "$TESTS"} --output-on-failure -j1 \
+  > "$out/gpu-tests.log" 2>&1
 tail -24 "$out/gpu-tests.log" | tee -a "$log"

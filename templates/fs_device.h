@@ -71,15 +71,17 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
-/* The best (key, logit) of rows [r0, r0 + RPT) of column c for sample s:
-** one Philox call per four tokens (two when PHASED: the token quads straddle
-** the rows because vocab_offset is not a multiple of 4). */
+/* Folds rows [r0, r1) (r0 and r1 multiples of 4) of column c for sample s
+** into the best (key, logit) (bk, bz): one Philox call per four tokens (two
+** when PHASED: the token quads straddle the rows because vocab_offset is not
+** a multiple of 4).  Rows from v_end on are skipped. */
 template <bool PHASED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
-                                                 const fs_col &c, int r0, int vrow0, int v_end,
-                                                 unsigned s, unsigned long long &bk, float &bz) {
+                                                 const fs_col &c, int r0, int r1, int vrow0,
+                                                 int v_end, unsigned s, unsigned long long &bk,
+                                                 float &bz) {
   const unsigned phase = (unsigned)p.vocab_offset & 3u;
-  for (int r = r0; r < r0 + RPT; r += 4) {
+  for (int r = r0; r < r1; r += 4) {
     const int v = vrow0 + r;
     if (v >= v_end) break;
     const float4 z4 = *(const float4 *)(zcol + r);
@@ -108,11 +110,31 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
   }
 }
 
+/* The TPC consecutive lanes that share column c combine their bests
+** (bk, bz) for sample s, and the first of them (leader) stores the result as
+** candidate (c.b, s, chunk), folded into the stored one when fold.  All
+** lanes of the warp must call it together. */
+__device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_col &c, int s,
+                                                 int chunk, bool fold, bool leader,
+                                                 unsigned long long bk, float bz) {
+#pragma unroll
+  for (int o = 1; o < TPC; o <<= 1) {
+    const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
+    const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
+    keep_max(bk, bz, k2, z2);
+  }
+  if (leader && c.b < p.B) {
+    const size_t ci = ((size_t)c.b * p.num_samples + s) * p.num_chunks + chunk;
+    if (fold) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
+    p.cand_keys[ci] = bk;
+    p.cand_logits[ci] = bz;
+  }
+}
+
 /* The epilogue of one vocab tile for one thread: rows [r0, r0 + RPT) of
-** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r).
-** The TPC consecutive lanes that share the column combine their bests and
-** the first of them folds it into candidate (c.b, s, chunk); t == 0 starts
-** the chunk's candidate.  All lanes of the warp must call it together.
+** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r),
+** for every sample, into candidate (c.b, s, chunk); t == 0 starts the
+** chunk's candidate.  All lanes of the warp must call it together.
 ** The noise is fs_gumbel_fast (fs_rng.h): the reference's function of the
 ** same bits within 2^-17. */
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
@@ -122,20 +144,9 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
   for (int s = 0; s < p.num_samples; s++) {
     unsigned long long bk = 0ull;
     float bz = 0.0f;
-    if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, vrow0, v_end, (unsigned)s, bk, bz);
-    else fs_epilogue_rows<false>(p, zcol, c, r0, vrow0, v_end, (unsigned)s, bk, bz);
-#pragma unroll
-    for (int o = 1; o < TPC; o <<= 1) {
-      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
-      const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
-      keep_max(bk, bz, k2, z2);
-    }
-    if (leader && c.b < p.B) {
-      const size_t ci = ((size_t)c.b * p.num_samples + s) * p.num_chunks + chunk;
-      if (t > 0) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
-      p.cand_keys[ci] = bk;
-      p.cand_logits[ci] = bz;
-    }
+    if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
+    else fs_epilogue_rows<false>(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
+    fs_candidate_put(p, c, s, chunk, t > 0, leader, bk, bz);
   }
 }
 

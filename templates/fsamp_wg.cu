@@ -29,6 +29,16 @@
 ** at most one phase ahead, and a warpgroup that skips the other's tile
 ** would otherwise reach a slot two fills early.
 **
+** With OVERLAP = 1 (cooperative tiles otherwise) the whole tile is staged
+** at once (EPI_V = TILE_V rows x EPI_B = TILE_B columns) and, for one
+** sample per row, its epilogue runs under the next tile's wgmmas: after
+** each stage's issue (and the release of the stage before it) come 1/KT of
+** the staged tile's quads of rows, so the CUDA cores add the noise while
+** the tensor cores multiply.  Each consumer thread owns one batch
+** column for the whole chunk and keeps its best in registers across tiles;
+** the candidate is stored once, at the chunk's end.  Several samples per
+** row take the staged tile's epilogue right after staging (not hidden).
+**
 ** With two consumer warpgroups the producer is a whole warpgroup (one
 ** thread issues the copies) so that setmaxnreg can move registers from it
 ** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
@@ -63,6 +73,9 @@
 #ifndef PINGPONG
 #define PINGPONG 0         /* 1: the two warpgroups alternate whole tiles */
 #endif
+#ifndef OVERLAP
+#define OVERLAP 0          /* 1: whole tiles staged, epilogue under the next wgmmas */
+#endif
 #ifndef CLUSTER
 #define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
 #endif
@@ -77,12 +90,19 @@
 #define EPI_V 64                      /* rows staged per epilogue round */
 #define EWARPS 4                      /* warps that share a tile's epilogue */
 #define ROW_BLOCK(g, mb) (mb)         /* the box's m64 block of warpgroup g */
+#define STAGE_ROW(g, mb) 0            /* its first row in the staging buffer */
 #else
 #define NSTREAM 1
 #define TILE_V (64 * WGS * MB)
-#define EPI_V (64 * WGS)
 #define EWARPS (4 * WGS)
 #define ROW_BLOCK(g, mb) ((g) + (mb) * WGS)
+#if OVERLAP
+#define EPI_V TILE_V
+#define STAGE_ROW(g, mb) (ROW_BLOCK(g, mb) * 64)
+#else
+#define EPI_V (64 * WGS)
+#define STAGE_ROW(g, mb) ((g) * 64)
+#endif
 #endif
 #define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
 #define ETHREADS (EWARPS * 32)
@@ -90,6 +110,10 @@
 #define CTHREADS (CWARPS * 32)
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
+#if OVERLAP
+#undef EPI_B
+#define EPI_B TILE_B                  /* the whole tile in one round */
+#endif
 #ifndef EPI_B
 #define EPI_B (TILE_B < 128 ? TILE_B : 128) /* batch columns per epilogue round */
 #endif
@@ -113,7 +137,9 @@ static_assert(ETHREADS % EPI_B == 0 && TPC <= 32, "epilogue threads must be EPI_
 static_assert(!PINGPONG || (WGS == 2 && CLUSTER == 1), "ping-pong takes two warpgroups, no cluster");
 static_assert(RING >= 2 && RING * NSTREAM == STAGES, "each stream's ring has 2+ stages");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
-static_assert(TILE_B % EPI_B == 0 && EPI_B <= 128, "epilogue rounds of at most 128 columns");
+static_assert(TILE_B % EPI_B == 0 && (EPI_B <= 128 || OVERLAP),
+              "epilogue rounds of at most 128 columns");
+static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
 ** more): the tail reduction is the consumers' alone, on barrier 2 */
@@ -143,6 +169,55 @@ __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
 }
 
+/* Fill `it` of stream sg's ring: waits until it is full and issues its
+** wgmmas into acc (overwriting acc when first), committed as one group. */
+__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem *smem,
+                                          unsigned long long *full, int sg, int it, int g,
+                                          bool first) {
+  const int slot = sg * RING + it % RING;
+  mbar_wait(full + slot, (it / RING) & 1);
+  const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+  wgmma_fence();
+#pragma unroll
+  for (int kb = 0; kb < KB; kb++) {
+    const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++) {
+      const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
+        WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, !first || (kb | kk) != 0);
+    }
+  }
+  wgmma_commit();
+}
+
+/* Defined accumulators before the first wgmma (which overwrites them). */
+__device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
+#pragma unroll
+  for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+    for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
+}
+
+/* Stages this thread's accumulators of columns [nb * EPI_B, (nb + 1) *
+** EPI_B) of m64 blocks mb0 .. mb1-1 into stream sg's buffer sZs: rows row,
+** row + 8 of columns 8c + 2 (lane & 3) (+1); one base address, constant
+** offsets (an index expression per store makes ptxas keep 64 addresses
+** live). */
+__device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NACC], int mb0,
+                                          int mb1, int nb) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp >> 2;
+#pragma unroll
+  for (int mb = mb0; mb < mb1; mb++) {
+    float *const zst = sZs + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+    for (int qq = 0; qq < EPI_B / 2; qq++)
+      zst[((qq >> 2) * 8 + (qq & 1)) * ZP + 8 * ((qq >> 1) & 1)] = acc[mb][nb * EPI_B / 2 + qq];
+  }
+}
+
+#if !OVERLAP
 /* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
 ** g takes stream g): wgmma over each stage of each of the nt tiles of rows
 ** [vb, ve) of chunk blockIdx.x * NSTREAM + sg, then the epilogue of the tile
@@ -158,30 +233,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const int chunk = blockIdx.x * NSTREAM + sg;
   float *sZs = sZ + sg * EPI_B * ZP;
   float acc[MB][NACC];
-#pragma unroll
-  for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-    for (int q = 0; q < NACC; q++) acc[mb][q] = 0.0f;
+  fs_zero_acc(acc);
 
   int it = 0; /* fills of this stream's ring consumed */
   for (int j = 0; j < nt; j++) {
     for (int kt = 0; kt < KT; kt++, it++) {
-      const int slot = sg * RING + it % RING;
-      mbar_wait(full + slot, (it / RING) & 1);
-      const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < KB; kb++) {
-        const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
-#pragma unroll
-        for (int mb = 0; mb < MB; mb++) {
-          const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
-#pragma unroll
-          for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-            WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, (kt | kb | kk) != 0);
-        }
-      }
-      wgmma_commit();
+      mma_stage(acc, smem, full, sg, it, g, kt == 0);
       if (kt > 0) { /* stage it - 1 is read: release its slot */
         wgmma_wait<1>();
         if (lane == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
@@ -195,15 +252,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 #pragma unroll
       for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
         epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
-        /* this thread's accumulators of the round: rows row, row + 8 of
-        ** columns 8c + 2 (lane & 3) (+1); one base address, constant offsets
-        ** (an index expression per store makes ptxas keep 64 addresses live) */
-        float *const zst = sZs + 2 * (lane & 3) * ZP + (PINGPONG ? 0 : g * 64) + (warp & 3) * 16 +
-                           (lane >> 2);
-#pragma unroll
-        for (int qq = 0; qq < EPI_B / 2; qq++)
-          zst[((qq >> 2) * 8 + (qq & 1)) * ZP + 8 * ((qq >> 1) & 1)] =
-              acc[mb][nb * EPI_B / 2 + qq];
+        stage_acc(sZs, acc, mb, mb + 1, nb);
         epilogue_sync(sg);
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
@@ -218,6 +267,76 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, ve, ve, 0, chunk,
                   epart == 0);
 }
+#else
+/* Rows [r0, r1) of this thread's column of the staged tile (first vocab
+** row vrow0) folded into (bk, bz), sample 0. */
+__device__ __forceinline__ void overlap_rows(const fs_params &p, const float *zcol,
+                                             const fs_col &c, bool phased, int r0, int r1,
+                                             int vrow0, int ve, unsigned long long &bk,
+                                             float &bz) {
+  if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, ve, 0u, bk, bz);
+  else fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, ve, 0u, bk, bz);
+}
+
+/* The consumer warpgroups with whole tiles staged: tile j's wgmmas run while
+** the threads fold the staged tile j - 1 (one sample per row), 1/KT of its
+** quads of rows per stage; the tile's own staging waits for the last quad.
+** Thread tid owns column b0 + tid / TPC for the chunk (rows epart * RPT ..
+** of every tile).  Several samples: each tile's epilogue right after its
+** staging, as in the cooperative mode. */
+__device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
+                                        float *sZ, unsigned long long *full,
+                                        unsigned long long *empty,
+                                        int vb, int ve, int nt, int KT, int b0, unsigned rank) {
+  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 7;
+  const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
+  const int chunk = blockIdx.x;
+  const float *zcol = sZ + ecol * ZP;
+  const fs_col col = fs_col_load(p, b0 + ecol);
+  const bool fused = p.num_samples == 1;
+  const bool phased = ((unsigned)p.vocab_offset & 3u) != 0u;
+  unsigned long long bk = 0ull; /* this thread's best over the chunk's tiles */
+  float bz = 0.0f;
+  float acc[MB][NACC];
+  fs_zero_acc(acc);
+
+  int it = 0; /* fills of the ring consumed */
+  for (int j = 0; j < nt; j++) {
+    const int vprev = vb + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
+    int r = r0, debt = 0; /* next staged row; quads owed, in units of 1 / KT */
+    for (int kt = 0; kt < KT; kt++, it++) {
+      mma_stage(acc, smem, full, 0, it, g, kt == 0);
+      if (kt > 0) { /* stage it - 1 is read: release its slot before the quads */
+        wgmma_wait<1>();
+        if (lane == 0) release(empty + (it + RING - 1) % RING, rank);
+      }
+      /* RPT / 4 quads spread evenly over the KT stages, while stage it's
+      ** wgmmas run (the slot refill is not held up by them) */
+      debt += RPT / 4;
+      if (fused && j > 0 && debt >= KT) {
+        const int q = debt / KT; /* 1 unless RPT / 4 > KT */
+        debt -= q * KT;
+        overlap_rows(p, zcol, col, phased, r, r + 4 * q, vprev, ve, bk, bz);
+        r += 4 * q;
+      }
+    }
+    wgmma_wait<0>();
+    if (lane == 0) release(empty + (it - 1) % RING, rank);
+    epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
+    stage_acc(sZ, acc, 0, MB, 0);
+    epilogue_sync(0);
+    if (!fused)
+      fs_epilogue(p, zcol, col, r0, vb + j * TILE_V, ve, j, chunk, epart == 0);
+  }
+  if (fused) {
+    if (nt > 0) /* the last tile: no wgmmas left to hide it under */
+      overlap_rows(p, zcol, col, phased, r0, r0 + RPT, vb + (nt - 1) * TILE_V, ve, bk, bz);
+    fs_candidate_put(p, col, 0, chunk, false, epart == 0, bk, bz);
+  } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
+    fs_epilogue(p, zcol, col, r0, ve, ve, 0, chunk, epart == 0);
+  }
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap tmW,
