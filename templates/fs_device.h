@@ -110,6 +110,17 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
   }
 }
 
+/* fs_epilogue_rows for either phase of vocab_offset (a uniform branch). */
+__device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
+                                             const fs_col &c, int r0, int r1, int vrow0,
+                                             int v_end, unsigned s, unsigned long long &bk,
+                                             float &bz) {
+  if ((unsigned)p.vocab_offset & 3u)
+    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, bk, bz);
+  else
+    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, bk, bz);
+}
+
 /* The TPC consecutive lanes that share column c combine their bests
 ** (bk, bz) for sample s, and the first of them (leader) stores the result as
 ** candidate (c.b, s, chunk), folded into the stored one when fold.  All
@@ -140,12 +151,10 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
                                             const fs_col &c, int r0, int vrow0, int v_end,
                                             int t, int chunk, bool leader) {
-  const bool phased = ((unsigned)p.vocab_offset & 3u) != 0u;
   for (int s = 0; s < p.num_samples; s++) {
     unsigned long long bk = 0ull;
     float bz = 0.0f;
-    if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
-    else fs_epilogue_rows<false>(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
+    fs_fold_rows(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
     fs_candidate_put(p, c, s, chunk, t > 0, leader, bk, bz);
   }
 }

@@ -221,7 +221,10 @@ __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NAC
 /* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
 ** g takes stream g): wgmma over each stage of each of the nt tiles of rows
 ** [vb, ve) of chunk blockIdx.x * NSTREAM + sg, then the epilogue of the tile
-** in rounds of EPI_V staged rows x EPI_B columns. */
+** in rounds of EPI_V staged rows x EPI_B columns.  With one sample per row
+** a thread keeps its best of each of its TILE_B / EPI_B columns in registers
+** across the tiles and stores the candidates once, at the chunk's end (no
+** candidate round trip through memory per round). */
 __device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
                                         float *sZ, unsigned long long *full,
                                         unsigned long long *empty,
@@ -232,6 +235,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
   float *sZs = sZ + sg * EPI_B * ZP;
+  const bool fused = p.num_samples == 1;
+  unsigned long long bk[TILE_B / EPI_B]; /* this thread's bests, per column */
+  float bz[TILE_B / EPI_B];
+#pragma unroll
+  for (int nb = 0; nb < TILE_B / EPI_B; nb++) bk[nb] = 0ull, bz[nb] = 0.0f;
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
@@ -257,27 +265,26 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
-        fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vb + j * TILE_V + mb * EPI_V, ve,
-                    j * MB + mb, chunk, epart == 0);
+        const int vrow0 = vb + j * TILE_V + mb * EPI_V;
+        if (fused)
+          fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, ve, 0u,
+                       bk[nb], bz[nb]);
+        else
+          fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, ve, j * MB + mb, chunk,
+                      epart == 0);
       }
   }
-  if (nt == 0) /* an empty chunk still writes its (empty) candidates, every column */
+  /* the chunk's candidates (an empty chunk's are empty), every column */
 #pragma unroll
-    for (int nb = 0; nb < TILE_B / EPI_B; nb++)
+  for (int nb = 0; nb < TILE_B / EPI_B; nb++)
+    if (fused)
+      fs_candidate_put(p, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, chunk, false, epart == 0,
+                       bk[nb], bz[nb]);
+    else if (nt == 0)
       fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, ve, ve, 0, chunk,
                   epart == 0);
 }
 #else
-/* Rows [r0, r1) of this thread's column of the staged tile (first vocab
-** row vrow0) folded into (bk, bz), sample 0. */
-__device__ __forceinline__ void overlap_rows(const fs_params &p, const float *zcol,
-                                             const fs_col &c, bool phased, int r0, int r1,
-                                             int vrow0, int ve, unsigned long long &bk,
-                                             float &bz) {
-  if (phased) fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, ve, 0u, bk, bz);
-  else fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, ve, 0u, bk, bz);
-}
-
 /* The consumer warpgroups with whole tiles staged: tile j's wgmmas run while
 ** the threads fold the staged tile j - 1 (one sample per row), 1/KT of its
 ** quads of rows per stage; the tile's own staging waits for the last quad.
@@ -294,7 +301,6 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const float *zcol = sZ + ecol * ZP;
   const fs_col col = fs_col_load(p, b0 + ecol);
   const bool fused = p.num_samples == 1;
-  const bool phased = ((unsigned)p.vocab_offset & 3u) != 0u;
   unsigned long long bk = 0ull; /* this thread's best over the chunk's tiles */
   float bz = 0.0f;
   float acc[MB][NACC];
@@ -316,7 +322,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       if (fused && j > 0 && debt >= KT) {
         const int q = debt / KT; /* 1 unless RPT / 4 > KT */
         debt -= q * KT;
-        overlap_rows(p, zcol, col, phased, r, r + 4 * q, vprev, ve, bk, bz);
+        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, ve, 0u, bk, bz);
         r += 4 * q;
       }
     }
@@ -330,7 +336,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      overlap_rows(p, zcol, col, phased, r0, r0 + RPT, vb + (nt - 1) * TILE_V, ve, bk, bz);
+      fs_fold_rows(p, zcol, col, r0, r0 + RPT, vb + (nt - 1) * TILE_V, ve, 0u, bk, bz);
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, bk, bz);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, ve, ve, 0, chunk, epart == 0);
