@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A development pass on the H200 after kernel work, within ~9.5 minutes:
+# A development pass on the H200 after kernel work, within ~10 minutes:
 # fs-tune restricted to the family under work at the batch buckets where it
 # should win (CSV report), fs-bench with those winners, sampling (T = 1) and
 # greedy (T = 0: no noise, so the difference is what the noise costs), with
@@ -32,6 +32,6 @@ if [ -n "${NCU_B:-}" ]; then # one launch of the bucket's winner under ncu (stal
     -k fsamp_main -c 1 ./build/fs-demo --model qwen3-8b --batch "$NCU_B" --iters 1 \
     > "$out/ncu-b$NCU_B.txt" 2>&1
 fi
-timeout 330 ctest --test-dir build -L gpu ${TESTS:+-R "$TESTS"} --output-on-failure -j1 \
+timeout 420 ctest --test-dir build -L gpu ${TESTS:+-R "$TESTS"} --output-on-failure -j1 \
   > "$out/gpu-tests.log" 2>&1
 tail -24 "$out/gpu-tests.log" | tee -a "$log"
