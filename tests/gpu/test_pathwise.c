@@ -7,8 +7,8 @@
 ** offset, sample, global token, row tag), so a sample is a deterministic
 ** function of the inputs: the GPU's token must equal the reference's argmax
 ** except where the race was so close that fp32 rounding may decide it.  Over
-** a table of random problems covering B in {1, 3, 64, 300}, D in {64, 4096},
-** V in {1000, 151937}, bf16 and fp16, temperatures 0.5, 1, 2, 0 (greedy) and
+** a table of random problems covering B in {1, 3, 16, 64, 300}, D in {64, 4096},
+** V in {1000, 40000, 151937}, bf16 and fp16, temperatures 0.5, 1, 2, 0 (greedy) and
 ** per-row temperature arrays that mix greedy rows (0, -1, NaN) with sampled
 ** ones, scalar and per-row seeds/offsets, vocab_offset 0 and not 0 (up to the
 ** largest legal one), and padded row strides, it checks:
@@ -124,6 +124,13 @@ static const pw_case cases[] = {
     {"b64_d4096_v1000_bf16_mix", 64, 4096, 1000, FS_DTYPE_BF16, 0, TEMPS_MIX, 0.0f, 1, 32, 2, 0},
     {"b1_d4096_v1000_fp16_t1", 1, 4096, 1000, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 1.0f, 0, 1024, 1, 0},
     {"b3_d4096_v1000_bf16_t2_off", 3, 4096, 1000, FS_DTYPE_BF16, 999, TEMPS_SCALAR, 2.0f, 0, 256, 1, 0},
+    /* one sampled draw per row (S = 1: the wgmma kernels keep each thread's
+    ** best in registers across tiles and fold a staged tile under the next
+    ** one's wgmmas), with chunks of several tiles (V=40000), a vocab_offset
+    ** that straddles the Philox quads, and empty chunks (B=300, V=1000) */
+    {"b3_d4096_v40000_bf16_t1_s1_off", 3, 4096, 40000, FS_DTYPE_BF16, 999, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
+    {"b16_d4096_v40000_fp16_t07_s1", 16, 4096, 40000, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 0.7f, 1, 1, 1, 0},
+    {"b300_d64_v1000_bf16_t1_s1_off", 300, 64, 1000, FS_DTYPE_BF16, 3, TEMPS_SCALAR, 1.0f, 1, 1, 3, 0},
 };
 
 /* Totals over the whole test. */
