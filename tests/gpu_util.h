@@ -153,10 +153,6 @@ static inline const char *gu_dtype_name(int dtype) {
   return dtype == FS_DTYPE_BF16 ? "bf16" : dtype == FS_DTYPE_FP16 ? "fp16" : "?";
 }
 
-/* The generator architecture a GPU of compute capability `arch` (major * 10 +
-** minor) runs, as runtime/sample.c picks it: the newest architecture the
-** generator knows with the same major version, not above it (sm_90 runs the
-** sm_90a variants); 0 if none. */
 /* The variant (and how it was chosen) that ctx runs for a bf16/fp16 shape,
 ** into buf: fs_variant_name with a pointer-less problem and one sample. */
 static inline int gu_variant_name(fs_context *ctx, int B, int D, int V, int dtype, char *buf,
@@ -174,6 +170,10 @@ static inline int gu_variant_name(fs_context *ctx, int B, int D, int V, int dtyp
   return fs_variant_name(ctx, &p, &s, buf, n);
 }
 
+/* The generator architecture a GPU of compute capability `arch` (major * 10 +
+** minor) runs, as runtime/sample.c picks it: the newest architecture the
+** generator knows with the same major version, not above it (sm_90 runs the
+** sm_90a variants); 0 if none. */
 static inline int gu_gen_arch(int arch) {
   static const int known[] = {120, 100, 90, 89, 86, 80};
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
