@@ -16,8 +16,9 @@
 ** tiles, CTAs, variants or shards.  Hence sample < 2^16 and row < 2^16 - 1.
 **
 ** The CPU reference evaluates the noise with fs_gumbel (libm's logs), the
-** kernels with fs_gumbel_fast (a series and the GPU's lg2 unit): the same
-** function of the same 32 bits within 2^-17 (tests/gpu/test_noise.c).
+** kernels with fs_gumbel_fast (a series and the GPU's lg2 unit): within
+** 2^-17 of the exact function of the same 32 bits, and 2^-16 of libm's
+** (tests/gpu/test_noise.c).
 **
 ** Gumbel noise, fp32: from the first Philox word x (32 bits),
 **   v = fma(x, 2^-32, 2^-33) clamped to <= 1 - 2^-24   (v strictly in (0,1))

@@ -8,7 +8,7 @@
 **    of the tile's logits staged in shared memory, adds the Gumbel noise (one
 **    Philox call per four tokens), keeps the best key and folds it into the
 **    chunk's candidate;
-**  - the reduction of a (row, sample) item over the G chunk candidates.
+**  - the reduction of (row, sample) items over their G chunk candidates.
 */
 #ifndef FS_DEVICE_H
 #define FS_DEVICE_H
@@ -146,8 +146,8 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
 ** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r),
 ** for every sample, into candidate (c.b, s, chunk); t == 0 starts the
 ** chunk's candidate.  All lanes of the warp must call it together.
-** The noise is fs_gumbel_fast (fs_rng.h): the reference's function of the
-** same bits within 2^-17. */
+** The noise is fs_gumbel_fast (fs_rng.h): within 2^-17 of the exact
+** function of the same bits (2^-16 of the CPU reference's libm logs). */
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
                                             const fs_col &c, int r0, int vrow0, int v_end,
                                             int t, int chunk, bool leader) {
@@ -159,24 +159,62 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
   }
 }
 
-/* Max key over the G candidates of item (b, s), by one warp; lane 0 writes. */
-__device__ __forceinline__ void fs_reduce_item(const fs_params &p, int item, int lane) {
+/* Loads in flight per lane in fs_reduce_items: FS_RED_ITEMS items at once,
+** FS_RED_CANDS candidates of each per pass (a pass covers 32 * FS_RED_CANDS
+** chunks: 160 >= the 132 or so of a persistent grid, in one pass).  The
+** reduction is a chain of L2 round trips: one item and 32 candidates per
+** round trip made the last CTA's tail ~30 us at B = 128 (perf-notes 10a).
+** A template may lower FS_RED_ITEMS where registers are tight. */
+#ifndef FS_RED_ITEMS
+#define FS_RED_ITEMS 2
+#endif
+#define FS_RED_CANDS 5
+
+/* Items [first, first + n), n <= FS_RED_ITEMS, by one warp: the max key
+** over each item's G chunk candidates (and its logit); lane 0 writes. */
+__device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, int n, int lane) {
   const int G = p.num_chunks;
-  unsigned long long best = 0ull;
-  float z = 0.0f;
-  for (int c = lane; c < G; c += 32) {
-    size_t i = (size_t)item * G + c;
-    keep_max(best, z, __ldcg(p.cand_keys + i), __ldcg(p.cand_logits + i));
+  unsigned long long best[FS_RED_ITEMS];
+  float z[FS_RED_ITEMS];
+#pragma unroll
+  for (int i = 0; i < FS_RED_ITEMS; i++) {
+    best[i] = 0ull;
+    z[i] = 0.0f;
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
-    float z2 = __shfl_xor_sync(0xffffffffu, z, o);
-    if (k2 > best || (k2 == best && z2 > z)) { best = k2; z = z2; }
+  for (int c0 = lane; c0 < G; c0 += 32 * FS_RED_CANDS) {
+    unsigned long long k[FS_RED_ITEMS][FS_RED_CANDS];
+    float l[FS_RED_ITEMS][FS_RED_CANDS];
+#pragma unroll
+    for (int i = 0; i < FS_RED_ITEMS; i++)
+#pragma unroll
+      for (int j = 0; j < FS_RED_CANDS; j++) { /* every load first, then the compares */
+        const int c = c0 + 32 * j;
+        const bool ok = i < n && c < G;
+        const size_t at = (size_t)(first + i) * G + c;
+        k[i][j] = ok ? __ldcg(p.cand_keys + at) : 0ull;
+        l[i][j] = ok ? __ldcg(p.cand_logits + at) : 0.0f;
+      }
+#pragma unroll
+    for (int i = 0; i < FS_RED_ITEMS; i++)
+#pragma unroll
+      for (int j = 0; j < FS_RED_CANDS; j++) keep_max(best[i], z[i], k[i][j], l[i][j]);
   }
-  if (lane == 0) {
-    p.tokens[item] = (int)fs_key_token(best);
-    if (p.logits) p.logits[item] = z;
-    if (p.keys) p.keys[item] = best;
+#pragma unroll
+  for (int i = 0; i < FS_RED_ITEMS; i++) {
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best[i], o);
+      const float z2 = __shfl_xor_sync(0xffffffffu, z[i], o);
+      if (k2 > best[i] || (k2 == best[i] && z2 > z[i])) {
+        best[i] = k2;
+        z[i] = z2;
+      }
+    }
+    if (lane == 0 && i < n) {
+      const int item = first + i;
+      p.tokens[item] = (int)fs_key_token(best[i]);
+      if (p.logits) p.logits[item] = z[i];
+      if (p.keys) p.keys[item] = best[i];
+    }
   }
 }
 
@@ -200,9 +238,9 @@ __device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, i
   FS_TAIL_SYNC();
   if (!is_last) return;
   __threadfence();
-  const int nb = min(TILE_B, p.B - b0), S = p.num_samples;
-  for (int item = tid >> 5; item < nb * S; item += nthreads / 32)
-    fs_reduce_item(p, b0 * S + item, tid & 31);
+  const int n = min(TILE_B, p.B - b0) * p.num_samples, step = nthreads / 32 * FS_RED_ITEMS;
+  for (int i = (tid >> 5) * FS_RED_ITEMS; i < n; i += step)
+    fs_reduce_items(p, b0 * p.num_samples + i, min(FS_RED_ITEMS, n - i), tid & 31);
   if (tid == 0) p.counters[blockIdx.y] = 0u; /* ready for the next launch */
 }
 
@@ -222,7 +260,7 @@ __device__ __forceinline__ void fs_chunk_rows(const fs_params &p, int chunk, int
 #define FS_DEFINE_REDUCE_KERNEL                                                    \
   extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) { \
     const int item = blockIdx.x * 4 + (threadIdx.x >> 5);                          \
-    if (item < p.B * p.num_samples) fs_reduce_item(p, item, threadIdx.x & 31);     \
+    if (item < p.B * p.num_samples) fs_reduce_items(p, item, 1, threadIdx.x & 31); \
   }                                                                                \
   extern "C" __global__ void fsamp_finalize(const unsigned long long *local_keys,  \
       const unsigned long long *global_keys, const float *local_logits, int n,     \

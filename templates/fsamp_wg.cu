@@ -11,7 +11,8 @@
 ** m64 blocks g, g + WGS, ... of the tile (MB of them), so that an epilogue
 ** round stages the contiguous rows [r * EPI_V, (r + 1) * EPI_V) of the tile
 ** (EPI_V = 64 * WGS) for at most EPI_B = 128 batch columns, and the staged
-** logits need only EPI_B x EPI_V floats of shared memory.
+** logits need only EPI_B x EPI_V floats of shared memory (OVERLAP, below,
+** stages the whole tile instead).
 **
 ** With CLUSTER = 2, CTAs 2c and 2c + 1 (adjacent vocab chunks, the same
 ** batch tile) form a thread-block cluster and share H: each producer copies
@@ -34,9 +35,10 @@
 ** sample per row, its epilogue runs under the next tile's wgmmas: after
 ** each stage's issue (and the release of the stage before it) come 1/KT of
 ** the staged tile's quads of rows, so the CUDA cores add the noise while
-** the tensor cores multiply.  Each consumer thread owns one batch
-** column for the whole chunk and keeps its best in registers across tiles;
-** the candidate is stored once, at the chunk's end.  Several samples per
+** the tensor cores multiply.  TPC consecutive consumer threads share one
+** batch column for the whole chunk (each its RPT rows of every tile) and
+** keep their bests in registers across tiles; the candidate is stored once,
+** at the chunk's end.  Several samples per
 ** row take the staged tile's epilogue right after staging (not hidden).
 **
 ** With two consumer warpgroups the producer is a whole warpgroup (one
@@ -142,8 +144,10 @@ static_assert(TILE_B % EPI_B == 0 && (EPI_B <= 128 || OVERLAP),
 static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
-** more): the tail reduction is the consumers' alone, on barrier 2 */
+** more): the tail reduction is the consumers' alone, on barrier 3 */
 #define FS_TAIL_SYNC() asm volatile("bar.sync 3, %0;\n" ::"n"(CTHREADS) : "memory")
+/* the accumulators are dead by then: 8 items x 5 candidates of loads in flight */
+#define FS_RED_ITEMS 8
 
 #include "fs_device.h"
 #include "fs_tma.h"
@@ -161,10 +165,10 @@ __device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned
 #endif
 }
 
-/* The threads that share the epilogue of stream s's tiles (barrier 1 + s). */
 /* a[s] of a per-stream array with constant indices only (no local memory) */
 #define AT(a, s) ((NSTREAM == 2 && (s)) ? (a)[NSTREAM - 1] : (a)[0])
 
+/* The threads that share the epilogue of stream s's tiles (barrier 1 + s). */
 __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
 }
@@ -192,6 +196,25 @@ __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem 
   wgmma_commit();
 }
 
+/* k-step kt of a tile, fill `it` of stream sg's ring: its wgmmas issued,
+** then stage it - 1's awaited (one group stays in flight) and its slot
+** released.  mma_drain ends the tile: the last group awaited, its slot
+** released (`it` = the fills consumed so far). */
+__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], const fs_elem *smem,
+                                         unsigned long long *full, unsigned long long *empty,
+                                         int sg, int it, int kt, unsigned rank) {
+  mma_stage(acc, smem, full, sg, it, threadIdx.x >> 7, kt == 0);
+  if (kt > 0) {
+    wgmma_wait<1>();
+    if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
+  }
+}
+__device__ __forceinline__ void mma_drain(unsigned long long *empty, int sg, int it,
+                                          unsigned rank) {
+  wgmma_wait<0>();
+  if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it - 1) % RING, rank);
+}
+
 /* Defined accumulators before the first wgmma (which overwrites them). */
 __device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
 #pragma unroll
@@ -201,13 +224,14 @@ __device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
 }
 
 /* Stages this thread's accumulators of columns [nb * EPI_B, (nb + 1) *
-** EPI_B) of m64 blocks mb0 .. mb1-1 into stream sg's buffer sZs: rows row,
+** EPI_B) of m64 blocks mb0 .. mb1-1 into the staging buffer sZs: rows row,
 ** row + 8 of columns 8c + 2 (lane & 3) (+1); one base address, constant
 ** offsets (an index expression per store makes ptxas keep 64 addresses
 ** live). */
 __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NACC], int mb0,
                                           int mb1, int nb) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp >> 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  [[maybe_unused]] const int g = warp >> 2; /* STAGE_ROW ignores it in ping-pong */
 #pragma unroll
   for (int mb = mb0; mb < mb1; mb++) {
     float *const zst = sZs + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
@@ -229,8 +253,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         float *sZ, unsigned long long *full,
                                         unsigned long long *empty,
                                         int vb, int ve, int nt, int KT, int b0, unsigned rank) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = warp >> 2;                 /* warpgroup */
+  const int tid = threadIdx.x;
   const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
@@ -245,15 +268,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 
   int it = 0; /* fills of this stream's ring consumed */
   for (int j = 0; j < nt; j++) {
-    for (int kt = 0; kt < KT; kt++, it++) {
-      mma_stage(acc, smem, full, sg, it, g, kt == 0);
-      if (kt > 0) { /* stage it - 1 is read: release its slot */
-        wgmma_wait<1>();
-        if (lane == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
-      }
-    }
-    wgmma_wait<0>();
-    if (lane == 0) release(empty + sg * RING + (it - 1) % RING, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, smem, full, empty, sg, it, kt, rank);
+    mma_drain(empty, sg, it, rank);
 
 #pragma unroll
     for (int mb = 0; mb < MB; mb++)
@@ -295,7 +311,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         float *sZ, unsigned long long *full,
                                         unsigned long long *empty,
                                         int vb, int ve, int nt, int KT, int b0, unsigned rank) {
-  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 7;
+  const int tid = threadIdx.x;
   const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
   const int chunk = blockIdx.x;
   const float *zcol = sZ + ecol * ZP;
@@ -311,13 +327,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     const int vprev = vb + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
     int r = r0, debt = 0; /* next staged row; quads owed, in units of 1 / KT */
     for (int kt = 0; kt < KT; kt++, it++) {
-      mma_stage(acc, smem, full, 0, it, g, kt == 0);
-      if (kt > 0) { /* stage it - 1 is read: release its slot before the quads */
-        wgmma_wait<1>();
-        if (lane == 0) release(empty + (it + RING - 1) % RING, rank);
-      }
+      mma_step(acc, smem, full, empty, 0, it, kt, rank);
       /* RPT / 4 quads spread evenly over the KT stages, while stage it's
-      ** wgmmas run (the slot refill is not held up by them) */
+      ** wgmmas run (after the release of stage it - 1's slot, so that its
+      ** refill is not held up by them) */
       debt += RPT / 4;
       if (fused && j > 0 && debt >= KT) {
         const int q = debt / KT; /* 1 unless RPT / 4 > KT */
@@ -326,8 +339,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         r += 4 * q;
       }
     }
-    wgmma_wait<0>();
-    if (lane == 0) release(empty + (it - 1) % RING, rank);
+    mma_drain(empty, 0, it, rank);
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
     epilogue_sync(0);
@@ -431,7 +443,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #endif
     return;
   }
-  /* ---- consumers: wgmma over each stage, epilogue at each tile's end ---- */
+  /* ---- consumers: wgmma over each stage, each tile's epilogue after it ---- */
 #if WGS == 2
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
