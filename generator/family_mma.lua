@@ -37,23 +37,19 @@ local function smem_bytes(v)
 end
 
 -- Named predicates; the first that fails names why a variant is invalid.
+-- The warp-tiling rules are shared with the ws family (params.lua); each
+-- splits `warps`, so the rules after the first may read warps_m, warps_n.
+local tiling = common.warp_tiling
 fam.constraints = {
-  { name = "vocab tile divides into m16 blocks per warp",
-    pred = function(v) split(v); return v.tile_v % (16 * v.warps_m) == 0 end },
-  { name = "batch tile divides into n8 blocks per warp",
-    pred = function(v) return v.tile_b % (8 * v.warps_n) == 0 end },
+  { name = "vocab tile divides into m16 blocks per warp", pred = tiling.m16_blocks },
+  { name = "batch tile divides into n8 blocks per warp", pred = tiling.n8_blocks },
   { name = "64 to 256 threads per CTA",
     pred = function(v) local t = 32 * v.warps_m * v.warps_n; return t >= 64 and t <= 256 end },
   { name = "epilogue: each thread owns one batch column and whole quads of rows",
-    pred = function(v)
-      local t = 32 * v.warps_m * v.warps_n
-      return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
-    end },
-  { name = "128-row batch tiles only split over 2+ batch warps",
-    pred = function(v) return v.tile_b < 128 or v.warps_n >= 2 end },
+    pred = tiling.epilogue },
+  { name = "128-row batch tiles only split over 2+ batch warps", pred = tiling.wide_batch_split },
   { name = "accumulators fit in registers (<= 64 fp32 per thread)",
-    pred = function(v)
-      return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end },
+    pred = tiling.accumulators_64 },
   { name = "shared memory fits the architecture",
     pred = function(v, a) return smem_bytes(v) + 4096 <= a.smem end },
   { name = "pipeline keeps 32..96 KB of W in flight",
@@ -70,7 +66,7 @@ fam.constraints = {
   { name = "one CTA per tile probed on 128-row tiles with >= 4 stages",
     pred = function(v) return v.grid == "persistent" or (v.tile_v == 128 and v.stages >= 4) end },
   { name = "batch-split warps only when each warp keeps >= 16 batch columns",
-    pred = function(v) return v.warps_n == 1 or v.tile_b // v.warps_n >= 16 end },
+    pred = tiling.batch_split_16 },
 }
 
 function fam.derive(v, a)

@@ -32,25 +32,20 @@ end
 
 local function cthreads(v) return 32 * v.warps_m * v.warps_n end
 
+-- The warp-tiling rules are shared with the mma family (params.lua).
+local tiling = common.warp_tiling
 fam.constraints = {
   { name = "the architecture has cp.async.bulk and mbarrier tx-counts (sm_90+)",
-    pred = function(v, a) common.split(v); return v.arch >= 90 end },
-  { name = "vocab tile divides into m16 blocks per warp",
-    pred = function(v) return v.tile_v % (16 * v.warps_m) == 0 end },
-  { name = "batch tile divides into n8 blocks per warp",
-    pred = function(v) return v.tile_b % (8 * v.warps_n) == 0 end },
+    pred = function(v) return v.arch >= 90 end },
+  { name = "vocab tile divides into m16 blocks per warp", pred = tiling.m16_blocks },
+  { name = "batch tile divides into n8 blocks per warp", pred = tiling.n8_blocks },
   { name = "epilogue: each consumer thread owns one batch column and whole quads of rows",
-    pred = function(v)
-      local t = cthreads(v)
-      return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
-    end },
-  { name = "128-row batch tiles only split over 2+ batch warps",
-    pred = function(v) return v.tile_b < 128 or v.warps_n >= 2 end },
+    pred = tiling.epilogue },
+  { name = "128-row batch tiles only split over 2+ batch warps", pred = tiling.wide_batch_split },
   { name = "batch-split warps only when each warp keeps >= 16 batch columns",
-    pred = function(v) return v.warps_n == 1 or v.tile_b // v.warps_n >= 16 end },
+    pred = tiling.batch_split_16 },
   { name = "accumulators fit in registers (<= 64 fp32 per thread)",
-    pred = function(v)
-      return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end },
+    pred = tiling.accumulators_64 },
   { name = "shared memory fits the architecture",
     pred = function(v, a) return smem_bytes(v) + 1024 <= a.smem end },
   { name = "pipeline keeps 48..192 KB of W in flight",

@@ -233,8 +233,11 @@ int fs_gen_enumerate(fs_gen *g, int arch, int dtype, fs_variant **list,
   return FS_OK;
 }
 
-int fs_gen_parse(fs_gen *g, const char *name, fs_variant *v, char *err,
-                 size_t errlen) {
+/* Runs fsgen.parse on a variant name.  Returns FS_OK with the variant table
+** on top of the stack; FS_INVALID_ARGUMENT with the parser's reason in err
+** (the name is malformed or breaks a constraint) and the stack emptied; or
+** FS_LUA if the generator itself failed. */
+static int parse_name(fs_gen *g, const char *name, char *err, size_t errlen) {
   lua_State *L = g->L;
   lua_pushstring(L, name);
   int st = call(g, "parse", 1, 2, err, errlen);
@@ -245,8 +248,15 @@ int fs_gen_parse(fs_gen *g, const char *name, fs_variant *v, char *err,
     return FS_INVALID_ARGUMENT;
   }
   lua_pop(L, 1);
+  return FS_OK;
+}
+
+int fs_gen_parse(fs_gen *g, const char *name, fs_variant *v, char *err,
+                 size_t errlen) {
+  int st = parse_name(g, name, err, errlen);
+  if (st) return st;
   st = read_variant(g, v, err, errlen);
-  lua_settop(L, 0);
+  lua_settop(g->L, 0);
   return st;
 }
 
@@ -269,15 +279,8 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
                   size_t errlen) {
   lua_State *L = g->L;
   *src = NULL;
-  lua_pushstring(L, v->name);
-  int st = call(g, "parse", 1, 2, err, errlen);
+  int st = parse_name(g, v->name, err, errlen);
   if (st) return st;
-  if (lua_isnil(L, -2)) {
-    snprintf(err, errlen, "variant name: %s", lua_tostring(L, -1));
-    lua_settop(L, 0);
-    return FS_INVALID_ARGUMENT;
-  }
-  lua_pop(L, 1);
   lua_getfield(L, -1, "template");
   char tpath[128];
   snprintf(tpath, sizeof tpath, "%s", lua_tostring(L, -1));

@@ -51,6 +51,38 @@ function M.warps(values)
   }
 end
 
+-- Rules of the mma.sync warp tiling that the mma and ws families share:
+-- WARPS_M x WARPS_N warps of m16n8k16 fragments over a TILE_V x TILE_B
+-- tile, and the epilogue of templates/fs_device.h run by those 32 * WARPS_M *
+-- WARPS_N threads.  Each is a constraint predicate; the family file states
+-- its message beside it (the name a rejected variant is reported by, which
+-- tests/cpu/test_constraints reads from the family files).  Enumeration sets
+-- `warps` alone, so every rule splits it first; a family's later rules may
+-- read warps_m and warps_n.
+local function warp_rule(rule)
+  return function(v) M.split(v); return rule(v) end
+end
+
+M.warp_tiling = {
+  -- whole m16 fragments along the vocab tile for every vocab warp
+  m16_blocks = warp_rule(function(v) return v.tile_v % (16 * v.warps_m) == 0 end),
+  -- whole n8 fragments along the batch tile for every batch warp
+  n8_blocks = warp_rule(function(v) return v.tile_b % (8 * v.warps_n) == 0 end),
+  -- the epilogue: the threads cover the batch tile (at most 32 per column),
+  -- each owning whole quads of the column's rows
+  epilogue = warp_rule(function(v)
+    local t = 32 * v.warps_m * v.warps_n
+    return t % v.tile_b == 0 and t // v.tile_b <= 32 and (v.tile_v // (t // v.tile_b)) % 4 == 0
+  end),
+  -- 128-row batch tiles split over two or more batch warps
+  wide_batch_split = warp_rule(function(v) return v.tile_b < 128 or v.warps_n >= 2 end),
+  -- batch warps only where each keeps 16 or more batch columns
+  batch_split_16 = warp_rule(function(v) return v.warps_n == 1 or v.tile_b // v.warps_n >= 16 end),
+  -- at most 64 fp32 accumulators per thread (4 per m16n8 fragment)
+  accumulators_64 = warp_rule(function(v)
+    return (v.tile_v // v.warps_m // 16) * (v.tile_b // v.warps_n // 8) * 4 <= 64 end),
+}
+
 -- The launch facts shared by the one-launch persistent families (ws, wg,
 -- fma): a persistent grid of balanced chunks, the last CTA of a batch tile
 -- reduces the candidates, D a multiple of 8 (16-byte rows), one CTA per SM

@@ -99,7 +99,14 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
                     fs_kernel **out, char *how, size_t howlen);
 
-/* sample.c: the batch bucket of B (the next power of two, at most 256, then
+/* sample.c: the generator architecture a GPU of compute capability `arch`
+** (major * 10 + minor) runs: the newest one the generator knows with the
+** same major version, not above it (sm_90 runs the sm_90a variants); 0 if
+** none.  The one table of known architectures (the tuner and the tests ask
+** here too). */
+int fs_target_arch(int arch);
+
+/* The batch bucket of B (the next power of two, at most 256, then
 ** multiples of 256). */
 int fs_bucket(int batch);
 

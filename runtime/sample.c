@@ -14,7 +14,7 @@
 
 /* Architectures the generator knows; a GPU runs the newest one of its major
 ** version not above it (sm_90 gets the sm_90a variants). */
-static int gen_arch(int arch) {
+int fs_target_arch(int arch) {
   static const int known[] = {120, 100, 90, 89, 86, 80};
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (known[i] <= arch && known[i] / 10 == arch / 10) return known[i];
@@ -68,14 +68,16 @@ size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
 
 /* The most any batch of the bucket ending at `bucket` needs: the chunk
 ** count depends on the number of batch tiles, so a smaller batch of the
-** bucket can need more candidates than the bucket's size (clusters). */
+** bucket can need more candidates than the bucket's size (clusters).  One
+** batch per tile count: the largest with nb tiles, which lies in the bucket
+** (nb * tile_b >= lo by the loop's start, and bucket >= lo). */
 static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket, int vocab,
                           int samples) {
   const int lo = bucket <= 256 ? bucket / 2 + 1 : bucket - 255, tb = k->v.tile_b;
   size_t need = 0;
   for (int nb = (lo + tb - 1) / tb; nb <= (bucket + tb - 1) / tb; nb++) {
     const int b = nb * tb < bucket ? nb * tb : bucket; /* the largest batch of nb tiles */
-    const size_t n = fs_workspace_need(ctx, k, b < lo ? lo : b, vocab, samples);
+    const size_t n = fs_workspace_need(ctx, k, b, vocab, samples);
     need = n > need ? n : need;
   }
   return need;
@@ -236,7 +238,7 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **
                   char *how, size_t howlen) {
   char err[768];
   fs_variant v;
-  int arch = gen_arch(ctx->arch);
+  int arch = fs_target_arch(ctx->arch);
   if (!arch)
     return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
                   ctx->arch);

@@ -59,11 +59,16 @@ static void user_db_path(char *buf, size_t n) {
   else buf[0] = 0;
 }
 
+/* accept()'s state.  A choice is loaded only after accept() took it, and
+** accept() sees no other choice in between (fs_store_nearest stops at the
+** first it takes), so `v` and `same` describe the choice being loaded. */
 typedef struct accept_arg {
   fs_context *ctx;
   const char *rev;
-  fs_variant *v;
+  fs_variant *v;   /* OUT: the last choice's variant, parsed */
   int hidden;
+  int same;        /* OUT: 1 if accept() hashed the last choice's source and
+                   ** found it today's; 0 if it did not hash (same revision) */
 } accept_arg;
 
 /* The hash v's source would have if generated today under the revision
@@ -103,6 +108,7 @@ static int same_source(fs_gen *g, const fs_variant *v, const fs_store_choice *c)
 static int accept(void *arg, const fs_store_choice *c) {
   accept_arg *a = arg;
   char err[256];
+  a->same = 0;
   if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
   if (a->v->k_multiple > 0 && a->hidden % a->v->k_multiple) return 0;
   if (a->v->smem > a->ctx->max_smem_optin) return 0;
@@ -111,7 +117,8 @@ static int accept(void *arg, const fs_store_choice *c) {
   if (strncmp(c->generator_rev, a->rev, n) == 0 &&
       (c->generator_rev[n] == 0 || c->generator_rev[n] == '+'))
     return 1;
-  return same_source(a->ctx->gen, a->v, c);
+  a->same = same_source(a->ctx->gen, a->v, c);
+  return a->same;
 }
 
 /* Runs k and the built-in default on a small synthetic problem of the same
@@ -175,10 +182,13 @@ static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
 }
 
 /* Loads a database winner: its stored cubin if that was compiled from the
-** code that would run today, else today's source compiled with NVRTC. */
-static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c,
+** code that would run today, else today's source compiled with NVRTC.
+** `same` nonzero: the caller has already found v's source to hash as c's
+** (accept() did), so it is not generated and hashed again. */
+static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c, int same,
                        fs_kernel **out) {
-  if (c->cubin && same_source(ctx->gen, v, c)) return fs_kernel_load_cubin(ctx, v, c->cubin, out);
+  if (c->cubin && (same || same_source(ctx->gen, v, c)))
+    return fs_kernel_load_cubin(ctx, v, c->cubin, out);
   return fs_kernel_load(ctx, v, out);
 }
 
@@ -186,7 +196,7 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_v
                     fs_kernel **out, char *how, size_t howlen) {
   char path[1024], arch[16];
   fs_variant v;
-  accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden};
+  accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden, 0};
   snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
   fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket};
   user_db_path(path, sizeof path);
@@ -213,7 +223,7 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_v
         continue;
       }
       fs_kernel *k = NULL;
-      st = load_choice(ctx, &v, &c, &k);
+      st = load_choice(ctx, &v, &c, aa.same, &k);
       if (!st && c.match == FS_STORE_MATCH_NEAREST) st = revalidate(ctx, k, dflt, p, bucket);
       if (!st) {
         snprintf(how, howlen, "%s, %s%s (D=%d V=%d B=%d)", names[i],

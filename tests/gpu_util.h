@@ -171,15 +171,8 @@ static inline int gu_variant_name(fs_context *ctx, int B, int D, int V, int dtyp
 }
 
 /* The generator architecture a GPU of compute capability `arch` (major * 10 +
-** minor) runs, as runtime/sample.c picks it: the newest architecture the
-** generator knows with the same major version, not above it (sm_90 runs the
-** sm_90a variants); 0 if none. */
-static inline int gu_gen_arch(int arch) {
-  static const int known[] = {120, 100, 90, 89, 86, 80};
-  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-    if (known[i] <= arch && known[i] / 10 == arch / 10) return known[i];
-  return 0;
-}
+** minor) runs, or 0: the runtime's own pick (fs_target_arch, fs_int.h). */
+static inline int gu_gen_arch(int arch) { return fs_target_arch(arch); }
 
 /* ---- random LM heads ------------------------------------------------------- */
 

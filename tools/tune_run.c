@@ -47,15 +47,6 @@ void tune_nvrtc_string(char *buf, size_t n) {
   else snprintf(buf, n, "%d.%d", v / 1000, v % 1000 / 10);
 }
 
-/* The generator architecture a GPU of compute capability `arch` runs (the
-** newest of its major version not above it), or 0. */
-static int gen_arch(int arch) {
-  static const int known[] = {120, 100, 90, 89, 86, 80};
-  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-    if (known[i] <= arch && known[i] / 10 == arch / 10) return known[i];
-  return 0;
-}
-
 static const char *dtype_name(int dtype) { return dtype == FS_DTYPE_BF16 ? "bf16" : "fp16"; }
 
 /* ---- progress ------------------------------------------------------------ */
@@ -447,7 +438,7 @@ static int find_gpu(tune_session *s, tune_child *c, int *arch, const char **no_g
   snprintf(s->arch_str, sizeof s->arch_str, "sm_%d", c->hello.arch);
   s->sm_count = c->hello.sm_count;
   s->driver_version = c->hello.driver_version;
-  const int ga = gen_arch(c->hello.arch);
+  const int ga = fs_target_arch(c->hello.arch);
   if (!ga) {
     fprintf(stderr, "fs-tune: %s is sm_%d: no kernels are generated for it\n", s->device_name,
             c->hello.arch);

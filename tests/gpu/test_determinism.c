@@ -202,6 +202,14 @@ static double sampled_change(const snap *a, const snap *b, int B, int S,
   return sampled ? (double)changed / (double)sampled : 0.0;
 }
 
+/* Prints and checks that change `what` (a -> b) changed >25% of sampled draws, no greedy one. */
+static void expect_changed(const snap *a, const snap *b, int B, int S, const float *temps,
+                           const char *what) {
+  const double f = sampled_change(a, b, B, S, temps, what);
+  printf("%s changed %.1f%% of sampled draws\n", what, 100 * f);
+  CHECK_MSG(f > 0.25, "%s changed only %.1f%% of sampled draws", what, 100 * f);
+}
+
 static void test_repeat(void) {
   const int B = 64, S = 4;
   CUdeviceptr dH = random_h(B, DT_D, FS_DTYPE_BF16, 0x1111);
@@ -250,18 +258,14 @@ static void test_repeat(void) {
       s2.seed ^= 1;
       if (gu_sample_fetch(g_ctx, &p, &s2, &o, NULL, "seed+1") == FS_OK) {
         snap c = snap_take(&o);
-        const double f = sampled_change(&first, &c, B, S, temps, "seed change");
-        printf("repeat: changing the seed changed %.1f%% of sampled draws\n", 100 * f);
-        CHECK_MSG(f > 0.25, "changing the seed changed only %.1f%% of sampled draws", 100 * f);
+        expect_changed(&first, &c, B, S, temps, "repeat: changing the seed");
         snap_free(&c);
       }
       s2 = s;
       s2.offset += 1;
       if (gu_sample_fetch(g_ctx, &p, &s2, &o, NULL, "offset+1") == FS_OK) {
         snap c = snap_take(&o);
-        const double f = sampled_change(&first, &c, B, S, temps, "offset change");
-        printf("repeat: changing the offset changed %.1f%% of sampled draws\n", 100 * f);
-        CHECK_MSG(f > 0.25, "changing the offset changed only %.1f%% of sampled draws", 100 * f);
+        expect_changed(&first, &c, B, S, temps, "repeat: changing the offset");
         snap_free(&c);
       }
     }
@@ -671,9 +675,7 @@ static void test_graph(void) {
       direct2 = snap_take(&o);
       snap_diff(&direct2, &g2, S, "graph: replay with new seeds vs direct with new seeds");
     }
-    const double f = sampled_change(&direct1, &g2, B, S, temps, "graph: new seeds");
-    printf("graph: new per-row seeds changed %.1f%% of sampled draws on replay\n", 100 * f);
-    CHECK_MSG(f > 0.25, "graph: new per-row seeds changed only %.1f%% of sampled draws", 100 * f);
+    expect_changed(&direct1, &g2, B, S, temps, "graph: new per-row seeds on replay");
     snap_free(&g2);
 
     /* all rows greedy between replays */

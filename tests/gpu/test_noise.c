@@ -43,6 +43,26 @@ static double exact_gumbel(uint32_t x) {
   return -log(-log1p(-v));
 }
 
+/* The CPU reference's noise of word x (fs_gumbel, libm's logs), as max_diff's ref. */
+static double cpu_gumbel(uint32_t x) {
+  return (double)fs_gumbel(x);
+}
+
+/* Max |g[i] - ref(x[i])| over the n words; *worst is the word where it occurs. */
+static double max_diff(const float *g, const uint32_t *x, int n, double (*ref)(uint32_t),
+                       uint32_t *worst) {
+  double m = 0.0;
+  *worst = 0;
+  for (int i = 0; i < n; i++) {
+    const double e = fabs((double)g[i] - ref(x[i]));
+    if (!(e <= m)) { /* NaN and inf count as the largest difference */
+      m = isfinite(e) ? e : INFINITY;
+      *worst = x[i];
+    }
+  }
+  return m;
+}
+
 /* Max |g(x) - exact| over the words, for one mode of the kernel (its
 ** results left in g); *worst is the word where it occurs. */
 static double max_error(fs_context *ctx, CUfunction fn, CUdeviceptr dx, CUdeviceptr dg,
@@ -53,16 +73,7 @@ static double max_error(fs_context *ctx, CUfunction fn, CUdeviceptr dx, CUdevice
   GU_CU(ctx, cu->cuLaunchKernel(fn, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, args,
                                 NULL));
   gu_download(ctx, g, dg, (size_t)n * sizeof *g);
-  double m = 0.0;
-  *worst = 0;
-  for (int i = 0; i < n; i++) {
-    const double e = fabs((double)g[i] - exact_gumbel(x[i]));
-    if (!(e <= m)) { /* NaN and inf count as the largest error */
-      m = isfinite(e) ? e : INFINITY;
-      *worst = x[i];
-    }
-  }
-  return m;
+  return max_diff(g, x, n, exact_gumbel, worst);
 }
 
 int main(void) {
@@ -95,14 +106,7 @@ int main(void) {
   printf("fs_gumbel_fast: max |error| %.3g (2^%.2f) at x=0x%08x over %d words; bound 2^-17\n",
          fast, log2(fast), w, n);
   CHECK_MSG(fast <= BOUND, "fs_gumbel_fast errs by %.3g at x=0x%08x (bound %.3g)", fast, w, BOUND);
-  double vs_ref = 0.0;
-  for (int i = 0; i < n; i++) { /* g still holds fs_gumbel_fast's results */
-    const double d = fabs((double)g[i] - (double)fs_gumbel(x[i]));
-    if (!(d <= vs_ref)) {
-      vs_ref = isfinite(d) ? d : INFINITY;
-      w = x[i];
-    }
-  }
+  const double vs_ref = max_diff(g, x, n, cpu_gumbel, &w); /* g: fs_gumbel_fast's results */
   printf("fs_gumbel_fast against the CPU reference's fs_gumbel: max |difference| %.3g (2^%.2f) "
          "at x=0x%08x; the pathwise tolerance is 2^-16\n", vs_ref, log2(vs_ref), w);
   CHECK_MSG(vs_ref <= 2.0 * BOUND, "the kernels' noise differs from the reference's by %.3g at "

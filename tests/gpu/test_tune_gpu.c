@@ -127,6 +127,55 @@ static int bad_rows(const uint16_t *H, const uint16_t *W, const fs_sampling *sm,
   return bad;
 }
 
+/* Draws p's tokens into o's device buffer; failures are CHECKed, not returned. */
+typedef void (*draw_fn)(fs_context *ctx, const void *arg, const fs_problem *p,
+                        const fs_sampling *sm, const fs_outputs *o);
+
+/* Draws B rows of a fresh problem (data from seed) with draw; returns bad_rows vs the reference. */
+static int check_draw(fs_context *ctx, int B, unsigned long long seed, draw_fn draw,
+                      const void *arg, const char *what) {
+  const fs_cu_api *cu = ctx->cu;
+  CUcontext dummy;
+  uint16_t *H, *W;
+  make_data(B, seed, &H, &W);
+  int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
+  REQUIRE(tok && ref);
+  CUdeviceptr dH, dW, dT;
+  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
+  CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
+  CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
+  CU(cu->cuMemAlloc(&dT, (size_t)B * 4));
+  CU(cu->cuMemcpyHtoD(dH, H, (size_t)B * D * 2));
+  CU(cu->cuMemcpyHtoD(dW, W, (size_t)V * D * 2));
+  CU(cu->cuMemsetD8(dT, 0xFF, (size_t)B * 4));
+  cu->cuCtxPopCurrent(&dummy);
+  fs_problem p = {B, D, V, 0, FS_DTYPE_BF16, (void *)(uintptr_t)dH, 0, (void *)(uintptr_t)dW, 0};
+  fs_sampling sm = {0.8f, NULL, 1, 4242, NULL, 3, NULL};
+  fs_outputs o = {(int32_t *)(uintptr_t)dT, NULL, NULL};
+  draw(ctx, arg, &p, &sm, &o);
+  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(tok, dT, (size_t)B * 4));
+  CU(cu->cuMemFree(dH));
+  CU(cu->cuMemFree(dW));
+  CU(cu->cuMemFree(dT));
+  cu->cuCtxPopCurrent(&dummy);
+  fs_problem hp = p;
+  hp.hidden_states = H;
+  hp.weight = W;
+  REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
+  int bad = bad_rows(H, W, &sm, tok, ref, B, what);
+  free(H); free(W); free(tok); free(ref);
+  return bad;
+}
+
+/* check_draw's draw for run_winner: fs_launch of the kernel arg (its context current). */
+static void launch_kernel(fs_context *ctx, const void *arg, const fs_problem *p,
+                          const fs_sampling *sm, const fs_outputs *o) {
+  const int st = fs_launch(ctx, arg, p, sm, o, NULL);
+  CHECK_MSG(st == FS_OK, "fs_launch: %s", fs_last_error(ctx));
+}
+
 /* Loads the stored cubin of `c`, samples B rows of a fresh problem with it
 ** and compares with the CPU reference.  Returns the number of bad rows. */
 static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int B) {
@@ -144,37 +193,22 @@ static int run_winner(fs_context *ctx, fs_gen *g, const fs_store_choice *c, int 
     return B;
   }
   REQUIRE(fs_workspace_reserve(ctx, fs_workspace_need(ctx, k, B, V, 1)) == FS_OK);
-  uint16_t *H, *W;
-  make_data(B, 777 + (unsigned long long)B, &H, &W);
-  int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
-  REQUIRE(tok && ref);
-  CUdeviceptr dH, dW, dT;
-  CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
-  CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
-  CU(cu->cuMemAlloc(&dT, (size_t)B * 4));
-  CU(cu->cuMemcpyHtoD(dH, H, (size_t)B * D * 2));
-  CU(cu->cuMemcpyHtoD(dW, W, (size_t)V * D * 2));
-  CU(cu->cuMemsetD8(dT, 0xFF, (size_t)B * 4));
-  fs_problem p = {B, D, V, 0, FS_DTYPE_BF16, (void *)(uintptr_t)dH, 0, (void *)(uintptr_t)dW, 0};
-  fs_sampling sm = {0.8f, NULL, 1, 4242, NULL, 3, NULL};
-  fs_outputs o = {(int32_t *)(uintptr_t)dT, NULL, NULL};
-  st = fs_launch(ctx, k, &p, &sm, &o, NULL);
-  CHECK_MSG(st == FS_OK, "fs_launch: %s", fs_last_error(ctx));
-  CU(cu->cuCtxSynchronize());
-  CU(cu->cuMemcpyDtoH(tok, dT, (size_t)B * 4));
-  CU(cu->cuMemFree(dH));
-  CU(cu->cuMemFree(dW));
-  CU(cu->cuMemFree(dT));
+  const int bad = check_draw(ctx, B, 777 + (unsigned long long)B, launch_kernel, k, c->variant);
   fs_kernel_unload(ctx, k);
   cu->cuCtxPopCurrent(&dummy);
-
-  fs_problem hp = p;
-  hp.hidden_states = H;
-  hp.weight = W;
-  REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
-  int bad = bad_rows(H, W, &sm, tok, ref, B, c->variant);
-  free(H); free(W); free(tok); free(ref);
   return bad;
+}
+
+/* check_draw's draw for run_public: checks the plan is the tuned winner arg, then fs_sample. */
+static void sample_public(fs_context *ctx, const void *arg, const fs_problem *p,
+                          const fs_sampling *sm, const fs_outputs *o) {
+  const char *winner = arg;
+  char name[320] = "";
+  CHECK_MSG(fs_variant_name(ctx, p, sm, name, sizeof name) == FS_OK, "%s", fs_last_error(ctx));
+  printf("B=%d through fs_sample: %s\n", (int)p->batch, name);
+  CHECK_MSG(strstr(name, winner) && strstr(name, "tuning database, tuned"),
+            "B=%d: the runtime chose %s, the tuned winner is %s", (int)p->batch, name, winner);
+  CHECK_MSG(fs_sample(ctx, p, sm, o, NULL) == FS_OK, "fs_sample: %s", fs_last_error(ctx));
 }
 
 /* Samples through the public API with FS_TUNING_DB = db_path: the plan must
@@ -185,46 +219,11 @@ static int run_public(const char *db_path, const char *winner, int B) {
   setenv("FS_DEFAULTS_DB", "", 1);
   fs_context *ctx = NULL;
   REQUIRE(fs_context_create(0, &ctx) == FS_OK);
-  const fs_cu_api *cu = ctx->cu;
-  CUcontext dummy;
-  uint16_t *H, *W;
-  make_data(B, 991 + (unsigned long long)B, &H, &W);
-  int32_t *tok = malloc((size_t)B * 4), *ref = malloc((size_t)B * 4);
-  REQUIRE(tok && ref);
-  CUdeviceptr dH, dW, dT;
-  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
-  CU(cu->cuMemAlloc(&dH, (size_t)B * D * 2));
-  CU(cu->cuMemAlloc(&dW, (size_t)V * D * 2));
-  CU(cu->cuMemAlloc(&dT, (size_t)B * 4));
-  CU(cu->cuMemcpyHtoD(dH, H, (size_t)B * D * 2));
-  CU(cu->cuMemcpyHtoD(dW, W, (size_t)V * D * 2));
-  CU(cu->cuMemsetD8(dT, 0xFF, (size_t)B * 4));
-  cu->cuCtxPopCurrent(&dummy);
-  fs_problem p = {B, D, V, 0, FS_DTYPE_BF16, (void *)(uintptr_t)dH, 0, (void *)(uintptr_t)dW, 0};
-  fs_sampling sm = {0.8f, NULL, 1, 4242, NULL, 3, NULL};
-  fs_outputs o = {(int32_t *)(uintptr_t)dT, NULL, NULL};
-  char name[320] = "";
-  CHECK_MSG(fs_variant_name(ctx, &p, &sm, name, sizeof name) == FS_OK, "%s", fs_last_error(ctx));
-  printf("B=%d through fs_sample: %s\n", B, name);
-  CHECK_MSG(strstr(name, winner) && strstr(name, "tuning database, tuned"),
-            "B=%d: the runtime chose %s, the tuned winner is %s", B, name, winner);
-  CHECK_MSG(fs_sample(ctx, &p, &sm, &o, NULL) == FS_OK, "fs_sample: %s", fs_last_error(ctx));
-  CU(cu->cuCtxPushCurrent(ctx->cu_ctx));
-  CU(cu->cuCtxSynchronize());
-  CU(cu->cuMemcpyDtoH(tok, dT, (size_t)B * 4));
-  CU(cu->cuMemFree(dH));
-  CU(cu->cuMemFree(dW));
-  CU(cu->cuMemFree(dT));
-  cu->cuCtxPopCurrent(&dummy);
+  const int bad = check_draw(ctx, B, 991 + (unsigned long long)B, sample_public, winner,
+                             "fs_sample");
   fs_context_destroy(ctx);
   unsetenv("FS_TUNING_DB");
   unsetenv("FS_DEFAULTS_DB");
-  fs_problem hp = p;
-  hp.hidden_states = H;
-  hp.weight = W;
-  REQUIRE(fs_reference_sample(&hp, &sm, ref, NULL, NULL) == FS_OK);
-  int bad = bad_rows(H, W, &sm, tok, ref, B, "fs_sample");
-  free(H); free(W); free(tok); free(ref);
   return bad;
 }
 
