@@ -3,7 +3,7 @@
 # shipped defaults only (no user tuning database): both LM-head shapes in
 # bf16 at every bucket, Qwen3-8B in fp16 and greedy (T = 0: no noise, so
 # the difference to T = 1 is what the noise costs), and every model preset
-# at B = 1, 8, 64, 256.  CSV and the log under ${OUT:-out}.
+# at B = 1, 8, 64, 256 (SWEEP=0: not).  CSV and the log under ${OUT:-out}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -17,4 +17,4 @@ timeout 45 ./build/fs-bench --model qwen3-8b --dtype fp16 --batch 1,16,64,256 --
   --csv "$out/bench-qwen3-8b-fp16.csv" 2>&1 | tee -a "$log"
 timeout 50 ./build/fs-bench --model qwen3-8b --batch 1,16,64,128,256 --temperature 0 --reps 8 \
   --csv "$out/bench-qwen3-8b-greedy.csv" 2>&1 | tee -a "$log"
-timeout 100 ./build/fs-bench --all-models --reps 6 --csv "$out/bench-sweep.csv" 2>&1 | tee -a "$log" | tail -30
+[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench --all-models --reps 6 --csv "$out/bench-sweep.csv" 2>&1 | tee -a "$log" | tail -30

@@ -1,27 +1,53 @@
 #!/usr/bin/env bash
-# The session's last kernel pass on the H200: the GPU tests (TESTS=<regex>:
-# only those, e.g. when a development pass already ran the rest on this very
-# build; ~6 minutes for all of them), then tuning of both LM-head shapes
-# (bf16, and Qwen3-8B in fp16; ~5 minutes), exported as the shipped defaults
-# ($OUT/defaults.db: copy it to tuning-db/defaults/), then run
-# scripts/gpu-bench.sh with them in a second call.  At most 8 files under $OUT.
-# The whole suite and the tuning no longer fit one 10-minute device call:
-# run TESTS=... here after a full pass in scripts/gpu-dev.sh.
+# The session's last kernel pass on the H200, in steps that fit 10-minute
+# device calls: STEPS (default "tests qwen llama fp16") picks them, in order:
+#   tests  the GPU tests: the pathwise and distribution runs of every
+#          family six at a time (correctness checks, bound by the CPU
+#          reference), the rest one at a time; ~3-4 minutes (TESTS=<regex>:
+#          only those, one at a time);
+#   qwen / llama / fp16   fs-tune of Qwen3-8B bf16, Llama 3 70B bf16,
+#          Qwen3-8B fp16 (FILTER=<substring>: only those variants), into
+#          one database, exported as $OUT/defaults.db together with the
+#          winners of MERGE=<db> if given (an earlier call's export).
+# Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
+# in a later call.  At most 8 files under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
 log=$out/run.log
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$log"
-timeout 400 ctest --test-dir build -L gpu ${TESTS:+-R "$TESTS"} --output-on-failure -j1 \
-  > "$out/gpu-tests.log" 2>&1
-tail -14 "$out/gpu-tests.log"
+steps=${STEPS:-tests qwen llama fp16}
+filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
-timeout 150 ./build/fs-tune --model qwen3-8b --db $db --budget 110 \
-  --report "$out/tune-qwen3-8b.csv" 2>&1 | tail -13 | tee -a "$log"
-timeout 170 ./build/fs-tune --model llama3-70b --db $db --budget 130 \
-  --report "$out/tune-llama3-70b.csv" 2>&1 | tail -13 | tee -a "$log"
-timeout 100 ./build/fs-tune --model qwen3-8b --dtype fp16 --db $db --budget 60 \
-  --report "$out/tune-qwen3-8b-fp16.csv" 2>&1 | tail -13 | tee -a "$log"
-./build/fs-tune export "$out/defaults.db" --db $db 2>&1 | tail -2 | tee -a "$log"
+tuned=0
+for step in $steps; do
+  case $step in
+  tests)
+    if [ -n "${TESTS:-}" ]; then
+      timeout 400 ctest --test-dir build -L gpu -R "$TESTS" --output-on-failure -j1 \
+        > "$out/gpu-tests.log" 2>&1
+    else
+      timeout 300 ctest --test-dir build -L gpu -R "pathwise|distribution" --output-on-failure \
+        -j6 > "$out/gpu-tests.log" 2>&1
+      timeout 240 ctest --test-dir build -L gpu -E "pathwise|distribution" --output-on-failure \
+        -j1 >> "$out/gpu-tests.log" 2>&1
+    fi
+    grep -E "tests passed|Failed|\*\*\*" "$out/gpu-tests.log" | tee -a "$log" ;;
+  qwen)
+    timeout 150 ./build/fs-tune --model qwen3-8b --db $db --budget 100 "${filter[@]}" \
+      --report "$out/tune-qwen3-8b.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
+  llama)
+    timeout 170 ./build/fs-tune --model llama3-70b --db $db --budget 120 "${filter[@]}" \
+      --report "$out/tune-llama3-70b.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
+  fp16)
+    timeout 100 ./build/fs-tune --model qwen3-8b --dtype fp16 --db $db --budget 60 "${filter[@]}" \
+      --report "$out/tune-qwen3-8b-fp16.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16)" | tee -a "$log"; exit 2 ;;
+  esac
+done
+if [ $tuned = 1 ]; then
+  [ -n "${MERGE:-}" ] && ./build/fs-tune import "$MERGE" --db $db 2>&1 | tail -2 | tee -a "$log"
+  ./build/fs-tune export "$out/defaults.db" --db $db 2>&1 | tail -2 | tee -a "$log"
+fi

@@ -46,6 +46,14 @@
 ** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
 ** thread (256 x 128 or 128 x 256) then fit without spilling.
 **
+** Chunk c is the balanced share [vb, ve) of 16-row groups of the
+** vocabulary (fs_chunk_rows), read in tiles from vb on; its last tile's
+** box reaches up to TILE_V - 16 rows into the next chunk, which are read
+** twice.  With INTERLEAVE = 1 the vocabulary's tiles are dealt to the G
+** chunks in turn instead: chunk c takes tiles c, c + G, c + 2G, ... (no
+** row read twice; perf-notes 10b).  Either way the candidate of chunk c is
+** its best over its rows.
+**
 ** One group of wgmmas (one stage) stays in flight: after committing stage
 ** i a warp waits for stage i - 1 and releases its slot on the "empty"
 ** mbarrier.  The epilogue, the candidates and the reductions are the shared
@@ -80,6 +88,9 @@
 #endif
 #ifndef CLUSTER
 #define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
+#endif
+#ifndef INTERLEAVE
+#define INTERLEAVE 0       /* 1: tiles dealt to the chunks in turn; 0: contiguous chunks */
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
@@ -173,6 +184,28 @@ __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
 }
 
+/* The tiles of chunk c: n of them, tile j's box from row v0 + j * step;
+** the chunk's rows end before v_end (rows of a box from there on are
+** another chunk's, or past V). */
+struct fs_span {
+  int v0, step, v_end, n;
+};
+__device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
+  fs_span sp;
+#if INTERLEAVE
+  const int T = (p.V + TILE_V - 1) / TILE_V;
+  sp.v0 = c * TILE_V;
+  sp.step = p.num_chunks * TILE_V;
+  sp.v_end = p.V;
+  sp.n = c < T ? (T - 1 - c) / p.num_chunks + 1 : 0;
+#else
+  fs_chunk_rows(p, c, &sp.v0, &sp.v_end);
+  sp.step = TILE_V;
+  sp.n = (sp.v_end - sp.v0 + TILE_V - 1) / TILE_V;
+#endif
+  return sp;
+}
+
 /* Fill `it` of stream sg's ring: waits until it is full and issues its
 ** wgmmas into acc (overwriting acc when first), committed as one group. */
 __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem *smem,
@@ -243,20 +276,22 @@ __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NAC
 
 #if !OVERLAP
 /* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
-** g takes stream g): wgmma over each stage of each of the nt tiles of rows
-** [vb, ve) of chunk blockIdx.x * NSTREAM + sg, then the epilogue of the tile
+** g takes stream g): wgmma over each stage of each of the nt tiles of chunk
+** blockIdx.x * NSTREAM + sg (the last ones past its rows when the
+** cluster's peer has more), then the epilogue of the tile
 ** in rounds of EPI_V staged rows x EPI_B columns.  With one sample per row
 ** a thread keeps its best of each of its TILE_B / EPI_B columns in registers
 ** across the tiles and stores the candidates once, at the chunk's end (no
 ** candidate round trip through memory per round). */
 __device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
                                         float *sZ, unsigned long long *full,
-                                        unsigned long long *empty,
-                                        int vb, int ve, int nt, int KT, int b0, unsigned rank) {
+                                        unsigned long long *empty, int nt, int KT, int b0,
+                                        unsigned rank) {
   const int tid = threadIdx.x;
   const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
+  const fs_span sp = chunk_span(p, chunk);
   float *sZs = sZ + sg * EPI_B * ZP;
   const bool fused = p.num_samples == 1;
   unsigned long long bk[TILE_B / EPI_B]; /* this thread's bests, per column */
@@ -281,12 +316,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
-        const int vrow0 = vb + j * TILE_V + mb * EPI_V;
+        const int vrow0 = sp.v0 + j * sp.step + mb * EPI_V;
         if (fused)
-          fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, ve, 0u,
-                       bk[nb], bz[nb]);
+          fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
+                       0u, bk[nb], bz[nb]);
         else
-          fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, ve, j * MB + mb, chunk,
+          fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
       }
   }
@@ -297,7 +332,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       fs_candidate_put(p, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, chunk, false, epart == 0,
                        bk[nb], bz[nb]);
     else if (nt == 0)
-      fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, ve, ve, 0, chunk,
+      fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, 0, 0, 0, chunk,
                   epart == 0);
 }
 #else
@@ -309,11 +344,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 ** staging, as in the cooperative mode. */
 __device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
                                         float *sZ, unsigned long long *full,
-                                        unsigned long long *empty,
-                                        int vb, int ve, int nt, int KT, int b0, unsigned rank) {
+                                        unsigned long long *empty, int nt, int KT, int b0,
+                                        unsigned rank) {
   const int tid = threadIdx.x;
   const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
   const int chunk = blockIdx.x;
+  const fs_span sp = chunk_span(p, chunk);
   const float *zcol = sZ + ecol * ZP;
   const fs_col col = fs_col_load(p, b0 + ecol);
   const bool fused = p.num_samples == 1;
@@ -324,7 +360,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
-    const int vprev = vb + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
+    const int vprev = sp.v0 + (j - 1) * sp.step; /* first row of the staged tile j - 1 */
     int r = r0, debt = 0; /* next staged row; quads owed, in units of 1 / KT */
     for (int kt = 0; kt < KT; kt++, it++) {
       mma_step(acc, smem, full, empty, 0, it, kt, rank);
@@ -335,7 +371,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       if (fused && j > 0 && debt >= KT) {
         const int q = debt / KT; /* 1 unless RPT / 4 > KT */
         debt -= q * KT;
-        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, ve, 0u, bk, bz);
+        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, bk, bz);
         r += 4 * q;
       }
     }
@@ -344,14 +380,15 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     stage_acc(sZ, acc, 0, MB, 0);
     epilogue_sync(0);
     if (!fused)
-      fs_epilogue(p, zcol, col, r0, vb + j * TILE_V, ve, j, chunk, epart == 0);
+      fs_epilogue(p, zcol, col, r0, sp.v0 + j * sp.step, sp.v_end, j, chunk, epart == 0);
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_rows(p, zcol, col, r0, r0 + RPT, vb + (nt - 1) * TILE_V, ve, 0u, bk, bz);
+      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * sp.step, sp.v_end, 0u, bk,
+                   bz);
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, bk, bz);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
-    fs_epilogue(p, zcol, col, r0, ve, ve, 0, chunk, epart == 0);
+    fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);
   }
 }
 #endif
@@ -370,19 +407,16 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b0 = blockIdx.y * TILE_B;
-  int vb[NSTREAM], ve[NSTREAM], nt[NSTREAM], ntmax = 0;
+  int v0[NSTREAM], step[NSTREAM], nt[NSTREAM], ntmax = 0;
 #pragma unroll
   for (int s = 0; s < NSTREAM; s++) {
-    fs_chunk_rows(p, blockIdx.x * NSTREAM + s, &vb[s], &ve[s]);
-    nt[s] = (ve[s] - vb[s] + TILE_V - 1) / TILE_V;
+    const fs_span sp = chunk_span(p, blockIdx.x * NSTREAM + s);
+    v0[s] = sp.v0, step[s] = sp.step, nt[s] = sp.n;
   }
 #if CLUSTER > 1
   const unsigned rank = cluster_rank();
-  { /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
-    int pb, pe;
-    fs_chunk_rows(p, blockIdx.x ^ 1, &pb, &pe);
-    nt[0] = max(nt[0], (pe - pb + TILE_V - 1) / TILE_V);
-  }
+  /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
+  nt[0] = max(nt[0], chunk_span(p, blockIdx.x ^ 1).n);
 #else
   const unsigned rank = 0;
 #endif
@@ -425,7 +459,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
             fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
 #pragma unroll
             for (int kb = 0; kb < KB; kb++) {
-              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(vb, s) + j * TILE_V,
+              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(v0, s) + j * AT(step, s),
                           full + slot);
 #if CLUSTER > 1
               tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
@@ -449,8 +483,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #endif
   {
     const int sg = PINGPONG ? warp >> 2 : 0; /* the tile stream of this warpgroup */
-    consume(sg, p, smem, sZ, full, empty, sg ? AT(vb, 1) : vb[0], sg ? AT(ve, 1) : ve[0],
-            sg ? AT(nt, 1) : nt[0], KT, b0, rank);
+    consume(sg, p, smem, sZ, full, empty, sg ? AT(nt, 1) : nt[0], KT, b0, rank);
   }
   fs_last_cta_reduce(p, b0, CTHREADS);
 #if CLUSTER > 1
