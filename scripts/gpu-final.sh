@@ -8,7 +8,9 @@
 #   qwen / llama / fp16   fs-tune of Qwen3-8B bf16, Llama 3 70B bf16,
 #          Qwen3-8B fp16 (FILTER=<substring>: only those variants), into
 #          one database, exported as $OUT/defaults.db together with the
-#          winners of MERGE=<db> if given (an earlier call's export).
+#          winners of MERGE=<db> if given (an earlier call's export);
+#   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_c1_
+#          (the fp16 step's budget runs out before its large buckets).
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call.  At most 8 files under $OUT.
 set -uo pipefail
@@ -44,7 +46,12 @@ for step in $steps; do
   fp16)
     timeout 100 ./build/fs-tune --model qwen3-8b --dtype fp16 --db $db --budget 60 "${filter[@]}" \
       --report "$out/tune-qwen3-8b-fp16.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
-  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16)" | tee -a "$log"; exit 2 ;;
+  fp16big)
+    timeout 70 ./build/fs-tune --model qwen3-8b --dtype fp16 --batch 128,256 --db $db --budget 45 \
+      --filter _g2_s4_c1_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
+    tuned=1 ;;
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big)" | tee -a "$log"
+     exit 2 ;;
   esac
 done
 if [ $tuned = 1 ]; then
