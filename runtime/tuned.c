@@ -68,7 +68,8 @@ typedef struct accept_arg {
   fs_variant *v;   /* OUT: the last choice's variant, parsed */
   int hidden;
   int same;        /* OUT: 1 if accept() hashed the last choice's source and
-                   ** found it today's; 0 if it did not hash (same revision) */
+                   ** found it today's; 0 if it did not hash (same revision)
+                   ** or rejected the choice */
 } accept_arg;
 
 /* The hash v's source would have if generated today under the revision
