@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The session's last kernel pass on the H200, in steps that fit 10-minute
-# device calls: STEPS (default "tests qwen llama fp16") picks them, in order:
+# device calls: STEPS (default "tests qwen llama fp16 fp16big") picks them:
 #   tests  the GPU tests: the pathwise and distribution runs of every
 #          family six at a time (correctness checks, bound by the CPU
 #          reference), the rest one at a time; ~3-4 minutes (TESTS=<regex>:
@@ -19,7 +19,7 @@ out=${OUT:-out}; mkdir -p "$out"
 log=$out/run.log
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$log"
-steps=${STEPS:-tests qwen llama fp16}
+steps=${STEPS:-tests qwen llama fp16 fp16big}
 filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
