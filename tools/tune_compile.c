@@ -3,12 +3,13 @@
 ** (tune_pool_*), so that compilation, which dominates naive tuners, runs
 ** ahead of and alongside the timing.
 **
-** The queue is the plan's compile order (each bucket's default, then its
-** variants, most promising first); tune_pool_wait() moves a source the
-** timing needs now to the front.  NVRTC is thread-safe; the generator is
-** not, so sources were generated before the pool starts.  A compile result
-** (cubin, registers, spills, log) is written to its tune_item under the
-** pool's mutex and is read-only once its state is TUNE_DONE.
+** The queue is the plan's compile order (every bucket's default, then the
+** buckets' variants in turn, most promising first); tune_pool_wait() moves
+** a source the timing needs now to the front.  NVRTC is thread-safe; the
+** generator is not, so sources were generated before the pool starts.  A
+** compile result (cubin, registers, spills, log) is written to its
+** tune_item under the pool's mutex and is read-only once its state is
+** TUNE_DONE.
 */
 #include "tune.h"
 

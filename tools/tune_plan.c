@@ -232,15 +232,23 @@ int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o, char
       break;
     }
   }
-  /* Sources in compile order: each bucket's default, then its list. */
+  /* Sources in compile order: every bucket's default, then the buckets'
+  ** lists taken in turn by rank (rank 0 of each bucket, then rank 1, ...).
+  ** Bucket by bucket, the first bucket's list (which holds every variant)
+  ** queued the last buckets' best-fitting tiles behind everything else, so
+  ** under a small --budget they were timed one compile wait at a time. */
+  int ranks = 0;
   for (int b = 0; b < pl->nbuckets && !st; b++) {
     st = prepare_source(pl, g, pl->deflt[b], err, errlen);
     if (!st) queue_compile(pl, queued, pl->deflt[b]);
-    for (int i = 0; i < pl->norder[b] && !st; i++) {
-      st = prepare_source(pl, g, pl->order[b][i], err, errlen);
-      if (!st) queue_compile(pl, queued, pl->order[b][i]);
-    }
+    if (pl->norder[b] > ranks) ranks = pl->norder[b];
   }
+  for (int r = 0; r < ranks && !st; r++)
+    for (int b = 0; b < pl->nbuckets && !st; b++) {
+      if (r >= pl->norder[b]) continue;
+      st = prepare_source(pl, g, pl->order[b][r], err, errlen);
+      if (!st) queue_compile(pl, queued, pl->order[b][r]);
+    }
   if (!st) st = plan_revision(pl, g, arch, err, errlen);
   free(rk);
   free(queued);
