@@ -37,7 +37,7 @@ static inline fs_context *gu_family_context(fs_context *base, int dtype, int B) 
   fs_gen *g = NULL;
   fs_variant *list = NULL;
   int n = 0;
-  const int arch = gu_gen_arch(base->arch);
+  const int arch = fs_target_arch(base->arch);
   if (fs_gen_open(&g, err, sizeof err) ||
       fs_gen_enumerate(g, arch, dtype, &list, &n, err, sizeof err)) {
     fprintf(stderr, "FS_TEST_FAMILY=%s: the generator failed: %s\n", fam, err);

@@ -24,7 +24,7 @@
 #ifndef FS_GPU_UTIL_H
 #define FS_GPU_UTIL_H
 
-#include "fs_int.h" /* fs_context's driver table (cu) and CUcontext (cu_ctx) */
+#include "fs_int.h" /* fs_context's driver table (cu), CUcontext (cu_ctx), fs_target_arch */
 #include "fs_rng.h"
 #include "fs_test.h"
 
@@ -169,10 +169,6 @@ static inline int gu_variant_name(fs_context *ctx, int B, int D, int V, int dtyp
   s.num_samples = 1;
   return fs_variant_name(ctx, &p, &s, buf, n);
 }
-
-/* The generator architecture a GPU of compute capability `arch` (major * 10 +
-** minor) runs, or 0: the runtime's own pick (fs_target_arch, fs_int.h). */
-static inline int gu_gen_arch(int arch) { return fs_target_arch(arch); }
 
 /* ---- random LM heads ------------------------------------------------------- */
 

@@ -12,7 +12,6 @@
 #include "tune.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +59,6 @@ static const char usage_text[] =
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
-#define parse_int fs_tools_parse_int
 
 static int parse_seconds(const char *s, double *out) {
   char *end;
@@ -79,7 +77,7 @@ static int parse_shape(const char *s, int *D, int *V) {
   snprintf(buf, sizeof buf, "%s", s);
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     int *dst = tok[0] == 'D' && tok[1] == '=' ? &d : tok[0] == 'V' && tok[1] == '=' ? &v : NULL;
-    if (!dst || parse_int(tok + 2, 0, 0x7fffffff, dst))
+    if (!dst || fs_tools_parse_int(tok + 2, 0, 0x7fffffff, dst))
       return bad("--shape %s: expected D=<hidden size>,V=<vocabulary size>", s);
   }
   if (d < 0 || v < 0) return bad("--shape %s: expected both D=.. and V=..", s);
@@ -121,7 +119,7 @@ static int parse_batch(const char *s, tune_opts *o) {
   snprintf(buf, sizeof buf, "%s", s);
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     int b;
-    if (parse_int(tok, 1, FS_MAX_BATCH, &b))
+    if (fs_tools_parse_int(tok, 1, FS_MAX_BATCH, &b))
       return bad("--batch %s: '%s': batch sizes must be integers in 1..%d", s, tok,
                  FS_MAX_BATCH);
     b = fs_bucket(b);
@@ -230,22 +228,22 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
         return bad("--timeout %s: the watchdog must be a number of seconds > 0", v);
     } else if (!strcmp(k, "--jobs")) {
       VALUE();
-      if (parse_int(v, 1, 256, &o->jobs))
+      if (fs_tools_parse_int(v, 1, 256, &o->jobs))
         return bad("--jobs %s: the number of compile threads must be in 1..256", v);
     } else if (!strcmp(k, "--max-variants")) {
       VALUE();
-      if (parse_int(v, 1, 1000000, &o->max_variants))
+      if (fs_tools_parse_int(v, 1, 1000000, &o->max_variants))
         return bad("--max-variants %s: must be an integer >= 1", v);
     } else if (!strcmp(k, "--arch")) {
       VALUE();
       const char *a = strncmp(v, "sm_", 3) ? v : v + 3;
-      if (parse_int(a, 0, 1000, &o->arch) ||
+      if (fs_tools_parse_int(a, 0, 1000, &o->arch) ||
           (o->arch != 80 && o->arch != 86 && o->arch != 89 && o->arch != 90 &&
            o->arch != 100 && o->arch != 120))
         return bad("--arch %s: the target must be one of 80, 86, 89, 90, 100, 120", v);
     } else if (!strcmp(k, "--device")) {
       VALUE();
-      if (parse_int(v, 0, 1023, &o->device))
+      if (fs_tools_parse_int(v, 0, 1023, &o->device))
         return bad("--device %s: the GPU ordinal must be an integer >= 0", v);
     } else if (!strcmp(k, "--filter")) {
       VALUE();
@@ -303,7 +301,7 @@ static int parse_db_args(int argc, char **argv, int allow_filters, db_args *a) {
       if (parse_dtype(v, &a->f.dtype)) return 2;
     } else if (allow_filters && !strcmp(k, "--bucket")) {
       VALUE();
-      if (parse_int(v, 1, FS_MAX_BATCH, &a->f.bucket))
+      if (fs_tools_parse_int(v, 1, FS_MAX_BATCH, &a->f.bucket))
         return bad("--bucket %s: a bucket is an integer in 1..%d", v, FS_MAX_BATCH);
     } else if (allow_filters && !strcmp(k, "--variant")) {
       VALUE();
@@ -314,7 +312,7 @@ static int parse_db_args(int argc, char **argv, int allow_filters, db_args *a) {
     } else if (allow_filters && !strcmp(k, "--arch")) {
       VALUE();
       int n;
-      if (parse_int(strncmp(v, "sm_", 3) ? v : v + 3, 1, 1000, &n))
+      if (fs_tools_parse_int(strncmp(v, "sm_", 3) ? v : v + 3, 1, 1000, &n))
         return bad("--arch %s: expected sm_NN or NN (e.g. sm_90)", v);
       snprintf(a->arch, sizeof a->arch, "sm_%d", n);
       a->f.arch = a->arch;
@@ -495,8 +493,8 @@ static int cmd_merge(int argc, char **argv, int import) {
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "__worker")) {
     int in, out, dev;
-    if (argc != 5 || parse_int(argv[2], 0, 1 << 20, &in) || parse_int(argv[3], 0, 1 << 20, &out) ||
-        parse_int(argv[4], 0, 1023, &dev))
+    if (argc != 5 || fs_tools_parse_int(argv[2], 0, 1 << 20, &in) ||
+        fs_tools_parse_int(argv[3], 0, 1 << 20, &out) || fs_tools_parse_int(argv[4], 0, 1023, &dev))
       return bad("__worker: internal use only");
     return tune_worker_main(in, out, dev);
   }

@@ -342,7 +342,7 @@ static void first_with_vrows(char *buf, size_t n) {
   int count = 0;
   buf[0] = 0;
   if (fs_gen_open(&g, err, sizeof err) ||
-      fs_gen_enumerate(g, gu_gen_arch(g_ctx->arch), FS_DTYPE_BF16, &list, &count, err,
+      fs_gen_enumerate(g, fs_target_arch(g_ctx->arch), FS_DTYPE_BF16, &list, &count, err,
                        sizeof err)) {
     CHECK_MSG(0, "the generator failed: %s", err);
   }
@@ -398,7 +398,7 @@ static void test_variant_failures(void) {
   st = fs_gen_open(&gen, err, sizeof err);
   CHECK_MSG(st == FS_OK, "fs_gen_open: %s", err);
   if (st == FS_OK) {
-    const int other = gu_gen_arch(g_ctx->arch) >= 90 ? 80 : 90;
+    const int other = fs_target_arch(g_ctx->arch) >= 90 ? 80 : 90;
     fs_variant *list = NULL;
     int count = 0;
     st = fs_gen_enumerate(gen, other, FS_DTYPE_BF16, &list, &count, err, sizeof err);

@@ -887,7 +887,7 @@ static void test_variants(void) {
   st = fs_gen_open(&gen, err, sizeof err);
   CHECK_MSG(st == FS_OK, "fs_gen_open: %s", err);
   if (st != FS_OK) goto done;
-  const int arch = gu_gen_arch(g_ctx->arch);
+  const int arch = fs_target_arch(g_ctx->arch);
   st = fs_gen_enumerate(gen, arch, FS_DTYPE_BF16, &list, &count, err, sizeof err);
   CHECK_MSG(st == FS_OK && count > 0, "fs_gen_enumerate(sm_%d, bf16): %d variants: %s", arch,
             count, st ? err : "");

@@ -88,7 +88,7 @@ int main(void) {
   for (int i = 0; i < spread; i++) x[k++] = (uint32_t)i * 1024u + ((uint32_t)i * 7u & 1023u);
 
   char target[16], err[512];
-  snprintf(target, sizeof target, "sm_%d", gu_gen_arch(ctx->arch));
+  snprintf(target, sizeof target, "sm_%d", fs_target_arch(ctx->arch));
   fs_cubin c;
   if (fs_nvrtc_compile("test_noise", noise_src, target, &c, err, sizeof err) != FS_OK)
     fprintf(stderr, "NVRTC: %s\n%s\n", err, c.log ? c.log : "");

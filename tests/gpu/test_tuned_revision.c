@@ -93,7 +93,7 @@ int main(void) {
   unsetenv("FS_VARIANT");
   fs_gen *g = NULL;
   REQUIRE(fs_gen_open(&g, err, sizeof err) == FS_OK);
-  const int arch = gu_gen_arch(ctx->arch);
+  const int arch = fs_target_arch(ctx->arch);
   fs_variant *list = NULL, dflt;
   int n = 0;
   REQUIRE(fs_gen_enumerate(g, arch, FS_DTYPE_BF16, &list, &n, err, sizeof err) == FS_OK);
