@@ -164,7 +164,8 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
 ** chunks: 160 >= the 132 or so of a persistent grid, in one pass).  The
 ** reduction is a chain of L2 round trips: one item and 32 candidates per
 ** round trip made the last CTA's tail ~30 us at B = 128 (perf-notes 10a).
-** A template may lower FS_RED_ITEMS where registers are tight. */
+** A template may set FS_RED_ITEMS (before including this file) where its
+** registers allow more in flight. */
 #ifndef FS_RED_ITEMS
 #define FS_RED_ITEMS 2
 #endif
@@ -201,6 +202,7 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
   }
 #pragma unroll
   for (int i = 0; i < FS_RED_ITEMS; i++) {
+    if (i >= n) break; /* n is the warp's: no shuffle tree for empty slots */
     for (int o = 16; o > 0; o >>= 1) {
       const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best[i], o);
       const float z2 = __shfl_xor_sync(0xffffffffu, z[i], o);
@@ -209,7 +211,7 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
         z[i] = z2;
       }
     }
-    if (lane == 0 && i < n) {
+    if (lane == 0) {
       const int item = first + i;
       p.tokens[item] = (int)fs_key_token(best[i]);
       if (p.logits) p.logits[item] = z[i];

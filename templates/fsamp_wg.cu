@@ -46,13 +46,12 @@
 ** (down to 40) to the consumers (up to 232): tiles of 128 accumulators per
 ** thread (256 x 128 or 128 x 256) then fit without spilling.
 **
-** Chunk c is the balanced share [vb, ve) of 16-row groups of the
-** vocabulary (fs_chunk_rows), read in tiles from vb on; its last tile's
-** box reaches up to TILE_V - 16 rows into the next chunk, which are read
-** twice.  With INTERLEAVE = 1 the vocabulary's tiles are dealt to the G
-** chunks in turn instead: chunk c takes tiles c, c + G, c + 2G, ... (no
-** row read twice; perf-notes 10b).  Either way the candidate of chunk c is
-** its best over its rows.
+** The vocabulary is read in T = ceil(V / TILE_V) whole tiles, each by one
+** chunk, so no row is read twice.  Chunk c of G takes the contiguous tiles
+** [c * T / G, (c + 1) * T / G) (INTERLEAVE = 0), or tiles c, c + G,
+** c + 2G, ... (INTERLEAVE = 1; perf-notes 10b).  Either way the candidate
+** of chunk c is its best over its rows; a chunk with no tile (T < G) writes
+** empty candidates.
 **
 ** One group of wgmmas (one stage) stays in flight: after committing stage
 ** i a warp waits for stage i - 1 and releases its slot on the "empty"
@@ -157,8 +156,12 @@ static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 /* the producer leaves early (after setmaxnreg it has too few registers for
 ** more): the tail reduction is the consumers' alone, on barrier 3 */
 #define FS_TAIL_SYNC() asm volatile("bar.sync 3, %0;\n" ::"n"(CTHREADS) : "memory")
-/* the accumulators are dead by then: 8 items x 5 candidates of loads in flight */
-#define FS_RED_ITEMS 8
+/* the accumulators are dead by then: with two consumer warpgroups
+** (setmaxnreg gives them 232 registers) 8 items x 5 candidates of loads in
+** flight; one warpgroup keeps fs_device.h's 2 (8 made the tail its register
+** peak, 232+ registers, and cost the variants that fitted 2-3 CTAs per SM
+** their occupancy) */
+#define FS_RED_ITEMS (WGS == 2 ? 8 : 2)
 
 #include "fs_device.h"
 #include "fs_tma.h"
@@ -192,16 +195,19 @@ struct fs_span {
 };
 __device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
   fs_span sp;
-#if INTERLEAVE
   const int T = (p.V + TILE_V - 1) / TILE_V;
+#if INTERLEAVE
   sp.v0 = c * TILE_V;
   sp.step = p.num_chunks * TILE_V;
   sp.v_end = p.V;
   sp.n = c < T ? (T - 1 - c) / p.num_chunks + 1 : 0;
 #else
-  fs_chunk_rows(p, c, &sp.v0, &sp.v_end);
+  const int t0 = (int)((long long)c * T / p.num_chunks);
+  const int t1 = (int)((long long)(c + 1) * T / p.num_chunks);
+  sp.v0 = t0 * TILE_V;
   sp.step = TILE_V;
-  sp.n = (sp.v_end - sp.v0 + TILE_V - 1) / TILE_V;
+  sp.v_end = min(t1 * TILE_V, p.V);
+  sp.n = t1 - t0;
 #endif
   return sp;
 }
