@@ -23,9 +23,6 @@
 --   epi     [e128]  batch columns per epilogue round (at most the batch
 --                   tile): 64 halves the staging buffer, which lets a
 --                   deeper pipeline fit beside 128- and 256-wide tiles
---   order   [ch|il] the vocabulary's tiles per chunk: one contiguous share
---                   (chunked) or every G-th tile (interleaved: no row of
---                   a chunk's last box read twice)
 
 local common = fs_require("generator/params.lua")
 local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
@@ -39,10 +36,8 @@ local p_cluster = common.num("c", "cluster", { 1, 2 })
 local p_mode = common.enum("mode", { coop = "co", pingpong = "pp", overlap = "ov" },
                            { "coop", "pingpong", "overlap" })
 local p_epi = common.num("e", "epi", { 64, 128 })
-local p_order = common.enum("order", { chunked = "ch", interleaved = "il" },
-                            { "chunked", "interleaved" })
 
-fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode, p_epi, p_order }
+fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster, p_mode, p_epi }
 
 local function cthreads(v) return 128 * v.wgs end
 local function pingpong(v) return v.mode == "pingpong" end
@@ -84,8 +79,6 @@ fam.constraints = {
     pred = function(v) return v.epi == 128 or v.tile_b >= 128 end },
   { name = "overlap stages whole tiles (epi unused: 128)",
     pred = function(v) return not overlap(v) or v.epi == 128 end },
-  { name = "interleaved tiles only where the reads decide: batch tiles of 64 or less",
-    pred = function(v) return v.order == "chunked" or v.tile_b <= 64 end },
   { name = "shared memory fits the architecture (with the reduction's static flag)",
     pred = function(v, a) return smem_bytes(v) + 64 <= a.smem end },
   { name = "pipeline keeps 32..192 KB of W and H in flight",
@@ -108,7 +101,7 @@ end
 -- tiles, the batch tile covering the bucket up to 256.
 function fam.default(arch, dtype, B, D, V)
   local v = { tile_v = 128, tile_b = 64, tile_k = 128, wgs = 2, stages = 3, cluster = 1,
-              mode = "coop", epi = 128, order = "chunked" }
+              mode = "coop", epi = 128 }
   if B > 128 then v.tile_b, v.tile_k = 256, 64
   elseif B > 64 then v.tile_b, v.tile_k, v.stages = 128, 64, 4 end
   return v
@@ -120,7 +113,7 @@ function fam.macros(v)
     { "TILE_B", v.tile_b }, { "TILE_K", v.tile_k }, { "WGS", v.wgs }, { "MB", v.mb },
     { "STAGES", v.stages }, { "CLUSTER", v.cluster },
     { "PINGPONG", pingpong(v) and 1 or 0 }, { "OVERLAP", overlap(v) and 1 or 0 },
-    { "EPI_B", epi_b(v) }, { "INTERLEAVE", v.order == "interleaved" and 1 or 0 },
+    { "EPI_B", epi_b(v) },
     { "MIN_BLOCKS", v.min_blocks },
   }
 end

@@ -47,11 +47,10 @@
 ** thread (256 x 128 or 128 x 256) then fit without spilling.
 **
 ** The vocabulary is read in T = ceil(V / TILE_V) whole tiles, each by one
-** chunk, so no row is read twice.  Chunk c of G takes the contiguous tiles
-** [c * T / G, (c + 1) * T / G) (INTERLEAVE = 0), or tiles c, c + G,
-** c + 2G, ... (INTERLEAVE = 1; perf-notes 10b).  Either way the candidate
-** of chunk c is its best over its rows; a chunk with no tile (T < G) writes
-** empty candidates.
+** chunk, so no row is read twice: chunk c of G takes the contiguous tiles
+** [c * T / G, (c + 1) * T / G) (perf-notes 10b, 11a) and its candidate is
+** its best over their rows; a chunk with no tile (T < G) writes empty
+** candidates.
 **
 ** One group of wgmmas (one stage) stays in flight: after committing stage
 ** i a warp waits for stage i - 1 and releases its slot on the "empty"
@@ -87,9 +86,6 @@
 #endif
 #ifndef CLUSTER
 #define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
-#endif
-#ifndef INTERLEAVE
-#define INTERLEAVE 0       /* 1: tiles dealt to the chunks in turn; 0: contiguous chunks */
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
@@ -187,28 +183,21 @@ __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
 }
 
-/* The tiles of chunk c: n of them, tile j's box from row v0 + j * step;
+/* The tiles of chunk c: n of them, tile j's box from row v0 + j * TILE_V;
 ** the chunk's rows end before v_end (rows of a box from there on are
-** another chunk's, or past V). */
+** another chunk's, or past V: a cluster's CTAs take as many tiles as the
+** larger of their chunks). */
 struct fs_span {
-  int v0, step, v_end, n;
+  int v0, v_end, n;
 };
 __device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
-  fs_span sp;
   const int T = (p.V + TILE_V - 1) / TILE_V;
-#if INTERLEAVE
-  sp.v0 = c * TILE_V;
-  sp.step = p.num_chunks * TILE_V;
-  sp.v_end = p.V;
-  sp.n = c < T ? (T - 1 - c) / p.num_chunks + 1 : 0;
-#else
   const int t0 = (int)((long long)c * T / p.num_chunks);
   const int t1 = (int)((long long)(c + 1) * T / p.num_chunks);
+  fs_span sp;
   sp.v0 = t0 * TILE_V;
-  sp.step = TILE_V;
   sp.v_end = min(t1 * TILE_V, p.V);
   sp.n = t1 - t0;
-#endif
   return sp;
 }
 
@@ -322,7 +311,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
-        const int vrow0 = sp.v0 + j * sp.step + mb * EPI_V;
+        const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V;
         if (fused)
           fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
                        0u, bk[nb], bz[nb]);
@@ -366,7 +355,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
-    const int vprev = sp.v0 + (j - 1) * sp.step; /* first row of the staged tile j - 1 */
+    const int vprev = sp.v0 + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
     int r = r0, debt = 0; /* next staged row; quads owed, in units of 1 / KT */
     for (int kt = 0; kt < KT; kt++, it++) {
       mma_step(acc, smem, full, empty, 0, it, kt, rank);
@@ -386,11 +375,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     stage_acc(sZ, acc, 0, MB, 0);
     epilogue_sync(0);
     if (!fused)
-      fs_epilogue(p, zcol, col, r0, sp.v0 + j * sp.step, sp.v_end, j, chunk, epart == 0);
+      fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0);
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * sp.step, sp.v_end, 0u, bk,
+      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, bk,
                    bz);
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, bk, bz);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
@@ -413,11 +402,11 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b0 = blockIdx.y * TILE_B;
-  int v0[NSTREAM], step[NSTREAM], nt[NSTREAM], ntmax = 0;
+  int v0[NSTREAM], nt[NSTREAM], ntmax = 0;
 #pragma unroll
   for (int s = 0; s < NSTREAM; s++) {
     const fs_span sp = chunk_span(p, blockIdx.x * NSTREAM + s);
-    v0[s] = sp.v0, step[s] = sp.step, nt[s] = sp.n;
+    v0[s] = sp.v0, nt[s] = sp.n;
   }
 #if CLUSTER > 1
   const unsigned rank = cluster_rank();
@@ -465,7 +454,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
             fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
 #pragma unroll
             for (int kb = 0; kb < KB; kb++) {
-              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(v0, s) + j * AT(step, s),
+              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(v0, s) + j * TILE_V,
                           full + slot);
 #if CLUSTER > 1
               tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,

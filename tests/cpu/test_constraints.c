@@ -172,7 +172,7 @@ int main(void) {
 
   /* the arch guards, by name */
   fs_variant v;
-  CHECK(fs_gen_parse(g, "fsamp_bf16_sm100_wg_v128_b64_k64_g2_s4_c1_co_e128_ch", &v, err,
+  CHECK(fs_gen_parse(g, "fsamp_bf16_sm100_wg_v128_b64_k64_g2_s4_c1_co_e128", &v, err,
                      sizeof err) != FS_OK &&
         strstr(err, "wgmma exists on sm_90a only"));
   CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_ws_v128_b16_k64_w4x1_s4", &v, err, sizeof err) !=
