@@ -10,7 +10,10 @@
 #          one database, exported as $OUT/defaults.db together with the
 #          winners of MERGE=<db> if given (an earlier call's export);
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_c1_
-#          (the fp16 step's budget runs out before its large buckets).
+#          (the fp16 step's budget runs out before its large buckets);
+#   rewin  after a template edit (which retires every shipped winner: the
+#          sources' hashes change), only the shipped winners of each of the
+#          three shapes measured again (~1-2 minutes instead of ~8).
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call.  At most 8 files under $OUT.
 set -uo pipefail
@@ -24,6 +27,11 @@ filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
+# The shipped winners of one shape (dtype D V), as a --filter list.
+winners() {
+  ./build/fs-tune list --db tuning-db/defaults/defaults.db |
+    grep -F " $1 D=$2 V=$3 B=" | sed 's/.*-> \([^ ]*\) .*/\1/' | sort -u | paste -sd, -
+}
 for step in $steps; do
   case $step in
   tests)
@@ -50,7 +58,18 @@ for step in $steps; do
     timeout 70 ./build/fs-tune --model qwen3-8b --dtype fp16 --batch 128,256 --db $db --budget 45 \
       --filter _g2_s4_c1_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
-  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big)" | tee -a "$log"
+  rewin)
+    for shape in "qwen3-8b bf16 4096 151936" "llama3-70b bf16 8192 128256" \
+                 "qwen3-8b fp16 4096 151936"; do
+      set -- $shape
+      names=$(winners "$2" "$3" "$4")
+      [ -n "$names" ] || { echo "gpu-final.sh: no shipped winners for $shape" | tee -a "$log"; continue; }
+      timeout 120 ./build/fs-tune --model "$1" --dtype "$2" --db $db --budget 60 --filter "$names" \
+        --report "$out/rewin-$1-$2.csv" 2>&1 | tail -13 | tee -a "$log"
+    done
+    rm -f "$out"/rewin-*.svg # at most 8 files come back from a device call
+    tuned=1 ;;
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, rewin)" | tee -a "$log"
      exit 2 ;;
   esac
 done

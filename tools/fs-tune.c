@@ -42,7 +42,10 @@ static const char usage_text[] =
     "  --dry-run           enumerate and compile only; report registers and spills\n"
     "  --arch N            target without a GPU: 80, 86, 89, 90, 100 or 120 (default 90)\n"
     "  --device N          GPU ordinal (default 0)\n"
-    "  --filter SUBSTRING  only variants whose name contains SUBSTRING\n"
+    "  --filter LIST       only variants whose name contains one of the\n"
+    "                      comma-separated substrings of LIST (a list of\n"
+    "                      names re-measures just those, e.g. the winners of\n"
+    "                      a database after a template change)\n"
     "  --max-variants N    at most N variants per bucket, most promising first\n"
     "  --report FILE       CSV of this run's measurements, and a plot in FILE.svg\n"
     "  --timeout SECONDS   watchdog per variant (default 20)\n"
@@ -247,6 +250,9 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
         return bad("--device %s: the GPU ordinal must be an integer >= 0", v);
     } else if (!strcmp(k, "--filter")) {
       VALUE();
+      if (!v[strspn(v, ",")])
+        return bad("--filter '%s': give one or more variant-name substrings, "
+                   "comma-separated", v);
       o->filter = v;
     } else if (!strcmp(k, "--report")) {
       VALUE();

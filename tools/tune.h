@@ -51,7 +51,7 @@ typedef struct tune_opts {
   int arch;                   /* --arch (generator arch) or 0: the GPU's */
   int device;                 /* GPU ordinal */
   const char *report;         /* CSV path or NULL (the SVG goes to report.svg) */
-  const char *filter;         /* variant-name substring or NULL */
+  const char *filter;         /* comma-separated variant-name substrings, or NULL */
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
   int argc;
@@ -100,6 +100,9 @@ typedef struct tune_plan {
 int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o,
                     char *err, size_t errlen);
 void tune_plan_free(tune_plan *pl);
+/* 1 when name contains one of the comma-separated pieces of filter (empty
+** pieces never match), or filter is NULL; else 0. */
+int tune_filter_match(const char *filter, const char *name);
 /* The item that holds the compiled cubin of item i (itself or its dup). */
 static inline tune_item *tune_src_item(tune_plan *pl, int i) {
   tune_item *it = &pl->items[i];

@@ -150,6 +150,19 @@ static int plan_revision(tune_plan *pl, fs_gen *g, int arch, char *err, size_t e
   return FS_OK;
 }
 
+int tune_filter_match(const char *filter, const char *name) {
+  if (!filter) return 1;
+  for (const char *p = filter; *p;) {
+    const size_t n = strcspn(p, ",");
+    if (n > 0) {
+      for (const char *q = name; (q = strchr(q, p[0])) != NULL; q++)
+        if (!strncmp(q, p, n)) return 1;
+    }
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
 static int queue_compile(tune_plan *pl, char *queued, int i) {
   int s = pl->items[i].dup_of >= 0 ? pl->items[i].dup_of : i;
   if (!queued[s]) {
@@ -216,7 +229,7 @@ int tune_plan_build(tune_plan *pl, fs_gen *g, int arch, const tune_opts *o, char
     }
     int m = 0;
     for (int i = 0; i < n; i++) {
-      if (o->filter && !strstr(pl->items[i].v.name, o->filter)) continue;
+      if (!tune_filter_match(o->filter, pl->items[i].v.name)) continue;
       rk[m].score = i == d ? -1.0 : promise(&pl->items[i].v, bucket, fr, nfr);
       rk[m].index = i;
       m++;

@@ -94,7 +94,7 @@ static int dry_run(tune_session *s, const char *why_no_gpu) {
       seen[i] = 1;
       nvar++;
       tune_item *it = &pl->items[i], *src = tune_pool_wait(pool, i);
-      const int oracle_only = k < 0 && o->filter && !strstr(it->v.name, o->filter);
+      const int oracle_only = k < 0 && !tune_filter_match(o->filter, it->v.name);
       tune_row r = {0, i, -1, -1, -1, -1, -1, src->registers, src->spills};
       if (src->status) {
         nfail++;

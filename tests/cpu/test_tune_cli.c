@@ -116,6 +116,32 @@ static void test_dry_run(void) {
   CHECK(!exists("home/.cache/flashsampling/tuning.db"));
 }
 
+/* --filter with a list: just the named variants (here two winners of the
+** shipped defaults) are compiled for timing, besides the bucket's default,
+** which is compiled as the oracle only. */
+static void test_filter_list(void) {
+  const char *a = "fsamp_bf16_sm90a_wg_v128_b16_k64_g1_s6_c1_co_e128";
+  const char *b = "fsamp_bf16_sm90a_wg_v128_b16_k64_g1_s4_c1_co_e128";
+  char list[256];
+  snprintf(list, sizeof list, ",%s,,%s", a, b);
+  result r = RUN("--dry-run", "--batch", "1", "--filter", list, "--jobs", "2");
+  int compiled = 0, oracle = 0;
+  for (const char *p = r.out; (p = strstr(p, "  compiled fsamp_")) != NULL; p++) {
+    compiled++;
+    const char *eol = strchr(p, '\n');
+    const char *o = strstr(p, "(oracle only)");
+    if (o && (!eol || o < eol)) oracle++;
+  }
+  CHECK_MSG(compiled == 3 && oracle == 1, "compiled %d (oracle %d) in:\n%.3000s", compiled,
+            oracle, r.out);
+  CHECK(strstr(r.out, a) != NULL && strstr(r.out, b) != NULL);
+  expect("--filter list", r, 0, "timing needs a GPU", NULL);
+  expect("--filter of commas only", RUN("--filter", ",,"), 2, "--filter ',,'",
+         "one or more variant-name substrings", NULL);
+  expect("--filter matching nothing", RUN("--dry-run", "--filter", "nope,_zz_"), 2,
+         "--filter nope,_zz_", "no variant", NULL);
+}
+
 static void test_empty_db(void) {
   expect("list, no database", RUN("list", "--db", "fresh.db"), 0, "nothing is tuned", NULL);
   expect("list, default path", RUN("list"), 0, "home/.cache/flashsampling/tuning.db", NULL);
@@ -251,6 +277,7 @@ int main(void) {
   printf("binary %s, scratch %s\n", bin, tmp);
   test_usage();
   test_dry_run(); /* first: it checks that no default database appears */
+  test_filter_list();
   test_empty_db();
   test_db_with_data();
   test_corrupt_db();
