@@ -8,7 +8,8 @@
 **
 ** Cases: --help; bad arguments (exit 2, the message names the argument, its
 ** value and the rule); --list-models; a dry run that compiles a filtered
-** slice of the space and says timing needs a GPU, with --report; list on a
+** slice of the space and says timing needs a GPU, with --report; --filter
+** with a list of names (just those, besides the oracle); list on a
 ** missing and on an empty database; export/import round trips (empty, and a
 ** database with a run written through the store API); the default database
 ** path under XDG_CACHE_HOME and HOME; corrupt and truncated databases (exit 1,
