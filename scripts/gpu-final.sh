@@ -6,7 +6,7 @@
 #          reference), the rest one at a time; ~3-4 minutes (TESTS=<regex>:
 #          only those, one at a time);
 #   qwen / llama / fp16   fs-tune of Qwen3-8B bf16, Llama 3 70B bf16,
-#          Qwen3-8B fp16 (FILTER=<substring>: only those variants), into
+#          Qwen3-8B fp16 (FILTER=<substring[,substring...]>: only those variants), into
 #          one database, exported as $OUT/defaults.db together with the
 #          winners of MERGE=<db> if given (an earlier call's export);
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_c1_
@@ -30,7 +30,7 @@ tuned=0
 # The shipped winners of one shape (dtype D V), as a --filter list.
 winners() {
   ./build/fs-tune list --db tuning-db/defaults/defaults.db |
-    grep -F " $1 D=$2 V=$3 B=" | sed 's/.*-> \([^ ]*\) .*/\1/' | sort -u | paste -sd, -
+    grep -F " $1 D=$2 V=$3 B=" | sed -n 's/.*-> \(fsamp_[^ ]*\) .*/\1/p' | sort -u | paste -sd, -
 }
 for step in $steps; do
   case $step in
@@ -61,11 +61,11 @@ for step in $steps; do
   rewin)
     for shape in "qwen3-8b bf16 4096 151936" "llama3-70b bf16 8192 128256" \
                  "qwen3-8b fp16 4096 151936"; do
-      set -- $shape
-      names=$(winners "$2" "$3" "$4")
+      read -r model dtype d v <<< "$shape"
+      names=$(winners "$dtype" "$d" "$v")
       [ -n "$names" ] || { echo "gpu-final.sh: no shipped winners for $shape" | tee -a "$log"; continue; }
-      timeout 120 ./build/fs-tune --model "$1" --dtype "$2" --db $db --budget 60 --filter "$names" \
-        --report "$out/rewin-$1-$2.csv" 2>&1 | tail -13 | tee -a "$log"
+      timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --db $db --budget 60 \
+        --filter "$names" --report "$out/rewin-$model-$dtype.csv" 2>&1 | tail -13 | tee -a "$log"
     done
     rm -f "$out"/rewin-*.svg # at most 8 files come back from a device call
     tuned=1 ;;

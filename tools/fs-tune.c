@@ -250,9 +250,9 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
         return bad("--device %s: the GPU ordinal must be an integer >= 0", v);
     } else if (!strcmp(k, "--filter")) {
       VALUE();
-      if (!v[strspn(v, ",")])
+      if (!v[strspn(v, ",")] || strpbrk(v, " \t\n"))
         return bad("--filter '%s': give one or more variant-name substrings, "
-                   "comma-separated", v);
+                   "comma-separated, without spaces", v);
       o->filter = v;
     } else if (!strcmp(k, "--report")) {
       VALUE();

@@ -2,7 +2,7 @@
 ** tune_plan.c: which variants fs-tune tries, in which order (tune_plan_*).
 **
 ** The generator enumerates the space for (arch, dtype); --filter keeps names
-** containing a substring; each bucket then orders its variants so that the
+** containing one of its comma-separated substrings; each bucket then orders its variants so that the
 ** most promising come first (a small --budget still finds a good winner):
 ** the built-in default first (it is also the oracle), then by how far the
 ** batch tile is from the bucket, preferring the plain choices (last-CTA

@@ -139,6 +139,8 @@ static void test_filter_list(void) {
   expect("--filter list", r, 0, "timing needs a GPU", NULL);
   expect("--filter of commas only", RUN("--filter", ",,"), 2, "--filter ',,'",
          "one or more variant-name substrings", NULL);
+  expect("--filter with a space", RUN("--filter", "_wg_, _fma_"), 2, "--filter '_wg_, _fma_'",
+         "without spaces", NULL);
   expect("--filter matching nothing", RUN("--dry-run", "--filter", "nope,_zz_"), 2,
          "--filter nope,_zz_", "no variant", NULL);
 }

@@ -1,0 +1,99 @@
+/*
+** test_shipped_defaults: every winner in tuning-db/defaults/defaults.db is one
+** the runtime would load today.  A winner is used only if it was tuned with
+** today's generator revision or its source, generated today, hashes as the
+** one measured (runtime/tuned.c); any edit to a template or to a header the
+** kernels include changes every variant's source, so the shipped winners
+** would silently fall back to the built-in defaults until the next re-tune.
+** This test makes that a red CI instead.  Checks, per winner: the name
+** parses for its architecture, a cubin is stored with it, and the stored
+** source hash equals today's source's (with the stored revision's name put
+** back into the generated header, as tuned.c does).  It can fail: a one-byte
+** edit of a winner's source must change the hash it is compared with.
+*/
+#include "fs_test.h"
+
+#include "fs_nvrtc.h"
+#include "gen.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct walk {
+  fs_gen *g;
+  int winners, edited_differs;
+} walk;
+
+/* The hash of src for target with the revision named in it replaced by rev
+** (up to any "+suffix"); edit appends a byte first (the failure case). */
+static unsigned long long hash_as(fs_gen *g, const char *src, const char *target,
+                                  const char *rev, int edit) {
+  const char *cur = fs_gen_revision(g);
+  const size_t rl = strcspn(rev, "+"), cl = strlen(cur), sl = strlen(src);
+  char *fixed = malloc(sl + rl + 2);
+  REQUIRE(fixed != NULL);
+  const char *at = strstr(src, cur);
+  if (at) {
+    memcpy(fixed, src, (size_t)(at - src));
+    memcpy(fixed + (at - src), rev, rl);
+    strcpy(fixed + (at - src) + rl, at + cl);
+  } else {
+    strcpy(fixed, src);
+  }
+  if (edit) strcat(fixed, " ");
+  const unsigned long long h = fs_nvrtc_cache_key(fixed, target);
+  free(fixed);
+  return h;
+}
+
+static int check_winner(void *arg, const fs_store_choice *c) {
+  walk *w = arg;
+  char err[512], today[32];
+  fs_variant v;
+  char *src = NULL;
+  w->winners++;
+  const int parsed = fs_gen_parse(w->g, c->variant, &v, err, sizeof err) == FS_OK;
+  CHECK_MSG(parsed, "%s (D=%d V=%d B=%d): does not parse: %s", c->variant, c->hidden, c->vocab,
+            c->bucket, err);
+  if (!parsed) return 0;
+  CHECK_MSG(c->has_cubin, "%s (D=%d V=%d B=%d): no cubin stored", c->variant, c->hidden,
+            c->vocab, c->bucket);
+  CHECK_MSG(c->source_hash[0], "%s: no source hash stored", c->variant);
+  REQUIRE(fs_gen_source(w->g, &v, &src, err, sizeof err) == FS_OK);
+  snprintf(today, sizeof today, "%016llx", hash_as(w->g, src, v.target, c->generator_rev, 0));
+  CHECK_MSG(strcmp(c->source_hash, today) == 0,
+            "%s (D=%d V=%d B=%d): measured on another source (stored hash %s, today's %s): "
+            "a template or generator edit retired it; re-tune the shipped defaults "
+            "(scripts/gpu-final.sh, step rewin or a full tuning)",
+            c->variant, c->hidden, c->vocab, c->bucket, c->source_hash, today);
+  snprintf(today, sizeof today, "%016llx", hash_as(w->g, src, v.target, c->generator_rev, 1));
+  w->edited_differs += strcmp(c->source_hash, today) != 0;
+  free(src);
+  return 0;
+}
+
+int main(void) {
+  const char *root = getenv("FS_TEST_SOURCE_DIR");
+  if (!root) {
+    fprintf(stderr, "test_shipped_defaults: FS_TEST_SOURCE_DIR (the repository root) is not "
+                    "set; run it through ctest\n");
+    return 1;
+  }
+  char path[4096], err[512];
+  snprintf(path, sizeof path, "%s/tuning-db/defaults/defaults.db", root);
+  fs_store *s = NULL;
+  REQUIRE(fs_store_open(path, FS_STORE_READONLY, &s, err, sizeof err) == FS_OK);
+  walk w = {NULL, 0, 0};
+  REQUIRE(fs_gen_open(&w.g, err, sizeof err) == FS_OK);
+  CHECK(fs_store_list_winners(s, NULL, check_winner, &w) == FS_OK);
+  /* the three shipped shapes, nine buckets each */
+  CHECK_MSG(w.winners >= 27, "%d winners shipped, expected 27 or more", w.winners);
+  CHECK_MSG(w.edited_differs == w.winners, "an edited source hashed as the stored one (%d of %d)",
+            w.winners - w.edited_differs, w.winners);
+  printf("%d shipped winners checked against today's sources\n", w.winners);
+  fs_gen_close(w.g);
+  fs_store_close(s);
+  return fs_test_done("test_shipped_defaults");
+}
