@@ -6,8 +6,8 @@
 #          reference), the rest one at a time; ~3-4 minutes (TESTS=<regex>:
 #          only those, one at a time);
 #   qwen / llama / fp16   fs-tune of Qwen3-8B bf16, Llama 3 70B bf16,
-#          Qwen3-8B fp16 (FILTER=<substring[,substring...]>: only those variants), into
-#          one database, exported as $OUT/defaults.db together with the
+#          Qwen3-8B fp16 (FILTER=<substring[,substring...]>: only those
+#          variants), into one database, exported as $OUT/defaults.db together with the
 #          winners of MERGE=<db> if given (an earlier call's export);
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_c1_
 #          (the fp16 step's budget runs out before its large buckets);
@@ -27,10 +27,13 @@ filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
-# The shipped winners of one shape (dtype D V), as a --filter list.
+# The shipped winners of one model preset in one dtype, as a --filter list
+# (the preset's D and V from fs-tune --list-models).
 winners() {
+  local shape
+  shape=$(./build/fs-tune --list-models | awk -v m="$1" '$1 == m { print $2 " " $3 }')
   ./build/fs-tune list --db tuning-db/defaults/defaults.db |
-    grep -F " $1 D=$2 V=$3 B=" | sed -n 's/.*-> \(fsamp_[^ ]*\) .*/\1/p' | sort -u | paste -sd, -
+    grep -F " $2 $shape B=" | sed -n 's/.*-> \(fsamp_[^ ]*\) .*/\1/p' | sort -u | paste -sd, -
 }
 for step in $steps; do
   case $step in
@@ -59,10 +62,9 @@ for step in $steps; do
       --filter _g2_s4_c1_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
   rewin)
-    for shape in "qwen3-8b bf16 4096 151936" "llama3-70b bf16 8192 128256" \
-                 "qwen3-8b fp16 4096 151936"; do
-      read -r model dtype d v <<< "$shape"
-      names=$(winners "$dtype" "$d" "$v")
+    for shape in "qwen3-8b bf16" "llama3-70b bf16" "qwen3-8b fp16"; do
+      read -r model dtype <<< "$shape"
+      names=$(winners "$model" "$dtype")
       [ -n "$names" ] || { echo "gpu-final.sh: no shipped winners for $shape" | tee -a "$log"; continue; }
       timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --db $db --budget 60 \
         --filter "$names" --report "$out/rewin-$model-$dtype.csv" 2>&1 | tail -13 | tee -a "$log"

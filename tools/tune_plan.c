@@ -2,11 +2,12 @@
 ** tune_plan.c: which variants fs-tune tries, in which order (tune_plan_*).
 **
 ** The generator enumerates the space for (arch, dtype); --filter keeps names
-** containing one of its comma-separated substrings; each bucket then orders its variants so that the
-** most promising come first (a small --budget still finds a good winner):
-** the built-in default first (it is also the oracle), then by how far the
-** batch tile is from the bucket, preferring the plain choices (last-CTA
-** reduction, persistent grid, 16-byte loads), then in enumeration order.
+** containing one of its comma-separated substrings; each bucket then orders
+** its variants so that the most promising come first (a small --budget
+** still finds a good winner): the built-in default first (it is also the
+** oracle), then by how far the batch tile is from the bucket, preferring
+** the plain choices (last-CTA reduction, persistent grid, 16-byte loads),
+** then in enumeration order.
 ** --max-variants cuts each bucket's list.  Sources are generated here, in
 ** the main thread (Lua is not thread-safe), and variants whose sources are
 ** byte-identical (they differ only in host-side parameters such as the grid)
