@@ -98,6 +98,13 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 ** with how it was found; *out NULL when nothing tuned applies. */
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
                     fs_kernel **out, char *how, size_t howlen);
+/* The hash (16 hex digits into out) v's source would have if generated today
+** under the revision `rev` (a stored one, up to any "+suffix"): the generated
+** header names the revision, so today's source is hashed with that name put
+** back.  Equal to the stored hash exactly when nothing that is compiled has
+** changed since.  Returns 1, or 0 if the source cannot be generated. */
+int fs_tuned_measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char *out,
+                           size_t n);
 
 /* sample.c: the generator architecture a GPU of compute capability `arch`
 ** (major * 10 + minor) runs: the newest one the generator knows with the

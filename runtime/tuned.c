@@ -72,11 +72,8 @@ typedef struct accept_arg {
                    ** or rejected the choice */
 } accept_arg;
 
-/* The hash v's source would have if generated today under the revision
-** `rev` (the stored one, up to any "+suffix"): the generated header names the
-** revision, so today's source is hashed with that name put back.  Equal to the
-** stored hash exactly when nothing that is compiled has changed since. */
-static int measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char *out, size_t n) {
+int fs_tuned_measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char *out,
+                           size_t n) {
   char err[256], *src = NULL;
   if (fs_gen_source(g, v, &src, err, sizeof err) != FS_OK) return 0;
   const char *cur = fs_gen_revision(g);
@@ -97,7 +94,7 @@ static int measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char *
 /* Was v measured on the code that would run today? */
 static int same_source(fs_gen *g, const fs_variant *v, const fs_store_choice *c) {
   char hash[32];
-  return c->source_hash[0] && measured_hash(g, v, c->generator_rev, hash, sizeof hash) &&
+  return c->source_hash[0] && fs_tuned_measured_hash(g, v, c->generator_rev, hash, sizeof hash) &&
          strcmp(hash, c->source_hash) == 0;
 }
 

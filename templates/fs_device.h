@@ -172,7 +172,8 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
 #define FS_RED_CANDS 5
 
 /* Items [first, first + n), n <= FS_RED_ITEMS, by one warp: the max key
-** over each item's G chunk candidates (and its logit); lane 0 writes. */
+** over each item's G chunk candidates (and its logit); lane 0 writes.
+** Every lane of the warp passes the same first and n. */
 __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, int n, int lane) {
   const int G = p.num_chunks;
   unsigned long long best[FS_RED_ITEMS];

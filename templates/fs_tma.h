@@ -55,10 +55,13 @@ __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const fs_tmap *
                : "memory");
 }
 /* Arrives on the mbarrier at the same offset as *bar in CTA `rank` of the
-** cluster (release at cluster scope). */
+** cluster, with the default semantics (release at CTA scope): the caller's
+** reads of the slot it releases are complete (wgmma.wait_group returned).
+** A release at cluster scope compiled to a GPU-wide memory barrier per
+** arrive and cost the clustered variants 40-60% (perf-notes 11g). */
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
   asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
                ::"r"(smem_addr(bar)), "r"(rank) : "memory");
 }
 /* All threads of all CTAs of the cluster. */
