@@ -28,22 +28,28 @@ int fs_bucket(int batch) {
   return b;
 }
 
+/* At most one chunk per unit of work: a 16-row group, or for the wg family
+** (chunks of whole tiles) a tile, so a tiny vocabulary launches no CTAs
+** that could only write empty candidates (beyond those a cluster or a
+** multi-chunk CTA rounds up to). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
-  const int row_groups = (vocab + 15) / 16;
+  const int units = strcmp(k->v.family, "wg") == 0
+                             ? (vocab + k->v.tile_v - 1) / k->v.tile_v
+                             : (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
   int g;
   if (k->v.cluster > 1) {
     /* whole clusters, all co-resident; chunks may be empty when V is tiny */
     const int c = k->v.cluster;
     g = k->max_clusters / nb * c;
-    if (g > row_groups / c * c) g = row_groups / c * c;
+    if (g > units / c * c) g = units / c * c;
     return g > c ? g : c;
   }
   if (k->v.cta_chunks > 1) {
     /* whole CTAs of cta_chunks chunks each, one wave */
     const int c = k->v.cta_chunks;
     g = k->blocks_per_sm * ctx->sm_count / nb * c;
-    if (g > row_groups / c * c) g = row_groups / c * c;
+    if (g > units / c * c) g = units / c * c;
     return g > c ? g : c;
   }
   if (k->v.persistent) {
@@ -52,7 +58,7 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
   } else {
     g = (vocab + k->v.tile_v - 1) / k->v.tile_v;
   }
-  return g < row_groups ? g : row_groups;
+  return g < units ? g : units;
 }
 
 _Static_assert(FS_COUNTER_BYTES % 8 == 0, "the candidate keys after the counters are 8-byte aligned");

@@ -127,10 +127,13 @@ static const pw_case cases[] = {
     /* one sampled draw per row (S = 1: the wgmma kernels keep each thread's
     ** best in registers across tiles and fold a staged tile under the next
     ** one's wgmmas), with chunks of several tiles (V=40000), a vocab_offset
-    ** that straddles the Philox quads, and empty chunks (B=300, V=1000) */
+    ** that straddles the Philox quads, and a vocabulary of one tile (V=100:
+    ** a wg cluster's second chunk is empty, other families' chunks are few) */
     {"b3_d4096_v40000_bf16_t1_s1_off", 3, 4096, 40000, FS_DTYPE_BF16, 999, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
     {"b16_d4096_v40000_fp16_t07_s1", 16, 4096, 40000, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 0.7f, 1, 1, 1, 0},
     {"b300_d64_v1000_bf16_t1_s1_off", 300, 64, 1000, FS_DTYPE_BF16, 3, TEMPS_SCALAR, 1.0f, 1, 1, 3, 0},
+    {"b5_d64_v100_fp16_t1_s1", 5, 64, 100, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
+    {"b5_d64_v100_bf16_t05_s4", 5, 64, 100, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 0.5f, 0, 4, 1, 0},
 };
 
 /* Totals over the whole test. */
