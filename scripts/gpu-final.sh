@@ -9,7 +9,7 @@
 #          Qwen3-8B fp16 (FILTER=<substring[,substring...]>: only those
 #          variants), into one database, exported as $OUT/defaults.db together with the
 #          winners of MERGE=<db> if given (an earlier call's export);
-#   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_c1_
+#   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_ (c1 and c2)
 #          (the fp16 step's budget runs out before its large buckets);
 #   rewin  after a template edit (which retires every shipped winner: the
 #          sources' hashes change), only the shipped winners of each of the
@@ -59,7 +59,7 @@ for step in $steps; do
       --report "$out/tune-qwen3-8b-fp16.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
   fp16big)
     timeout 70 ./build/fs-tune --model qwen3-8b --dtype fp16 --batch 128,256 --db $db --budget 45 \
-      --filter _g2_s4_c1_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
+      --filter _g2_s4_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
   rewin)
     for shape in "qwen3-8b bf16" "llama3-70b bf16" "qwen3-8b fp16"; do
