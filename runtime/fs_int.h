@@ -51,7 +51,7 @@ typedef struct fs_plan {
 #define FS_TMAP_CACHE 4
 typedef struct fs_tmap_entry {
   const void *ptr;
-  int dtype, valid;
+  int dtype, valid, promotion;
   unsigned long long dim[2], stride;
   unsigned box[2];
   unsigned char map[128]; /* a CUtensorMap, copied bytewise (it wants 64-byte alignment) */

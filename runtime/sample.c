@@ -113,13 +113,15 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
 _Static_assert(sizeof(CUtensorMap) == sizeof(((fs_tmap_entry *)0)->map), "a CUtensorMap is 128 bytes");
 
 /* A 2-D tensor map of `ptr` ([dim1 rows, dim0 elements], row stride `stride`
-** bytes, boxes of box0 x box1, 128-byte swizzle, zero fill past the edges)
-** into out, from ctx's cache when it was encoded before. */
+** bytes, boxes of box0 x box1, 128-byte swizzle, zero fill past the edges,
+** L2 promotion `promo`) into out, from ctx's cache when it was encoded before. */
 static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint64_t dim[2],
-                      cuuint64_t stride, const cuuint32_t box[2], CUtensorMap *out) {
+                      cuuint64_t stride, const cuuint32_t box[2], CUtensorMapL2promotion promo,
+                      CUtensorMap *out) {
   for (int i = 0; i < FS_TMAP_CACHE; i++) {
     const fs_tmap_entry *e = &ctx->tmaps[i];
-    if (e->valid && e->ptr == ptr && e->dtype == dtype && e->dim[0] == dim[0] &&
+    if (e->valid && e->ptr == ptr && e->dtype == dtype && e->promotion == (int)promo &&
+        e->dim[0] == dim[0] &&
         e->dim[1] == dim[1] && e->stride == stride && e->box[0] == box[0] && e->box[1] == box[1]) {
       memcpy(out, e->map, sizeof e->map);
       return FS_OK;
@@ -131,12 +133,13 @@ static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint6
   FS_CHECK_CU(ctx, ctx->cu->cuTensorMapEncodeTiled(out, dt, 2, (void *)ptr, dim, &stride, box, es,
                                                    CU_TENSOR_MAP_INTERLEAVE_NONE,
                                                    CU_TENSOR_MAP_SWIZZLE_128B,
-                                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                   promo,
                                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   fs_tmap_entry *e = &ctx->tmaps[ctx->tmap_next];
   ctx->tmap_next = (ctx->tmap_next + 1) % FS_TMAP_CACHE;
   e->ptr = ptr;
   e->dtype = dtype;
+  e->promotion = (int)promo;
   e->dim[0] = dim[0];
   e->dim[1] = dim[1];
   e->stride = stride;
@@ -194,8 +197,15 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     const cuuint64_t hd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)B};
     /* with a cluster, each CTA copies its share of the H box to all of them */
     const cuuint32_t hb[2] = {64, (cuuint32_t)(k->v.tile_b / (k->v.cluster > 1 ? k->v.cluster : 1))};
-    FS_TRY(tensor_map(ctx, p->weight, p->dtype, wd, (cuuint64_t)prm.w_stride * 2, wb, &tw));
-    FS_TRY(tensor_map(ctx, p->hidden_states, p->dtype, hd, (cuuint64_t)prm.h_stride * 2, hb, &th));
+    /* W's boxes are 128 bytes wide, one row segment per k-step: an L2
+    ** promotion to 256 bytes (the next k-step's segment too) made the
+    ** memory-bound batches 1-3% slower than 128 (perf-notes 12b) and
+    ** helped only 256-wide batch tiles, by 0.6% */
+    const CUtensorMapL2promotion wp = k->v.tile_b >= 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    FS_TRY(tensor_map(ctx, p->weight, p->dtype, wd, (cuuint64_t)prm.w_stride * 2, wb, wp, &tw));
+    FS_TRY(tensor_map(ctx, p->hidden_states, p->dtype, hd, (cuuint64_t)prm.h_stride * 2, hb,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &th));
   }
   const unsigned nb = (unsigned)((B + k->v.tile_b - 1) / k->v.tile_b);
   if (k->v.cluster > 1) {
