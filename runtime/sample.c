@@ -198,10 +198,10 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     /* with a cluster, each CTA copies its share of the H box to all of them */
     const cuuint32_t hb[2] = {64, (cuuint32_t)(k->v.tile_b / (k->v.cluster > 1 ? k->v.cluster : 1))};
     /* W's boxes are 128 bytes wide, one row segment per k-step: an L2
-    ** promotion to 256 bytes (the next k-step's segment too) made the
-    ** memory-bound batches 1-3% slower than 128 (perf-notes 12b) and
-    ** helped only 256-wide batch tiles, by 0.6% */
-    const CUtensorMapL2promotion wp = k->v.tile_b >= 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+    ** promotion to 256 bytes (the next k-step's segment too) made batch
+    ** tiles of up to 64 columns (memory-bound) 1-3% slower than 128 bytes,
+    ** and the compute-bound tiles of 128 and 256 columns faster (perf-notes 12b) */
+    const CUtensorMapL2promotion wp = k->v.tile_b >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
     FS_TRY(tensor_map(ctx, p->weight, p->dtype, wd, (cuuint64_t)prm.w_stride * 2, wb, wp, &tw));
     FS_TRY(tensor_map(ctx, p->hidden_states, p->dtype, hd, (cuuint64_t)prm.h_stride * 2, hb,
