@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench_tables.py CSV...: the Markdown tables of docs/benchmarks.md from
-fs-bench CSV files (one table per (model, dtype) in the order met; the
+fs-bench CSV files (one table per (model, dtype) in the order met, each row's fused / floor
+from its own floor; the
 sweep file, with --sweep, as one row per model of fused / mm at each B)."""
 import csv
 import sys
@@ -19,8 +20,11 @@ def short(variant):
 def table(rows):
     r0 = rows[0]
     floor = float(r0["floor_us"])
+    other = [r["B"] for r in rows if r["floor_us"] != r0["floor_us"]]
+    more = (f" Rows B = {', '.join(other)} come from another run (their own probe and floor, "
+            f"used for their fused / floor)." if other else "")
     print(f"{r0['model']}: D={r0['D']}, V={r0['V']}, {r0['dtype']}; floor {floor:.1f} µs "
-          f"(W bytes / {float(r0['read_TBps']):.2f} TB/s, the in-binary probe of this run). "
+          f"(W bytes / {float(r0['read_TBps']):.2f} TB/s, the in-binary probe of this run).{more} "
           f"Host cost of one `fs_sample` call: {min(float(r['host_us']) for r in rows):.2f}–"
           f"{max(float(r['host_us']) for r in rows):.2f} µs.\n")
     print("| B | fused | cuBLAS mm | mm + Gumbel | mm + softmax/CDF | fused / floor | fused / mm "
@@ -29,7 +33,7 @@ def table(rows):
     for r in rows:
         f, mm, g, m = (float(r[k]) for k in ("fused_us", "mm_us", "mm_gumbel_us",
                                                 "mm_multinomial_us"))
-        print(f"| {r['B']} | {f:.1f} | {mm:.1f} | {g:.1f} | {m:.1f} | {f / floor:.3f} | "
+        print(f"| {r['B']} | {f:.1f} | {mm:.1f} | {g:.1f} | {m:.1f} | {f / float(r['floor_us']):.3f} | "
               f"{f / mm:.3f} | {g / f:.2f} | {short(r['variant'])} |")
     print()
 
