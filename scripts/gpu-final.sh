@@ -9,6 +9,11 @@
 #          Qwen3-8B fp16 (FILTER=<substring[,substring...]>: only those
 #          variants), into one database, exported as $OUT/defaults.db together with the
 #          winners of MERGE=<db> if given (an earlier call's export);
+#          BATCHES=<list> tunes only those buckets (e.g. 1,2,4,8,16,32,64 after
+#          a runtime change that touches the memory-bound tiles), and then
+#          KEEP=<list> takes from MERGE only the winners of those buckets
+#          (e.g. 128,256), so an old measurement of a re-tuned bucket cannot
+#          outrank the new ones;
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_ (c1 and c2)
 #          (the fp16 step's budget runs out before its large buckets);
 #   rewin  after a template edit (which retires every shipped winner: the
@@ -24,6 +29,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   --format=csv > "$log"
 steps=${STEPS:-tests qwen llama fp16 fp16big}
 filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
+[ -n "${BATCHES:-}" ] && filter+=(--batch "$BATCHES")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
@@ -76,6 +82,14 @@ for step in $steps; do
   esac
 done
 if [ $tuned = 1 ]; then
-  [ -n "${MERGE:-}" ] && ./build/fs-tune import "$MERGE" --db $db 2>&1 | tail -2 | tee -a "$log"
+  if [ -n "${MERGE:-}" ] && [ -n "${KEEP:-}" ]; then
+    for b in ${KEEP//,/ }; do
+      rm -f /tmp/fs-keep.db*
+      ./build/fs-tune export /tmp/fs-keep.db --bucket "$b" --db "$MERGE" 2>&1 | tail -1 | tee -a "$log"
+      ./build/fs-tune import /tmp/fs-keep.db --db $db 2>&1 | tail -1 | tee -a "$log"
+    done
+  elif [ -n "${MERGE:-}" ]; then
+    ./build/fs-tune import "$MERGE" --db $db 2>&1 | tail -2 | tee -a "$log"
+  fi
   ./build/fs-tune export "$out/defaults.db" --db $db 2>&1 | tail -2 | tee -a "$log"
 fi
