@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench_tables.py CSV...: the Markdown tables of docs/benchmarks.md from
-fs-bench CSV files (one table per (model, dtype) in the order met, each row's fused / floor
-from its own floor; the
-sweep file, with --sweep, as one row per model of fused / mm at each B)."""
+fs-bench CSV files (one table per (model, dtype) in the order met, each row's
+fused / floor from its own floor; the sweep file, with --sweep, as one row per
+model of fused / mm at each B)."""
 import csv
 import sys
 from collections import OrderedDict

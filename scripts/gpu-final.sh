@@ -81,6 +81,12 @@ for step in $steps; do
      exit 2 ;;
   esac
 done
+[ -n "${KEEP:-}" ] && [ -z "${MERGE:-}" ] &&
+  echo "gpu-final.sh: KEEP=$KEEP has no effect without MERGE=<db>" | tee -a "$log"
+if [ -n "${KEEP:-}" ] && [ -n "${MERGE:-}" ]; then
+  echo "gpu-final.sh: from $MERGE only the winners of buckets $KEEP; its other buckets" \
+    "are dropped unless this run tuned them (BATCHES=${BATCHES:-all})" | tee -a "$log"
+fi
 if [ $tuned = 1 ]; then
   if [ -n "${MERGE:-}" ] && [ -n "${KEEP:-}" ]; then
     for b in ${KEEP//,/ }; do

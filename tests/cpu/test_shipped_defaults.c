@@ -8,8 +8,9 @@
 ** This test makes that a red CI instead.  Checks, per winner: the name
 ** parses for its architecture, a cubin is stored with it, and the stored
 ** source hash equals today's source's (fs_tuned_measured_hash, the
-** runtime's own rule).  It can fail: a one-byte edit of a winner's source
-** must change the hash it is compared with.
+** runtime's own rule).  It can fail: at today's revision the rule must hash
+** exactly the generated source, and a one-byte edit must change that hash
+** (a template comment edit made all 27 winners fail, sixth session).
 */
 #include "fs_test.h"
 
@@ -45,13 +46,22 @@ static int check_winner(void *arg, const fs_store_choice *c) {
             "a template or generator edit retired it; re-tune the shipped defaults "
             "(scripts/gpu-final.sh, step rewin or a full tuning)",
             c->variant, c->hidden, c->vocab, c->bucket, c->source_hash, today);
-  /* one byte more in today's source must give another hash */
+  /* The rule's teeth, at today's revision (where it hashes the source as
+  ** generated): it must hash exactly today's source, and one byte more
+  ** must give another hash.  (That an edit under an older stored revision
+  ** is caught too was mutation-checked: a one-line template comment made
+  ** every winner fail, perf-notes 11 / design.md.) */
   REQUIRE(fs_gen_source(w->g, &v, &src, err, sizeof err) == FS_OK);
+  char same[32], plain[32], more[32];
+  REQUIRE(fs_tuned_measured_hash(w->g, &v, fs_gen_revision(w->g), same, sizeof same));
+  snprintf(plain, sizeof plain, "%016llx", fs_nvrtc_cache_key(src, v.target));
+  CHECK_MSG(strcmp(same, plain) == 0, "%s: at today's revision the rule hashed %s, the source %s",
+            c->variant, same, plain);
   char *edited = malloc(strlen(src) + 2);
   REQUIRE(edited != NULL);
   snprintf(edited, strlen(src) + 2, "%s ", src);
-  snprintf(today, sizeof today, "%016llx", fs_nvrtc_cache_key(edited, v.target));
-  w->edited_differs += strcmp(c->source_hash, today) != 0;
+  snprintf(more, sizeof more, "%016llx", fs_nvrtc_cache_key(edited, v.target));
+  w->edited_differs += strcmp(plain, more) != 0;
   free(edited);
   free(src);
   return 0;
@@ -73,7 +83,7 @@ int main(void) {
   CHECK(fs_store_list_winners(s, NULL, check_winner, &w) == FS_OK);
   /* the three shipped shapes, nine buckets each */
   CHECK_MSG(w.winners >= 27, "%d winners shipped, expected 27 or more", w.winners);
-  CHECK_MSG(w.edited_differs == w.winners, "an edited source hashed as the stored one (%d of %d)",
+  CHECK_MSG(w.edited_differs == w.winners, "a one-byte edit left the hash as it was (%d of %d)",
             w.winners - w.edited_differs, w.winners);
   printf("%d shipped winners checked against today's sources\n", w.winners);
   fs_gen_close(w.g);

@@ -7,8 +7,8 @@
 ** offset, sample, global token, row tag), so a sample is a deterministic
 ** function of the inputs: the GPU's token must equal the reference's argmax
 ** except where the race was so close that fp32 rounding may decide it.  Over
-** a table of random problems covering B in {1, 3, 16, 64, 300}, D in {64, 4096},
-** V in {1000, 40000, 151937}, bf16 and fp16, temperatures 0.5, 1, 2, 0 (greedy) and
+** a table of random problems covering B in {1, 3, 5, 16, 64, 300}, D in {64, 4096},
+** V in {50, 100, 1000, 40000, 151937}, bf16 and fp16, temperatures 0.5, 1, 2, 0 (greedy) and
 ** per-row temperature arrays that mix greedy rows (0, -1, NaN) with sampled
 ** ones, scalar and per-row seeds/offsets, vocab_offset 0 and not 0 (up to the
 ** largest legal one), and padded row strides, it checks:
@@ -127,13 +127,18 @@ static const pw_case cases[] = {
     /* one sampled draw per row (S = 1: the wgmma kernels keep each thread's
     ** best in registers across tiles and fold a staged tile under the next
     ** one's wgmmas), with chunks of several tiles (V=40000), a vocab_offset
-    ** that straddles the Philox quads, and a vocabulary of one tile (V=100:
-    ** a wg cluster's second chunk is empty, other families' chunks are few) */
+    ** that straddles the Philox quads, and vocabularies of one or two tiles
+    ** (V=100: one 128-row tile, two 64-row ones; V=50: one tile of any
+    ** size, so a wg cluster's first chunk and a ping-pong CTA's first stream
+    ** have no tile and write empty candidates; the seventh session ran the
+    ** V=100 cases on the H200, the V=50 ones are newer) */
     {"b3_d4096_v40000_bf16_t1_s1_off", 3, 4096, 40000, FS_DTYPE_BF16, 999, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
     {"b16_d4096_v40000_fp16_t07_s1", 16, 4096, 40000, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 0.7f, 1, 1, 1, 0},
     {"b300_d64_v1000_bf16_t1_s1_off", 300, 64, 1000, FS_DTYPE_BF16, 3, TEMPS_SCALAR, 1.0f, 1, 1, 3, 0},
     {"b5_d64_v100_fp16_t1_s1", 5, 64, 100, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
     {"b5_d64_v100_bf16_t05_s4", 5, 64, 100, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 0.5f, 0, 4, 1, 0},
+    {"b5_d64_v50_bf16_t1_s1_off", 5, 64, 50, FS_DTYPE_BF16, 7, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
+    {"b5_d64_v50_fp16_t2_s3", 5, 64, 50, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 2.0f, 1, 3, 1, 0},
 };
 
 /* Totals over the whole test. */
