@@ -33,9 +33,8 @@ int fs_bucket(int batch) {
 ** that could only write empty candidates (beyond those a cluster or a
 ** multi-chunk CTA rounds up to). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
-  const int units = strcmp(k->v.family, "wg") == 0
-                             ? (vocab + k->v.tile_v - 1) / k->v.tile_v
-                             : (vocab + 15) / 16;
+  const int units = strcmp(k->v.family, "wg") == 0 ? (vocab + k->v.tile_v - 1) / k->v.tile_v
+                                                   : (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
   int g;
   if (k->v.cluster > 1) {
@@ -121,8 +120,8 @@ static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint6
   for (int i = 0; i < FS_TMAP_CACHE; i++) {
     const fs_tmap_entry *e = &ctx->tmaps[i];
     if (e->valid && e->ptr == ptr && e->dtype == dtype && e->promotion == (int)promo &&
-        e->dim[0] == dim[0] &&
-        e->dim[1] == dim[1] && e->stride == stride && e->box[0] == box[0] && e->box[1] == box[1]) {
+        e->dim[0] == dim[0] && e->dim[1] == dim[1] && e->stride == stride &&
+        e->box[0] == box[0] && e->box[1] == box[1]) {
       memcpy(out, e->map, sizeof e->map);
       return FS_OK;
     }

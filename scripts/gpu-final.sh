@@ -28,8 +28,9 @@ log=$out/run.log
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$log"
 steps=${STEPS:-tests qwen llama fp16 fp16big}
-filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
-[ -n "${BATCHES:-}" ] && filter+=(--batch "$BATCHES")
+# FILTER and BATCHES, as fs-tune options of the qwen, llama and fp16 steps
+tune_args=(); [ -n "${FILTER:-}" ] && tune_args=(--filter "$FILTER")
+[ -n "${BATCHES:-}" ] && tune_args+=(--batch "$BATCHES")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
@@ -55,13 +56,13 @@ for step in $steps; do
     fi
     grep -E "tests passed|Failed|\*\*\*" "$out/gpu-tests.log" | tee -a "$log" ;;
   qwen)
-    timeout 150 ./build/fs-tune --model qwen3-8b --db $db --budget 100 "${filter[@]}" \
+    timeout 150 ./build/fs-tune --model qwen3-8b --db $db --budget 100 "${tune_args[@]}" \
       --report "$out/tune-qwen3-8b.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
   llama)
-    timeout 170 ./build/fs-tune --model llama3-70b --db $db --budget 120 "${filter[@]}" \
+    timeout 170 ./build/fs-tune --model llama3-70b --db $db --budget 120 "${tune_args[@]}" \
       --report "$out/tune-llama3-70b.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
   fp16)
-    timeout 100 ./build/fs-tune --model qwen3-8b --dtype fp16 --db $db --budget 60 "${filter[@]}" \
+    timeout 100 ./build/fs-tune --model qwen3-8b --dtype fp16 --db $db --budget 60 "${tune_args[@]}" \
       --report "$out/tune-qwen3-8b-fp16.csv" 2>&1 | tail -13 | tee -a "$log"; tuned=1 ;;
   fp16big)
     timeout 70 ./build/fs-tune --model qwen3-8b --dtype fp16 --batch 128,256 --db $db --budget 45 \
