@@ -117,7 +117,8 @@ int fs_target_arch(int arch);
 ** multiples of 256). */
 int fs_bucket(int batch);
 
-/* The number of CTAs along the vocabulary for a kernel and shape. */
+/* The number of vocabulary chunks (candidates per item) for a kernel and
+** shape: the CTAs along the vocabulary times their chunks per CTA. */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
                   int vocab);
 

@@ -199,7 +199,8 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     /* W's boxes are 128 bytes wide, one row segment per k-step: an L2
     ** promotion to 256 bytes (the next k-step's segment too) made batch
     ** tiles of up to 64 columns (memory-bound) 1-3% slower than 128 bytes,
-    ** and the compute-bound tiles of 128 and 256 columns faster (perf-notes 12b) */
+    ** and the compute-bound tiles of 128 and 256 columns faster (perf-notes 12b,
+    ** the wg kernels; the ws family shares the rule, not measured under it) */
     const CUtensorMapL2promotion wp = k->v.tile_b >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
     FS_TRY(tensor_map(ctx, p->weight, p->dtype, wd, (cuuint64_t)prm.w_stride * 2, wb, wp, &tw));

@@ -79,7 +79,11 @@ int fs_tuned_measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char
   const char *cur = fs_gen_revision(g);
   const size_t rl = strcspn(rev, "+"), cl = strlen(cur);
   char *at = strstr(src, cur), *fixed = NULL;
-  if (at && (fixed = malloc(strlen(src) - cl + rl + 1)) != NULL) {
+  if (at && (fixed = malloc(strlen(src) - cl + rl + 1)) == NULL) {
+    free(src); /* no hash rather than the hash of the wrong text */
+    return 0;
+  }
+  if (at) {
     const size_t head = (size_t)(at - src);
     memcpy(fixed, src, head);
     memcpy(fixed + head, rev, rl);
