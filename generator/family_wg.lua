@@ -29,7 +29,7 @@ local fam = { template = "templates/fsamp_wg.cu", min_arch = 90 }
 
 local p_tile_v = common.num("v", "tile_v", { 64, 128, 256 })
 local p_tile_b = common.num("b", "tile_b", { 16, 32, 64, 128, 256 })
-local p_tile_k = common.num("k", "tile_k", { 64, 128, 256 })
+local p_tile_k = common.num("k", "tile_k", { 64, 128 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
 local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
 local p_cluster = common.num("c", "cluster", { 1, 2 })
@@ -75,10 +75,6 @@ fam.constraints = {
     pred = function(v) return (v.tile_v // (64 * tile_wgs(v))) * v.tile_b // 2 <= 128 end },
   { name = "clusters share H only where it dominates: batch tiles of 64+ rows",
     pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
-  { name = "256-wide k-steps only for memory-bound tiles: batch tiles of 16-32, cooperative, no cluster",
-    pred = function(v)
-      return v.tile_k < 256 or (v.tile_b <= 32 and v.mode == "coop" and v.cluster == 1)
-    end },
   { name = "narrow epilogue rounds only for batch tiles of 128+",
     pred = function(v) return v.epi == 128 or v.tile_b >= 128 end },
   { name = "overlap stages whole tiles (epi unused: 128)",

@@ -74,16 +74,7 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
 /* Folds rows [r0, r1) (r0 and r1 multiples of 4) of column c for sample s
 ** into the best (key, logit) (bk, bz): one Philox call per four tokens (two
 ** when PHASED: the token quads straddle the rows because vocab_offset is not
-** a multiple of 4).  Rows from v_end on are skipped.
-** A quad that cannot win is skipped before its noise: every score of it is
-** fmaf(z, 1/T, g) with z <= the quad's largest logit and g <= FS_PRUNE_CAP
-** (fs_gumbel_fast's largest value plus far more than its error), so by the
-** monotonicity of rounding no score exceeds ub = fmaf(zmax, 1/T,
-** FS_PRUNE_CAP); if ub is below the best score so far, no key of the quad
-** can beat bk.  The result is the same, bit for bit; only the work differs
-** (real LM heads' logits spread far beyond the noise's range, so most quads
-** go; random logits of standard deviation ~1 never do). */
-#define FS_PRUNE_CAP (FS_GUMBEL_CAP + 0.0009765625f)
+** a multiple of 4).  Rows from v_end on are skipped. */
 template <bool PHASED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
@@ -98,8 +89,6 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     float sc[4] = {z[0], z[1], z[2], z[3]};
     if (!c.greedy) {
-      const float ub = fmaf(fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])), c.inv_t, FS_PRUNE_CAP);
-      if ((unsigned)(fs_pack_key(ub, 0u) >> 32) < (unsigned)(bk >> 32)) continue;
       const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, s, c.tag);
       if (PHASED) {
         const fs_philox_out q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, s, c.tag);

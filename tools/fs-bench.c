@@ -12,6 +12,13 @@
 **
 **   fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]
 **            [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]
+**            [--flush read|write]
+**
+** --flush read (the default) flushes by reading 256 MiB: W and H are evicted
+** and L2 holds only clean lines, as after a decode step's own kernels.
+** --flush write flushes by a 256 MiB memset, as the tables before perf-notes
+** 13a: L2 is then full of dirty lines, whose write-back (~50 MB) shares HBM
+** with the timed call and adds ~12 us to every method at every B.
 **
 ** --temperature 0 times the fused kernel's greedy path (no noise), which
 ** measures what the Gumbel noise costs inside the fused kernel.
@@ -32,9 +39,10 @@ typedef struct bench {
   const fs_cu_api *cu;
   cublasHandle_t blas;
   CUmodule mod;
-  CUfunction fill, gumbel, multi;
-  CUdeviceptr flush;
+  CUfunction fill, gumbel, multi, flush_read;
+  CUdeviceptr flush;   /* flush_bytes, then 16 bytes for fsb_flush's out */
   size_t flush_bytes;
+  int flush_write;     /* --flush write: memset instead of a read */
   CUevent e0, e1;
   double bw;  /* bytes/s */
   float temperature; /* of the fused runs */
@@ -70,7 +78,15 @@ static double time_it(bench *bn, run_fn fn, void *arg) {
     CU(bn->cu->cuCtxSynchronize());
   }
   for (int i = -3; i < bn->reps; i++) {
-    CU(bn->cu->cuMemsetD8Async(bn->flush, (unsigned char)i, bn->flush_bytes, NULL));
+    if (bn->flush_write) {
+      CU(bn->cu->cuMemsetD8Async(bn->flush, (unsigned char)i, bn->flush_bytes, NULL));
+    } else {
+      unsigned long long n = bn->flush_bytes / 16;
+      CUdeviceptr out = bn->flush + bn->flush_bytes;
+      void *args[] = {&bn->flush, &n, &out};
+      CU(bn->cu->cuLaunchKernel(bn->flush_read, (unsigned)bn->ctx->sm_count * 4, 1, 1, 512, 1, 1,
+                                0, NULL, args, NULL));
+    }
     CU(bn->cu->cuEventRecord(bn->e0, NULL));
     fn(bn, arg);
     CU(bn->cu->cuEventRecord(bn->e1, NULL));
@@ -198,9 +214,9 @@ static void bench_shape(bench *bn, const char *label, int D, int V, const int *b
     printf("%5d %9.1f %9.1f %9.1f %9.1f %7.3f %7.3f %7.2f %7.2f  %s\n", r.B, tf, tm, tg, tc,
            tf / floor_us, tf / tm, full ? tg / tf : 0, full ? tc / tf : 0, name);
     if (bn->csv)
-      fprintf(bn->csv, "%s,%d,%d,%s,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,\"%s\"\n", label, D, V,
-              bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", r.B, tf, tm, tg, tc, floor_us,
-              host, bn->bw / 1e12, name);
+      fprintf(bn->csv, "%s,%d,%d,%s,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,\"%s\",%s\n", label, D,
+              V, bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", r.B, tf, tm, tg, tc, floor_us,
+              host, bn->bw / 1e12, name, bn->flush_write ? "write" : "read");
     if (full && i == 0) printf("      host cost of one fs_sample call: %.2f us\n", host);
   }
   bn->cu->cuMemFree(r.W);
@@ -227,13 +243,15 @@ static int parse_list(const char *s, int *out, int max) {
 
 #define USAGE                                                                           \
   "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]\n" \
-  "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n"
+  "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n" \
+  "                [--flush read|write]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench", USAGE, __VA_ARGS__)
 
 int main(int argc, char **argv) {
   int D = 0, V = 0, all = 0, batches[64], nb = 0, dtype = FS_DTYPE_BF16, reps = 30;
+  int flush_write = 0;
   float temperature = 1.0f;
   const char *label = "custom", *csv = NULL;
   for (int i = 1; i < argc; i++) {
@@ -244,7 +262,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(k, "--all-models")) { all = 1; continue; }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
-                                             "--temperature", "--reps", "--csv", NULL};
+                                             "--temperature", "--reps", "--csv", "--flush", NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
@@ -274,6 +292,10 @@ int main(int argc, char **argv) {
       temperature = strtof(v, &end);
       if (end == v || *end || !(temperature >= 0.0f) || !(temperature < INFINITY))
         return bad("--temperature %s: must be a finite number >= 0 (0: greedy)", v);
+    } else if (!strcmp(k, "--flush")) {
+      if (!strcmp(v, "read")) flush_write = 0;
+      else if (!strcmp(v, "write")) flush_write = 1;
+      else return bad("--flush %s: the L2 flush is read (256 MiB read) or write (256 MiB memset)", v);
     } else {
       if (!*v) return bad("--csv '': the path must not be empty");
       csv = v;
@@ -288,6 +310,7 @@ int main(int argc, char **argv) {
   bn->dtype = dtype;
   bn->reps = reps;
   bn->temperature = temperature;
+  bn->flush_write = flush_write;
   int st = fs_context_create(0, &bn->ctx);
   if (st) {
     fprintf(stderr, "fs-bench: needs a GPU: %s\n", fs_last_error(NULL));
@@ -311,8 +334,10 @@ int main(int argc, char **argv) {
   CU(bn->cu->cuModuleGetFunction(&bn->fill, bn->mod, "fsb_fill"));
   CU(bn->cu->cuModuleGetFunction(&bn->gumbel, bn->mod, "fsb_gumbel"));
   CU(bn->cu->cuModuleGetFunction(&bn->multi, bn->mod, "fsb_multinomial"));
+  CU(bn->cu->cuModuleGetFunction(&bn->flush_read, bn->mod, "fsb_flush"));
   bn->flush_bytes = (size_t)256 << 20;
-  CU(bn->cu->cuMemAlloc(&bn->flush, bn->flush_bytes));
+  CU(bn->cu->cuMemAlloc(&bn->flush, bn->flush_bytes + 16));
+  CU(bn->cu->cuMemsetD8(bn->flush, 1, bn->flush_bytes + 16));
   CU(bn->cu->cuEventCreate(&bn->e0, 0));
   CU(bn->cu->cuEventCreate(&bn->e1, 0));
   bn->bw = fs_tools_read_bandwidth(bn->ctx, (size_t)4 << 30, 20);
@@ -321,9 +346,10 @@ int main(int argc, char **argv) {
   if (csv && !(bn->csv = fopen(csv, "w"))) return fprintf(stderr, "fs-bench: cannot write %s\n", csv), 1;
   if (bn->csv)
     fprintf(bn->csv, "model,D,V,dtype,B,fused_us,mm_us,mm_gumbel_us,mm_multinomial_us,floor_us,"
-                     "host_us,read_TBps,variant\n");
-  printf("device: %s (sm_%d, %d SMs); median of %d runs, L2 flushed before each\n",
-         bn->ctx->device_name, bn->ctx->arch, bn->ctx->sm_count, reps);
+                     "host_us,read_TBps,variant,flush\n");
+  printf("device: %s (sm_%d, %d SMs); median of %d runs, L2 flushed before each (256 MiB %s)\n",
+         bn->ctx->device_name, bn->ctx->arch, bn->ctx->sm_count, reps,
+         flush_write ? "memset: dirty lines" : "read: clean lines");
   if (all) {
     static const int sweep[] = {1, 8, 64, 256};
     for (const fs_model *m = fs_models; m->name; m++)

@@ -75,7 +75,9 @@
 **     median).
 **  3. The best: the smallest median m (equal medians: smaller variant name);
 **     its spread is s_best.  Variant i with median m_i and spread s_i is tied
-**     with the best when m_i <= m + max(s_i, s_best, 0.01 * m).
+**     with the best when m_i <= m + max(s_i, s_best, 0.005 * m) (0.5%: run-to-run
+**     noise of one variant on one machine is ~0.3%; at 1% a variant 0.9% faster
+**     in three alternating rounds lost to an earlier name, perf-notes 13b).
 **  4. The winner is the tied variant whose name is smallest by strcmp().
 ** The result depends only on the set of rows, not on insertion order or row
 ** ids, so two tuning runs that measure within noise pick the same winner.
