@@ -47,7 +47,7 @@ int main(void) {
   snprintf(tmp, sizeof tmp, "%s/fs-tools-cli-XXXXXX", td && *td ? td : "/tmp");
   REQUIRE(mkdtemp(tmp) != NULL);
 
-  expect(bench, ARGS("--help"), 0, "usage: fs-bench", "--temperature T", NULL);
+  expect(bench, ARGS("--help"), 0, "usage: fs-bench", "--temperature T", "--flush read|write", NULL);
   expect(bench, ARGS("--bogus"), 2, "--bogus: not an option", "usage:", NULL);
   expect(bench, ARGS("--model"), 2, "--model: the option takes a value", NULL);
   expect(bench, ARGS("--model", "gpt-5"), 2, "--model gpt-5: not a preset", NULL);
@@ -66,6 +66,8 @@ int main(void) {
   expect(bench, ARGS("--temperature", "inf"), 2, "--temperature inf", NULL);
   expect(bench, ARGS("--temperature", "1x"), 2, "--temperature 1x", NULL);
   expect(bench, ARGS("--csv", ""), 2, "--csv '': the path must not be empty", NULL);
+  expect(bench, ARGS("--flush", "evict"), 2, "--flush evict: the L2 flush is read", "or write", NULL);
+  expect(bench, ARGS("--flush"), 2, "--flush: the option takes a value", NULL);
   /* 65 batch sizes: one more than a run takes */
   char many[400] = "1";
   for (int i = 0; i < 64; i++) strcat(many, ",1");
