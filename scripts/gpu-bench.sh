@@ -9,15 +9,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
-log=$out/bench.log
+sfx=; [ "${FLUSH:-read}" = write ] && sfx=-writeflush # a write-flush run keeps the read run's files
+log=$out/bench$sfx.log
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$log"
 export FS_TUNING_DB=off
 flush=(--flush "${FLUSH:-read}")
-timeout 80 ./build/fs-bench "${flush[@]}" --model qwen3-8b --reps 10 --csv "$out/bench-qwen3-8b-bf16.csv" 2>&1 | tee -a "$log"
-timeout 80 ./build/fs-bench "${flush[@]}" --model llama3-70b --reps 8 --csv "$out/bench-llama3-70b-bf16.csv" 2>&1 | tee -a "$log"
+timeout 80 ./build/fs-bench "${flush[@]}" --model qwen3-8b --reps 10 --csv "$out/bench-qwen3-8b-bf16$sfx.csv" 2>&1 | tee -a "$log"
+timeout 80 ./build/fs-bench "${flush[@]}" --model llama3-70b --reps 8 --csv "$out/bench-llama3-70b-bf16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 45 ./build/fs-bench "${flush[@]}" --model qwen3-8b --dtype fp16 --batch 1,16,64,256 --reps 8 \
-  --csv "$out/bench-qwen3-8b-fp16.csv" 2>&1 | tee -a "$log"
+  --csv "$out/bench-qwen3-8b-fp16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 50 ./build/fs-bench "${flush[@]}" --model qwen3-8b --batch 1,16,64,128,256 --temperature 0 --reps 8 \
-  --csv "$out/bench-qwen3-8b-greedy.csv" 2>&1 | tee -a "$log"
-[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench "${flush[@]}" --all-models --reps 6 --csv "$out/bench-sweep.csv" 2>&1 | tee -a "$log" | tail -30
+  --csv "$out/bench-qwen3-8b-greedy$sfx.csv" 2>&1 | tee -a "$log"
+[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench "${flush[@]}" --all-models --reps 6 --csv "$out/bench-sweep$sfx.csv" 2>&1 | tee -a "$log" | tail -30

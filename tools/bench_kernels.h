@@ -96,7 +96,7 @@ static const char fsb_source[] =
 "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;\n"
 "       i += (unsigned long long)gridDim.x * blockDim.x) {\n"
 "    const uint4 v = p[i];\n"
-"    acc ^= v.x ^ v.w;\n"
+"    acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
 "  }\n"
 "  if (acc == 0x9E3779B9u) *out = acc; /* never, but the loads must stay */\n"
 "}\n";

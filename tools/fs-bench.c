@@ -17,8 +17,9 @@
 ** --flush read (the default) flushes by reading 256 MiB: W and H are evicted
 ** and L2 holds only clean lines, as after a decode step's own kernels.
 ** --flush write flushes by a 256 MiB memset, as the tables before perf-notes
-** 13a: L2 is then full of dirty lines, whose write-back (~50 MB) shares HBM
-** with the timed call and adds ~12 us to every method at every B.
+** 13a: L2 is then full of dirty lines, whose write-back shares HBM with the
+** timed call: 3-13 us more for fused and mm alike where HBM is the limit
+** (B <= 64 on the H200), no consistent effect where the SMs are.
 **
 ** --temperature 0 times the fused kernel's greedy path (no noise), which
 ** measures what the Gumbel noise costs inside the fused kernel.
@@ -295,7 +296,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "--flush")) {
       if (!strcmp(v, "read")) flush_write = 0;
       else if (!strcmp(v, "write")) flush_write = 1;
-      else return bad("--flush %s: the L2 flush is read (256 MiB read) or write (256 MiB memset)", v);
+      else return bad("--flush %s: the L2 flush is read (256 MiB read) or write (256 MiB memset)",
+                      *v ? v : "''");
     } else {
       if (!*v) return bad("--csv '': the path must not be empty");
       csv = v;

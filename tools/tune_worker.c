@@ -38,8 +38,9 @@
 ** Timing (CUDA events around one launch): 5 warm-up runs, then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
-** range); stop at 200 runs, or after >= 20 runs when spread < 1% of the
-** median, or at the parent's time cap.
+** range); stop at 200 runs, or after >= 20 runs when spread is below the
+** winner rule's tie margin (FS_STORE_TIE_FRACTION of the median, store.h),
+** or at the parent's time cap.
 ** Any CUDA failure that leaves the context unusable is reported with
 ** fatal = 1 and the child exits; the parent starts a fresh one.
 */
@@ -492,7 +493,7 @@ static int time_variant(worker *w, const fs_kernel *k, double cap_s, tune_msg *r
     t[n++] = ms * 1e3;
     if (n >= MIN_RUNS && n % 5 == 0) {
       stats(t, n, &med, &spread);
-      if (spread < 0.01 * med) break;
+      if (spread < FS_STORE_TIE_FRACTION * med) break;
     }
     if (n >= MIN_RUNS && fs_tools_now() - t0 > cap_s * 1e3) break;
   }

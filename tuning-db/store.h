@@ -75,9 +75,11 @@
 **     median).
 **  3. The best: the smallest median m (equal medians: smaller variant name);
 **     its spread is s_best.  Variant i with median m_i and spread s_i is tied
-**     with the best when m_i <= m + max(s_i, s_best, 0.005 * m) (0.5%: run-to-run
-**     noise of one variant on one machine is ~0.3%; at 1% a variant 0.9% faster
-**     in three alternating rounds lost to an earlier name, perf-notes 13b).
+**     with the best when m_i <= m + max(s_i, s_best, FS_STORE_TIE_FRACTION * m)
+**     (0.5%: one variant's medians on one machine vary by 0.3-0.5% from run
+**     to run; at 1%, leads of 0.6-0.8% were tied and settled by name,
+**     perf-notes 13b).  fs-tune measures until the spread is below the same
+**     fraction, so a spread cannot tie more than the fraction does.
 **  4. The winner is the tied variant whose name is smallest by strcmp().
 ** The result depends only on the set of rows, not on insertion order or row
 ** ids, so two tuning runs that measure within noise pick the same winner.
@@ -108,6 +110,9 @@ extern "C" {
 #endif
 
 #define FS_STORE_SCHEMA_VERSION 2
+
+/* The tie margin of the winner rule (above), as a fraction of the best median. */
+#define FS_STORE_TIE_FRACTION 0.005
 #define FS_STORE_APPLICATION_ID 0x46536462 /* "FSdb" */
 #define FS_STORE_BUSY_MS 10000             /* wait for another writer */
 

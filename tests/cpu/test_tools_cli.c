@@ -68,6 +68,7 @@ int main(void) {
   expect(bench, ARGS("--csv", ""), 2, "--csv '': the path must not be empty", NULL);
   expect(bench, ARGS("--flush", "evict"), 2, "--flush evict: the L2 flush is read", "or write", NULL);
   expect(bench, ARGS("--flush"), 2, "--flush: the option takes a value", NULL);
+  expect(bench, ARGS("--flush", ""), 2, "--flush '': the L2 flush is read", NULL);
   /* 65 batch sizes: one more than a run takes */
   char many[400] = "1";
   for (int i = 0; i < 64; i++) strcat(many, ",1");
