@@ -17,8 +17,10 @@
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_ (c1 and c2)
 #          (the fp16 step's budget runs out before its large buckets);
 #   rewin  after a template edit (which retires every shipped winner: the
-#          sources' hashes change), only the shipped winners of each of the
-#          three shapes measured again (~1-2 minutes instead of ~8).
+#          sources' hashes change), only the shipped winners measured again,
+#          for every model preset and dtype the shipped defaults hold (each at
+#          the buckets it has winners for; ~2-3 minutes instead of ~8); their
+#          reports come back as one rewin.tgz.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call.  At most 8 files under $OUT.
 set -uo pipefail
@@ -69,14 +71,21 @@ for step in $steps; do
       --filter _g2_s4_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
   rewin)
-    for shape in "qwen3-8b bf16" "llama3-70b bf16" "qwen3-8b fp16"; do
-      read -r model dtype <<< "$shape"
-      names=$(winners "$model" "$dtype")
-      [ -n "$names" ] || { echo "gpu-final.sh: no shipped winners for $shape" | tee -a "$log"; continue; }
-      timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --db $db --budget 60 \
-        --filter "$names" --report "$out/rewin-$model-$dtype.csv" 2>&1 | tail -13 | tee -a "$log"
+    for model in $(./build/fs-tune --list-models | awk '{ print $1 }'); do
+      for dtype in bf16 fp16; do
+        names=$(winners "$model" "$dtype")
+        [ -n "$names" ] || continue # no shipped winners for this preset and dtype
+        buckets=$(./build/fs-tune list --db tuning-db/defaults/defaults.db |
+          grep -F " $dtype $(./build/fs-tune --list-models |
+            awk -v m="$model" '$1 == m { print $2 " " $3 }') B=" |
+          sed -n 's/.* B=\([0-9]*\) -> .*/\1/p' | sort -n | paste -sd, -)
+        timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
+          --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" 2>&1 |
+          tail -13 | tee -a "$log"
+      done
     done
-    rm -f "$out"/rewin-*.svg # at most 8 files come back from a device call
+    # at most 8 files come back from a device call
+    (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
   *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, rewin)" | tee -a "$log"
      exit 2 ;;
