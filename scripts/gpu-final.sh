@@ -36,13 +36,11 @@ tune_args=(); [ -n "${FILTER:-}" ] && tune_args=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
-# The shipped winners of one model preset in one dtype, as a --filter list
-# (the preset's D and V from fs-tune --list-models).
-winners() {
-  local shape
-  shape=$(./build/fs-tune --list-models | awk -v m="$1" '$1 == m { print $2 " " $3 }')
+# The shipped winners of one shape ("D=.. V=..") in one dtype: a
+# "bucket variant" line per bucket.
+shipped() {
   ./build/fs-tune list --db tuning-db/defaults/defaults.db |
-    grep -F " $2 $shape B=" | sed -n 's/.*-> \(fsamp_[^ ]*\) .*/\1/p' | sort -u | paste -sd, -
+    grep -F " $2 $1 B=" | sed -n 's/.* B=\([0-9]*\) -> \(fsamp_[^ ]*\) .*/\1 \2/p'
 }
 for step in $steps; do
   case $step in
@@ -71,19 +69,17 @@ for step in $steps; do
       --filter _g2_s4_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
   rewin)
-    for model in $(./build/fs-tune --list-models | awk '{ print $1 }'); do
+    while read -r model shape_d shape_v _; do
       for dtype in bf16 fp16; do
-        names=$(winners "$model" "$dtype")
-        [ -n "$names" ] || continue # no shipped winners for this preset and dtype
-        buckets=$(./build/fs-tune list --db tuning-db/defaults/defaults.db |
-          grep -F " $dtype $(./build/fs-tune --list-models |
-            awk -v m="$model" '$1 == m { print $2 " " $3 }') B=" |
-          sed -n 's/.* B=\([0-9]*\) -> .*/\1/p' | sort -n | paste -sd, -)
+        rows=$(shipped "$shape_d $shape_v" "$dtype")
+        [ -n "$rows" ] || continue # no shipped winners for this preset and dtype
+        names=$(awk '{ print $2 }' <<< "$rows" | sort -u | paste -sd, -)
+        buckets=$(awk '{ print $1 }' <<< "$rows" | sort -n | paste -sd, -)
         timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
-          --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" 2>&1 |
+          --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" < /dev/null 2>&1 |
           tail -13 | tee -a "$log"
       done
-    done
+    done < <(./build/fs-tune --list-models)
     # at most 8 files come back from a device call
     (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
