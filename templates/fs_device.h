@@ -53,9 +53,9 @@ __device__ __forceinline__ void keep_max(unsigned long long &k, float &z,
 ** order: token tok (FS_NO_TOKEN before the first), its score s and logit z.
 ** Its key is fs_pack_key(s, tok), or 0 before the first token.  As tokens
 ** only increase, a later token's key is larger exactly when its score is
-** larger (a non-NaN s; +0 and -0 compare equal here, and scores are never -0:
-** fs_rng.h), or when s is NaN and the later score is not: so a lane compares
-** scores in fp32 and forms the 64-bit key once, in fs_best_key. */
+** larger (a non-NaN s; +0 and -0 compare equal in fp32 and are keyed alike,
+** fs_pack_key), or when s is NaN and the later score is not: so a lane
+** compares scores in fp32 and forms the 64-bit key once, in fs_best_key. */
 #define FS_NO_TOKEN 0xffffffffu
 struct fs_best {
   float s, z;
