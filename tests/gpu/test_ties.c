@@ -133,7 +133,7 @@ static void run(fs_context *ctx, const tie_case *c, int B, float T, int dtype) {
 
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
-  static const int batches[] = {1, 5, 64, 256};
+  static const int batches[] = {5, 256}; /* narrow and wide batch tiles: few NVRTC compiles */
   int runs = 0;
   for (int dt = 0; dt < 2; dt++) {
     const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
@@ -148,7 +148,7 @@ int main(void) {
     }
   }
   printf("test_ties: %d runs (greedy every case, sampled the NaN cases), bf16 and fp16, "
-         "B in 1, 5, 64, 256\n", runs);
+         "B = 5 and 256\n", runs);
   fs_context_destroy(ctx);
   return fs_test_done("test_ties");
 }
