@@ -159,14 +159,16 @@ FS_RNG_FN float fs_noise(fs_u64 seed, fs_u64 offset, fs_u32 token,
 
 /* Order-preserving 64-bit key of (score, token): a larger score gives a
 ** larger key; at equal scores the smaller token id wins.  NaN scores sort
-** below every number; -0 sorts just below +0 (scores are sums that start at
-** +0, so the kernels never produce -0 from a nonzero row). */
+** below every number; -0 is keyed as +0 (they are equal scores, as in fp32
+** compares and in the CPU reference, so the smaller token wins; a logit can
+** be -0: an fp32 sum of products that underflow to -0). */
 FS_RNG_FN fs_u64 fs_pack_key(float score, fs_u32 token) {
   union { float f; fs_u32 u; } s;
   fs_u32 b;
   s.f = score;
   b = s.u;
   if (score != score) b = 0u; /* NaN: lowest */
+  else if (score == 0.0f) b = 0x80000000u; /* -0 and +0 */
   else b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
   return ((fs_u64)b << 32) | (fs_u64)(~token);
 }

@@ -49,6 +49,31 @@ __device__ __forceinline__ void keep_max(unsigned long long &k, float &z,
   if (k2 > k) { k = k2; z = z2; }
 }
 
+/* A lane's best over the tokens it folded so far, which come in increasing
+** order: token tok (FS_NO_TOKEN before the first), its score s and logit z.
+** Its key is fs_pack_key(s, tok), or 0 before the first token.  As tokens
+** only increase, a later token's key is larger exactly when its score is
+** larger (a non-NaN s; +0 and -0 compare equal in fp32 and are keyed alike,
+** fs_pack_key), or when s is NaN and the later score is not: so a lane
+** compares scores in fp32 and forms the 64-bit key once, in fs_best_key. */
+#define FS_NO_TOKEN 0xffffffffu
+struct fs_best {
+  float s, z;
+  unsigned tok;
+};
+
+__device__ __forceinline__ fs_best fs_best_none() {
+  fs_best b;
+  b.s = __int_as_float(0x7fffffff); /* NaN: any first token takes its place */
+  b.z = 0.0f;
+  b.tok = FS_NO_TOKEN;
+  return b;
+}
+
+__device__ __forceinline__ unsigned long long fs_best_key(const fs_best &b) {
+  return b.tok == FS_NO_TOKEN ? 0ull : fs_pack_key(b.s, b.tok);
+}
+
 /* The sampling parameters of one batch column (fixed for a CTA). */
 struct fs_col {
   int b;                       /* batch row, may be >= B (then unused) */
@@ -72,14 +97,14 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
 }
 
 /* Folds rows [r0, r1) (r0 and r1 multiples of 4) of column c for sample s
-** into the best (key, logit) (bk, bz): one Philox call per four tokens (two
-** when PHASED: the token quads straddle the rows because vocab_offset is not
-** a multiple of 4).  Rows from v_end on are skipped. */
+** into the lane's best: one Philox call per four tokens (two when PHASED: the
+** token quads straddle the rows because vocab_offset is not a multiple of 4).
+** Rows from v_end on are skipped.  Once the best has a number for its score
+** (all but a lane's first quad), a token takes its place by one fp32 compare. */
 template <bool PHASED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
-                                                 int v_end, unsigned s, unsigned long long &bk,
-                                                 float &bz) {
+                                                 int v_end, unsigned s, fs_best &best) {
   const unsigned phase = (unsigned)p.vocab_offset & 3u;
   for (int r = r0; r < r1; r += 4) {
     const int v = vrow0 + r;
@@ -104,21 +129,28 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
         for (int j = 0; j < 4; j++) sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(q0.v[j]));
       }
     }
+    if (best.s == best.s && v + 4 <= v_end) {
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-      if (v + j < v_end) keep_max(bk, bz, fs_pack_key(sc[j], tok0 + (unsigned)j), z[j]);
+      for (int j = 0; j < 4; j++)
+        if (sc[j] > best.s) best.s = sc[j], best.z = z[j], best.tok = tok0 + (unsigned)j;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        if (v + j < v_end &&
+            (sc[j] > best.s || (best.s != best.s && (sc[j] == sc[j] || best.tok == FS_NO_TOKEN))))
+          best.s = sc[j], best.z = z[j], best.tok = tok0 + (unsigned)j;
+    }
   }
 }
 
 /* fs_epilogue_rows for either phase of vocab_offset (a uniform branch). */
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
-                                             int v_end, unsigned s, unsigned long long &bk,
-                                             float &bz) {
+                                             int v_end, unsigned s, fs_best &best) {
   if ((unsigned)p.vocab_offset & 3u)
-    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, bk, bz);
+    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
   else
-    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, bk, bz);
+    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
 }
 
 /* The TPC consecutive lanes that share column c combine their bests
@@ -152,10 +184,9 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
                                             const fs_col &c, int r0, int vrow0, int v_end,
                                             int t, int chunk, bool leader) {
   for (int s = 0; s < p.num_samples; s++) {
-    unsigned long long bk = 0ull;
-    float bz = 0.0f;
-    fs_fold_rows(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, bk, bz);
-    fs_candidate_put(p, c, s, chunk, t > 0, leader, bk, bz);
+    fs_best best = fs_best_none();
+    fs_fold_rows(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, best);
+    fs_candidate_put(p, c, s, chunk, t > 0, leader, fs_best_key(best), best.z);
   }
 }
 

@@ -289,10 +289,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const fs_span sp = chunk_span(p, chunk);
   float *sZs = sZ + sg * EPI_B * ZP;
   const bool fused = p.num_samples == 1;
-  unsigned long long bk[TILE_B / EPI_B]; /* this thread's bests, per column */
-  float bz[TILE_B / EPI_B];
+  fs_best best[TILE_B / EPI_B]; /* this thread's bests, per column */
 #pragma unroll
-  for (int nb = 0; nb < TILE_B / EPI_B; nb++) bk[nb] = 0ull, bz[nb] = 0.0f;
+  for (int nb = 0; nb < TILE_B / EPI_B; nb++) best[nb] = fs_best_none();
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
@@ -314,7 +313,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V;
         if (fused)
           fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
-                       0u, bk[nb], bz[nb]);
+                       0u, best[nb]);
         else
           fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
@@ -325,7 +324,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   for (int nb = 0; nb < TILE_B / EPI_B; nb++)
     if (fused)
       fs_candidate_put(p, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, chunk, false, epart == 0,
-                       bk[nb], bz[nb]);
+                       fs_best_key(best[nb]), best[nb].z);
     else if (nt == 0)
       fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, 0, 0, 0, chunk,
                   epart == 0);
@@ -348,8 +347,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const float *zcol = sZ + ecol * ZP;
   const fs_col col = fs_col_load(p, b0 + ecol);
   const bool fused = p.num_samples == 1;
-  unsigned long long bk = 0ull; /* this thread's best over the chunk's tiles */
-  float bz = 0.0f;
+  fs_best best = fs_best_none(); /* this thread's best over the chunk's tiles */
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
@@ -366,7 +364,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       if (fused && j > 0 && debt >= KT) {
         const int q = debt / KT; /* 1 unless RPT / 4 > KT */
         debt -= q * KT;
-        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, bk, bz);
+        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best);
         r += 4 * q;
       }
     }
@@ -379,9 +377,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, bk,
-                   bz);
-    fs_candidate_put(p, col, 0, chunk, false, epart == 0, bk, bz);
+      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best);
+    fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);
   }

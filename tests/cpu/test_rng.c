@@ -228,6 +228,8 @@ static uint32_t float_to_bits(float f) {
 static int key_pair_ok(float a, uint32_t ta, float b, uint32_t tb) {
   const uint64_t ka = fs_pack_key(a, ta), kb = fs_pack_key(b, tb);
   int ok = fs_key_token(ka) == ta && fs_key_token(kb) == tb;
+  if (a == 0.0f) a = 0.0f; /* -0 is keyed as +0: equal scores */
+  if (b == 0.0f) b = 0.0f;
   if (isnan(a)) ok &= isnan(fs_key_score(ka));
   else ok &= float_to_bits(fs_key_score(ka)) == float_to_bits(a);
   if (isnan(a) && isnan(b)) ok &= (ka < kb) == (ta > tb) || ta == tb;
@@ -235,10 +237,8 @@ static int key_pair_ok(float a, uint32_t ta, float b, uint32_t tb) {
   else if (isnan(b)) ok &= ka > kb;
   else if (a < b) ok &= ka < kb;
   else if (a > b) ok &= ka > kb;
-  else if (float_to_bits(a) == float_to_bits(b))
+  else /* equal scores (-0 and +0 among them) */
     ok &= ta == tb ? ka == kb : (ka > kb) == (ta < tb); /* smaller id wins */
-  else /* -0 and +0: a total order with -0 just below +0 */
-    ok &= (ka < kb) == (signbit(a) != 0);
   if (!ok)
     fprintf(stderr, "key pair (%a, %u) (%a, %u): %016llx %016llx\n",
             (double)a, (unsigned)ta, (double)b, (unsigned)tb,
