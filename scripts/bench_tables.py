@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench_tables.py CSV...: the Markdown tables of docs/benchmarks.md from
 fs-bench CSV files (one table per (model, dtype) in the order met, each row's
-fused / floor from its own floor; the sweep file, with --sweep, as one row per
-model of fused / mm at each B)."""
+fused / floor from its own floor; the sweep files, with --sweep, as one table
+with one row per model of fused / mm at each B, where a (model, B) cell of a
+later file replaces an earlier file's)."""
 import csv
 import sys
 from collections import OrderedDict
@@ -50,15 +51,15 @@ def sweep(rows):
     for (m, d, v), cells in by.items():
         c = [cells.get(b) for b in bs]
         txt = [f"{float(x['fused_us']):.1f} / {float(x['mm_us']):.1f}" if x else "" for x in c]
-        rat = [f"{float(x['fused_us']) / float(x['mm_us']):.2f}" if x else "" for x in c]
+        rat = [f"{float(x['fused_us']) / float(x['mm_us']):.3f}" if x else "" for x in c]
         print(f"| {m} | {d} | {v} | " + " | ".join(txt) + " | " + ", ".join(rat) + " |")
     print()
 
 
 def main(args):
     if args and args[0] == "--sweep":
-        for p in args[1:]:
-            sweep(rows_of(p))
+        # several files: one table, a later file's cell replacing an earlier one's
+        sweep([r for p in args[1:] for r in rows_of(p)])
         return
     for p in args:
         groups = OrderedDict()
