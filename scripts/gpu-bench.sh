@@ -3,7 +3,9 @@
 # shipped defaults only (no user tuning database): both LM-head shapes in
 # bf16 at every bucket, Qwen3-8B in fp16 and greedy (T = 0: no noise, so
 # the difference to T = 1 is what the noise costs), and every model preset
-# at B = 1, 8, 64, 256 (SWEEP=0: not).  CSV and the log under ${OUT:-out}.
+# at B = 1, 8, 64, 256 (SWEEP=0: not; SWEEP=only: the sweep alone;
+# SWEEP_BATCH=<list>: the sweep at those batches instead, e.g. 1,8 after
+# re-tuning those buckets).  CSV and the log under ${OUT:-out}.
 # FLUSH=write times after a 256 MiB memset instead of a 256 MiB read (the
 # tables before perf-notes 13a; fs-bench's header says what each costs).
 set -uo pipefail
@@ -15,10 +17,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   --format=csv > "$log"
 export FS_TUNING_DB=off
 flush=(--flush "${FLUSH:-read}")
+sweep_batch=(); [ -n "${SWEEP_BATCH:-}" ] && sweep_batch=(--batch "$SWEEP_BATCH")
+if [ "${SWEEP:-1}" != only ]; then
 timeout 80 ./build/fs-bench "${flush[@]}" --model qwen3-8b --reps 10 --csv "$out/bench-qwen3-8b-bf16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 80 ./build/fs-bench "${flush[@]}" --model llama3-70b --reps 8 --csv "$out/bench-llama3-70b-bf16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 45 ./build/fs-bench "${flush[@]}" --model qwen3-8b --dtype fp16 --batch 1,16,64,256 --reps 8 \
   --csv "$out/bench-qwen3-8b-fp16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 50 ./build/fs-bench "${flush[@]}" --model qwen3-8b --batch 1,16,64,128,256 --temperature 0 --reps 8 \
   --csv "$out/bench-qwen3-8b-greedy$sfx.csv" 2>&1 | tee -a "$log"
-[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench "${flush[@]}" --all-models --reps 6 --csv "$out/bench-sweep$sfx.csv" 2>&1 | tee -a "$log" | tail -30
+fi
+[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench "${flush[@]}" --all-models "${sweep_batch[@]}" --reps 6 \
+  --csv "$out/bench-sweep$sfx.csv" 2>&1 | tee -a "$log" | tail -30

@@ -16,13 +16,19 @@
 #          outrank the new ones;
 #   fp16big  a top-up of Qwen3-8B fp16 at B = 128, 256 within _g2_s4_ (c1 and c2)
 #          (the fp16 step's budget runs out before its large buckets);
+#   presets  fs-tune of each model preset in PRESETS (e.g. "qwen3-0.6b llama3.2-1b")
+#          at BATCHES (required), bf16, BUDGET seconds each (default 32; FILTER
+#          applies), reports as one presets.tgz; with MERGE=tuning-db/defaults/defaults.db
+#          the export is the shipped defaults with these buckets re-tuned (a
+#          variant's latest measurement counts, so this run's replace MERGE's);
 #   rewin  after a template edit (which retires every shipped winner: the
 #          sources' hashes change), only the shipped winners measured again,
 #          for every model preset and dtype the shipped defaults hold (each at
 #          the buckets it has winners for; ~2-3 minutes instead of ~8); their
 #          reports come back as one rewin.tgz.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
-# in a later call.  At most 8 files under $OUT.
+# in a later call (or in the same one, on the export: FS_DEFAULTS_DB=<out>/defaults.db
+# with OUT set to another folder).  At most 8 files under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -68,6 +74,18 @@ for step in $steps; do
     timeout 70 ./build/fs-tune --model qwen3-8b --dtype fp16 --batch 128,256 --db $db --budget 45 \
       --filter _g2_s4_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
+  presets)
+    if [ -z "${PRESETS:-}" ] || [ -z "${BATCHES:-}" ]; then
+      echo "gpu-final.sh: step presets needs PRESETS=<model ...> and BATCHES=<list>" | tee -a "$log"
+      exit 2
+    fi
+    for model in ${PRESETS//,/ }; do
+      timeout $(( ${BUDGET:-32} + 30 )) ./build/fs-tune --model "$model" --db $db \
+        --budget "${BUDGET:-32}" "${tune_args[@]}" --report "$out/presets-$model.csv" \
+        < /dev/null 2>&1 | tail -$(( $(tr -cd , <<< "$BATCHES" | wc -c) + 4 )) | tee -a "$log"
+    done
+    (cd "$out" && tar czf presets.tgz presets-*.csv && rm -f presets-*.csv presets-*.svg)
+    tuned=1 ;;
   rewin)
     while read -r model shape_d shape_v _; do
       for dtype in bf16 fp16; do
@@ -83,7 +101,7 @@ for step in $steps; do
     # at most 8 files come back from a device call
     (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
-  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, rewin)" | tee -a "$log"
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, presets, rewin)" | tee -a "$log"
      exit 2 ;;
   esac
 done
