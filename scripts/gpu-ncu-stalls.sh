@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Where the B = 128 / 256 winners' warps wait (perf-notes 14d: is the
+# staging's barrier a large share, or the noise's ALU work?): ncu's warp-state
+# and scheduler sections of one launch of the shipped Qwen3-8B winner at
+# B = 128 and 256, T = 1 and T = 0 (the same kernel without the noise), clocks
+# left as found.  One text file per case under ${OUT:-out}; ~1-2 minutes.
+# Written in the ninth session, not yet run on the H200.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-out}; mkdir -p "$out"
+export FS_TUNING_DB=off
+for b in 128 256; do
+  for t in 1 0; do
+    timeout 120 ncu --clock-control none -k fsamp_main --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+      ./build/fs-demo --model qwen3-8b --batch $b --temperature $t --iters 5 --check 0 \
+      > "$out/ncu-stalls-qwen3-8b-b$b-t$t.txt" 2>&1
+    grep -E "variant:|Stall|Warp Cycles|Issued|Eligible|Duration" "$out/ncu-stalls-qwen3-8b-b$b-t$t.txt" |
+      sed "s/^/B=$b T=$t: /"
+  done
+done
