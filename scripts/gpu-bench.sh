@@ -17,7 +17,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   --format=csv > "$log"
 export FS_TUNING_DB=off
 flush=(--flush "${FLUSH:-read}")
-sweep_batch=(); [ -n "${SWEEP_BATCH:-}" ] && sweep_batch=(--batch "$SWEEP_BATCH")
+sweep_batch=(); sweep_s=100 # 10 presets x 4 batches
+if [ -n "${SWEEP_BATCH:-}" ]; then
+  sweep_batch=(--batch "$SWEEP_BATCH"); sweep_s=$(( 25 * ($(tr -cd , <<< "$SWEEP_BATCH" | wc -c) + 1) + 10 ))
+fi
 if [ "${SWEEP:-1}" != only ]; then
 timeout 80 ./build/fs-bench "${flush[@]}" --model qwen3-8b --reps 10 --csv "$out/bench-qwen3-8b-bf16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 80 ./build/fs-bench "${flush[@]}" --model llama3-70b --reps 8 --csv "$out/bench-llama3-70b-bf16$sfx.csv" 2>&1 | tee -a "$log"
@@ -26,5 +29,5 @@ timeout 45 ./build/fs-bench "${flush[@]}" --model qwen3-8b --dtype fp16 --batch 
 timeout 50 ./build/fs-bench "${flush[@]}" --model qwen3-8b --batch 1,16,64,128,256 --temperature 0 --reps 8 \
   --csv "$out/bench-qwen3-8b-greedy$sfx.csv" 2>&1 | tee -a "$log"
 fi
-[ "${SWEEP:-1}" = 0 ] || timeout 100 ./build/fs-bench "${flush[@]}" --all-models "${sweep_batch[@]}" --reps 6 \
+[ "${SWEEP:-1}" = 0 ] || timeout $sweep_s ./build/fs-bench "${flush[@]}" --all-models "${sweep_batch[@]}" --reps 6 \
   --csv "$out/bench-sweep$sfx.csv" 2>&1 | tee -a "$log" | tail -30

@@ -18,17 +18,19 @@
 #          (the fp16 step's budget runs out before its large buckets);
 #   presets  fs-tune of each model preset in PRESETS (e.g. "qwen3-0.6b llama3.2-1b")
 #          at BATCHES (required), bf16, BUDGET seconds each (default 32; FILTER
-#          applies), reports as one presets.tgz; with MERGE=tuning-db/defaults/defaults.db
-#          the export is the shipped defaults with these buckets re-tuned (a
-#          variant's latest measurement counts, so this run's replace MERGE's);
+#          applies), MERGE's winners of those buckets measured again first;
+#          reports as one presets.tgz.  MERGE is required (no KEEP): the export
+#          is MERGE, e.g. tuning-db/defaults/defaults.db, with these buckets
+#          re-tuned (a variant's latest measurement counts);
 #   rewin  after a template edit (which retires every shipped winner: the
 #          sources' hashes change), only the shipped winners measured again,
 #          for every model preset and dtype the shipped defaults hold (each at
 #          the buckets it has winners for; ~2-3 minutes instead of ~8); their
 #          reports come back as one rewin.tgz.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
-# in a later call (or in the same one, on the export: FS_DEFAULTS_DB=<out>/defaults.db
-# with OUT set to another folder).  At most 8 files under $OUT.
+# in a later call (or in the same one, on the export: FS_DEFAULTS_DB=$OUT/defaults.db
+# OUT=$OUT/bench SWEEP=only ..., a folder under $OUT so that it comes back).  At most
+# 8 files come back from $OUT: the tuning steps' reports end up in one tune.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -42,10 +44,10 @@ tune_args=(); [ -n "${FILTER:-}" ] && tune_args=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
-# The shipped winners of one shape ("D=.. V=..") in one dtype: a
-# "bucket variant" line per bucket.
+# The shipped winners (or MERGE_DB's) of one shape ("D=.. V=..") in one
+# dtype: a "bucket variant" line per bucket.
 shipped() {
-  ./build/fs-tune list --db tuning-db/defaults/defaults.db |
+  ./build/fs-tune list --db "${MERGE_DB:-tuning-db/defaults/defaults.db}" |
     grep -F " $2 $1 B=" | sed -n 's/.* B=\([0-9]*\) -> \(fsamp_[^ ]*\) .*/\1 \2/p'
 }
 for step in $steps; do
@@ -75,17 +77,37 @@ for step in $steps; do
       --filter _g2_s4_ --report "$out/tune-qwen3-8b-fp16-topup.csv" 2>&1 | tail -4 | tee -a "$log"
     tuned=1 ;;
   presets)
-    if [ -z "${PRESETS:-}" ] || [ -z "${BATCHES:-}" ]; then
-      echo "gpu-final.sh: step presets needs PRESETS=<model ...> and BATCHES=<list>" | tee -a "$log"
+    # checked before any GPU work: a bad value would export MERGE alone
+    pre=${PRESETS:-}; pre=${pre//,/ }; npre=$(wc -w <<< "$pre")
+    if [ "$npre" = 0 ] || ! [[ ${BATCHES:-} =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+       ! [[ ${BUDGET:-32} =~ ^[0-9]+$ ]] || [ -z "${MERGE:-}" ] || [ -n "${KEEP:-}" ] ||
+       [ $(( npre * (${BUDGET:-32} + 70) )) -gt 540 ]; then
+      echo "gpu-final.sh: step presets needs PRESETS=<model ...>, BATCHES=<n,n,...>, a whole" \
+        "BUDGET (seconds per preset, (BUDGET + 70) x presets <= 540), MERGE=<the defaults" \
+        "to re-tune> and no KEEP" | tee -a "$log"
       exit 2
     fi
-    for model in ${PRESETS//,/ }; do
+    for model in $pre; do
+      shape=$(./build/fs-tune --list-models | awk -v m="$model" '$1 == m { print $2, $3 }')
+      [ -n "$shape" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
+    done
+    nb=$(( $(tr -cd , <<< "$BATCHES" | wc -c) + 1 ))
+    ok=0
+    for model in $pre; do
+      shape=$(./build/fs-tune --list-models | awk -v m="$model" '$1 == m { print $2, $3 }')
+      # MERGE's winners of these buckets measured again first, so that an old
+      # measurement cannot outrank this run's (a variant's latest one counts)
+      names=$(MERGE_DB="$MERGE" shipped "$shape" bf16 | awk -v l=",$BATCHES," 'index(l, "," $1 ",")' |
+              awk '{ print $2 }' | sort -u | paste -sd, -)
+      [ -z "$names" ] || timeout 40 ./build/fs-tune --model "$model" --batch "$BATCHES" --db $db \
+        --budget 15 --filter "$names" < /dev/null > /dev/null 2>&1
       timeout $(( ${BUDGET:-32} + 30 )) ./build/fs-tune --model "$model" --db $db \
         --budget "${BUDGET:-32}" "${tune_args[@]}" --report "$out/presets-$model.csv" \
-        < /dev/null 2>&1 | tail -$(( $(tr -cd , <<< "$BATCHES" | wc -c) + 4 )) | tee -a "$log"
+        < /dev/null 2>&1 | tail -$(( nb + 5 )) | tee -a "$log"
+      [ "${PIPESTATUS[0]}" = 0 ] && ok=1
     done
-    (cd "$out" && tar czf presets.tgz presets-*.csv && rm -f presets-*.csv presets-*.svg)
-    tuned=1 ;;
+    (cd "$out" && tar czf presets.tgz presets-*.csv; rm -f presets-*.csv presets-*.svg)
+    [ $ok = 1 ] && tuned=1 ;;
   rewin)
     while read -r model shape_d shape_v _; do
       for dtype in bf16 fp16; do
@@ -122,4 +144,8 @@ if [ $tuned = 1 ]; then
     ./build/fs-tune import "$MERGE" --db $db 2>&1 | tail -2 | tee -a "$log"
   fi
   ./build/fs-tune export "$out/defaults.db" --db $db 2>&1 | tail -2 | tee -a "$log"
+fi
+# the qwen, llama, fp16 and fp16big steps' reports and plots: one file
+if ls "$out"/tune-*.csv > /dev/null 2>&1; then
+  (cd "$out" && tar czf tune.tgz tune-*.csv && rm -f tune-*.csv tune-*.svg)
 fi

@@ -9,13 +9,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
 export FS_TUNING_DB=off
+# the per-reason stall shares: the sections' text pages give only their totals
+stalls=""
+for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle \
+         lg_throttle not_selected selected dispatch_stall branch_resolving no_instruction \
+         membar sleeping; do
+  stalls+="${stalls:+,}smsp__warp_issue_stalled_${r}_per_warp_active.pct"
+done
 for b in 128 256; do
   for t in 1 0; do
     timeout 120 ncu --clock-control none -k fsamp_main --launch-skip 3 --launch-count 1 \
-      --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$stalls" \
       ./build/fs-demo --model qwen3-8b --batch $b --temperature $t --iters 5 --check 0 \
       > "$out/ncu-stalls-qwen3-8b-b$b-t$t.txt" 2>&1
-    grep -E "variant:|Stall|Warp Cycles|Issued|Eligible|Duration" "$out/ncu-stalls-qwen3-8b-b$b-t$t.txt" |
+    grep -E "variant:|stalled_|Warp Cycles|Eligible|Issue Slots|Duration|rror" "$out/ncu-stalls-qwen3-8b-b$b-t$t.txt" |
       sed "s/^/B=$b T=$t: /"
   done
 done
