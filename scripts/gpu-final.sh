@@ -44,6 +44,10 @@ tune_args=(); [ -n "${FILTER:-}" ] && tune_args=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
+# The model presets, "name D=.. V=.. title" a line, read once; shape_of NAME
+# prints a preset's "D=.. V=..", nothing for an unknown name.
+presets_list=$(./build/fs-tune --list-models)
+shape_of() { awk -v m="$1" '$1 == m { print $2, $3 }' <<< "$presets_list"; }
 # The shipped winners (or MERGE_DB's) of one shape ("D=.. V=..") in one
 # dtype: a "bucket variant" line per bucket.
 shipped() {
@@ -88,13 +92,12 @@ for step in $steps; do
       exit 2
     fi
     for model in $pre; do
-      shape=$(./build/fs-tune --list-models | awk -v m="$model" '$1 == m { print $2, $3 }')
-      [ -n "$shape" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
+      [ -n "$(shape_of "$model")" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
     done
     nb=$(( $(tr -cd , <<< "$BATCHES" | wc -c) + 1 ))
     ok=0
     for model in $pre; do
-      shape=$(./build/fs-tune --list-models | awk -v m="$model" '$1 == m { print $2, $3 }')
+      shape=$(shape_of "$model")
       # MERGE's winners of these buckets measured again first, so that an old
       # measurement cannot outrank this run's (a variant's latest one counts)
       names=$(MERGE_DB="$MERGE" shipped "$shape" bf16 | awk -v l=",$BATCHES," 'index(l, "," $1 ",")' |
@@ -119,7 +122,7 @@ for step in $steps; do
           --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" < /dev/null 2>&1 |
           tail -13 | tee -a "$log"
       done
-    done < <(./build/fs-tune --list-models)
+    done <<< "$presets_list"
     # at most 8 files come back from a device call
     (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
