@@ -22,6 +22,16 @@ __device__ __forceinline__ unsigned smem_addr(const void *p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
 
+/* p advanced to the next 1024-byte boundary of the shared window (the
+** 128-byte swizzled TMA boxes need it).  By pointer arithmetic on p, a
+** pointer into a __shared__ array, so that the compiler still knows that
+** what is derived from it is shared memory: rounding through an integer
+** made every access through it generic (ST.E / LD.E instead of STS / LDS:
+** the staged logits paid the generic path's latency, perf-notes 15a). */
+__device__ __forceinline__ unsigned char *fs_smem_align1024(unsigned char *p) {
+  return p + ((0u - smem_addr(p)) & 1023u);
+}
+
 __device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));

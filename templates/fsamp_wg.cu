@@ -392,7 +392,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   ** here (the size has 1 KB of slack), not by the declaration, which would
   ** pad the static shared memory to 1 KB and cost a pipeline stage */
   extern __shared__ __align__(16) unsigned char fs_smem_raw[];
-  fs_elem *smem = (fs_elem *)(((unsigned long long)fs_smem_raw + 1023) & ~1023ull);
+  fs_elem *smem = (fs_elem *)fs_smem_align1024(fs_smem_raw);
   float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);          /* [NSTREAM][EPI_B][ZP] */
   unsigned long long *full = (unsigned long long *)(sZ + NSTREAM * EPI_B * ZP); /* [STAGES] */
   unsigned long long *empty = full + STAGES;                            /* [STAGES] */

@@ -86,7 +86,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
            const __grid_constant__ fs_tmap tmH) {
   extern __shared__ __align__(1024) unsigned char fs_smem_raw[];
   /* 128-byte swizzled boxes need 1024-byte aligned destinations */
-  fs_elem *smem = (fs_elem *)(((unsigned long long)fs_smem_raw + 1023) & ~1023ull);
+  fs_elem *smem = (fs_elem *)fs_smem_align1024(fs_smem_raw);
   float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);                     /* [TILE_B][ZP] */
   unsigned long long *full = (unsigned long long *)(sZ + TILE_B * ZP);   /* [STAGES] */
   unsigned long long *empty = full + STAGES;                             /* [STAGES] */
