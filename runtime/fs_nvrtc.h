@@ -14,6 +14,11 @@ typedef struct fs_cubin {
   int registers;   /* per thread, from ptxas -v (-1 if not reported) */
   int spill_bytes; /* spill stores + loads (bytes), from ptxas -v */
   int stack_bytes; /* stack frame */
+  int generic_accesses; /* PTX loads and stores through generic addresses
+                        ** (ld. / st. naming no state space; -1: no PTX).
+                        ** The kernels name every space: a shared-memory
+                        ** access through a generic address takes the slower
+                        ** generic path (perf-notes 15a). */
   double seconds;  /* compile wall time */
 } fs_cubin;
 

@@ -60,6 +60,29 @@ static void parse_resources(fs_cubin *c) {
   }
 }
 
+/* The PTX's ld. / st. instructions that name no state space (.global,
+** .shared..., .local, .param, .const), which address generic memory. */
+static int count_generic(const char *ptx) {
+  static const char *const spaces[] = {"global", "shared", "local", "param", "const"};
+  int n = 0;
+  for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+    while (*l == ' ' || *l == '\t') l++;
+    if (*l == '@') /* a guard predicate */
+      while (*l && *l != ' ' && *l != '\t' && *l != '\n') l++;
+    while (*l == ' ' || *l == '\t') l++;
+    if (strncmp(l, "ld.", 3) != 0 && strncmp(l, "st.", 3) != 0) continue;
+    int named = 0;
+    for (const char *q = l + 2; *q == '.'; ) {
+      q++;
+      for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
+        if (strncmp(q, spaces[i], strlen(spaces[i])) == 0) named = 1;
+      while (*q && *q != '.' && *q != ' ' && *q != '\t' && *q != '\n') q++;
+    }
+    n += !named;
+  }
+  return n;
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -118,6 +141,16 @@ int fs_nvrtc_compile(const char *name, const char *source, const char *target,
     goto fail;
   }
   NV_CHECK(nvrtcGetCUBIN(prog, out->data));
+  out->generic_accesses = -1;
+  size_t ptxsz = 0;
+  if (nvrtcGetPTXSize(prog, &ptxsz) == NVRTC_SUCCESS && ptxsz > 0) {
+    char *ptx = malloc(ptxsz);
+    if (ptx && nvrtcGetPTX(prog, ptx) == NVRTC_SUCCESS) {
+      ptx[ptxsz - 1] = 0;
+      out->generic_accesses = count_generic(ptx);
+    }
+    free(ptx);
+  }
   nvrtcDestroyProgram(&prog);
   out->seconds = now() - t0;
   parse_resources(out);

@@ -58,7 +58,11 @@ static const char usage_text[] =
     "\n"
     "Without a GPU (or with --dry-run) fs-tune compiles the space and says that\n"
     "timing needs a GPU.  Measurements are committed one by one: Ctrl-C loses\n"
-    "nothing, and a rerun skips what was measured (unless --force).\n";
+    "nothing, and a rerun skips what was measured (unless --force).\n"
+    "\n"
+    "FS_TUNE_WARMUP_MS=<ms> warms each candidate up, back to back, for at least\n"
+    "that long before timing it (the clock and power state of sustained decoding;\n"
+    "at B = 256 on an H200 ~15% above a burst's times; an experiment, perf-notes 15c).\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)

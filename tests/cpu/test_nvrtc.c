@@ -1,7 +1,8 @@
 /*
 ** test_nvrtc: an NVRTC failure is data.  A broken source gives FS_NVRTC, a
 ** one-line message naming the program and target, and the compiler's log;
-** a good one gives a cubin and a resource report.  Needs no GPU.
+** a good one gives a cubin and a resource report, with the count of its PTX's
+** generic-address loads and stores.  Needs no GPU.
 */
 #include "fs_test.h"
 
@@ -26,6 +27,26 @@ int main(void) {
   CHECK(c.data && c.size > 0);
   CHECK_MSG(c.registers > 0 && c.spill_bytes == 0, "registers %d spills %d", c.registers,
             c.spill_bytes);
+  fs_cubin_free(&c);
+
+  /* Loads and stores through generic addresses are counted from the PTX:
+  ** rounding a shared-memory pointer through an integer loses its space
+  ** (two generic accesses), pointer arithmetic keeps it (perf-notes 15a). */
+  static const char lost[] =
+      "extern \"C\" __global__ void k(float *p) { extern __shared__ float s[];\n"
+      "  float *q = (float *)(((unsigned long long)s + 1023) & ~1023ull);\n"
+      "  q[threadIdx.x] = p[0]; __syncthreads(); p[1] = q[threadIdx.x ^ 1]; }\n";
+  static const char kept[] =
+      "extern \"C\" __global__ void k(float *p) { extern __shared__ float s[];\n"
+      "  float *q = s + ((0u - (unsigned)__cvta_generic_to_shared(s)) & 1023u) / 4;\n"
+      "  q[threadIdx.x] = p[0]; __syncthreads(); p[1] = q[threadIdx.x ^ 1]; }\n";
+  st = fs_nvrtc_compile("lost_space", lost, "sm_90a", &c, err, sizeof err);
+  CHECK_MSG(st == FS_OK && c.generic_accesses == 2, "%s: generic accesses %d", err,
+            c.generic_accesses);
+  fs_cubin_free(&c);
+  st = fs_nvrtc_compile("kept_space", kept, "sm_90a", &c, err, sizeof err);
+  CHECK_MSG(st == FS_OK && c.generic_accesses == 0, "%s: generic accesses %d", err,
+            c.generic_accesses);
   fs_cubin_free(&c);
 
   /* An unknown target is an NVRTC failure too, never a crash. */
