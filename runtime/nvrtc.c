@@ -60,8 +60,11 @@ static void parse_resources(fs_cubin *c) {
   }
 }
 
-/* The PTX's ld. / st. instructions that name no state space (.global,
-** .shared..., .local, .param, .const), which address generic memory. */
+/* The number of ld. / st. instructions in `ptx` (NUL-terminated) that name
+** no state space (.global, .shared..., .local, .param, .const): accesses
+** through generic addresses.  Reads the first instruction of each line, as
+** NVRTC writes them; ldu, atom and red are not counted, and a space is
+** recognised by its name's prefix. */
 static int count_generic(const char *ptx) {
   static const char *const spaces[] = {"global", "shared", "local", "param", "const"};
   int n = 0;
@@ -106,6 +109,7 @@ int fs_nvrtc_compile(const char *name, const char *source, const char *target,
   char arch_opt[48];
   int status = FS_NVRTC;
   memset(out, 0, sizeof *out);
+  out->generic_accesses = -1;
   int nh = fs_gen_headers(&hnames, &hdata);
   if (nh < 0) {
     snprintf(err, errlen, "%s: template headers are not embedded", name);

@@ -60,9 +60,10 @@ static const char usage_text[] =
     "timing needs a GPU.  Measurements are committed one by one: Ctrl-C loses\n"
     "nothing, and a rerun skips what was measured (unless --force).\n"
     "\n"
-    "FS_TUNE_WARMUP_MS=<ms> warms each candidate up, back to back, for at least\n"
-    "that long before timing it (the clock and power state of sustained decoding;\n"
-    "at B = 256 on an H200 ~15% above a burst's times; an experiment, perf-notes 15c).\n";
+    "FS_TUNE_WARMUP_MS=<ms> (0..10000) warms each candidate up, back to back, for at\n"
+    "least that long before timing it (the clock and power state of sustained\n"
+    "decoding; at B = 256 on an H200 ~15% above a burst's times; an experiment,\n"
+    "perf-notes 15c).  A run records it with its command line.\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
@@ -270,6 +271,10 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
     }
 #undef VALUE
   }
+  const char *wu = getenv("FS_TUNE_WARMUP_MS");
+  if (wu && fs_tools_parse_int(wu, 0, 10000, &o->warmup_ms))
+    return bad("FS_TUNE_WARMUP_MS=%s: the warm-up must be a whole number of milliseconds "
+               "in 0..10000", wu);
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);

@@ -54,6 +54,8 @@ typedef struct tune_opts {
   const char *filter;         /* comma-separated variant-name substrings, or NULL */
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
+  int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none); the
+                              ** worker reads the same variable from the environment */
   int argc;
   char **argv;
 } tune_opts;

@@ -335,14 +335,15 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.cap_s = o->cap_s;
     job.variant = it->v;
     job.cubin_size = src->cubin_size;
-    r = tune_child_call(c, &job, src->cubin, &res, o->timeout_s + o->cap_s, why, sizeof why);
+    const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
+    r = tune_child_call(c, &job, src->cubin, &res, limit_s, why, sizeof why);
     if (r == TUNE_CHILD_INTERRUPTED) break;
     const char *msg = res.message;
     int outcome = res.outcome;
     if (r) { /* crashed or hung: the child is gone */
       char m2[sizeof why];
-      snprintf(m2, sizeof m2, "the worker died or stalled (limit %.0f s): %.900s",
-               o->timeout_s + o->cap_s, why);
+      snprintf(m2, sizeof m2, "the worker died or stalled (limit %.0f s): %.900s", limit_s,
+               why);
       memcpy(why, m2, sizeof why);
       msg = why;
       outcome = FS_STORE_OUTCOME_RUN_FAILED;
@@ -370,6 +371,10 @@ static int gpu_run(tune_session *s, tune_child *c) {
   for (int i = 0; i < o->argc; i++) {
     size_t l = strlen(cmd);
     snprintf(cmd + l, sizeof cmd - l, "%s%s", i ? " " : "", o->argv[i]);
+  }
+  if (o->warmup_ms > 0) { /* it changes every time measured: keep it with the run */
+    size_t l = strlen(cmd);
+    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
   }
   fs_store_run run;
   memset(&run, 0, sizeof run);

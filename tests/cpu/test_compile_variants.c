@@ -5,9 +5,9 @@
 ** distinct source (variants differing only in host-side parameters such as
 ** the grid share one), in parallel.  Prints registers, stack and spills per
 ** variant; a variant that spills is flagged (and counted), a compile failure
-** fails the test with its log, and so does a variant whose PTX loads or stores
-** through a generic address (every access names its space: perf-notes 15a; at
-** sm_100 the reduction's 8 output stores are allowed, see below).  Also checks that names are deterministic and
+** fails the test with its log, and so does a variant whose PTX loads or
+** stores through a generic address (every access names its space, perf-notes
+** 15a; at sm_100 the reduction's 8 output stores are allowed, see below).  Also checks that names are deterministic and
 ** parse back to themselves, and that broken names are rejected.
 **
 ** FS_COMPILE_SAMPLE=N compiles only every N-th source (for quick local runs).
@@ -141,9 +141,10 @@ int main(void) {
   for (int i = 0; i < nthreads; i++) pthread_create(&th[i], NULL, worker, NULL);
   for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
 
-  int compiled = 0, failed = 0, spilling = 0, generic = 0;
+  int compiled = 0, failed = 0, spilling = 0, generic = 0, generic_allowed = 0;
   double total = 0;
-  printf("%-58s %-7s %5s %6s %6s %6s\n", "variant", "target", "regs", "stack", "spill", "sec");
+  printf("%-58s %-7s %5s %6s %6s %4s %6s\n", "variant", "target", "regs", "stack", "spill",
+         "gen", "sec");
   for (int i = 0; i < njobs; i++) {
     job *j = &jobs[i];
     if (j->dup_of >= 0) continue;
@@ -155,21 +156,24 @@ int main(void) {
       continue;
     }
     if (j->spills > 0) spilling++;
-    if (j->generic != 0) generic++;
-    printf("%-58s %-7s %5d %6d %6d %6.2f%s\n", j->v.name, j->v.target, j->registers, j->stack,
-           j->spills, j->seconds, j->spills > 0 ? "  SPILLS" : "");
     /* sm_100: NVRTC 13.0 leaves the reduction's stores of the optional outputs (keys,
-    ** logits: global memory, 8 per module) generic there, and only there; counted, not
-    ** failed, until a template edit that retires the shipped winners anyway makes them
-    ** explicit (perf-notes 15a) */
-    CHECK_MSG(j->generic == 0 || (strcmp(j->v.target, "sm_100") == 0 && j->generic <= 8),
+    ** logits: global memory, 8 per module) generic in most variants there, and only
+    ** there; allowed, and counted apart, until a template edit that retires the
+    ** shipped winners anyway makes them explicit (perf-notes 15a) */
+    const int allowed = strcmp(j->v.target, "sm_100") == 0 && j->generic > 0 && j->generic <= 8;
+    if (allowed) generic_allowed++;
+    else if (j->generic != 0) generic++;
+    printf("%-58s %-7s %5d %6d %6d %4d %6.2f%s\n", j->v.name, j->v.target, j->registers,
+           j->stack, j->spills, j->generic, j->seconds, j->spills > 0 ? "  SPILLS" : "");
+    CHECK_MSG(j->generic == 0 || allowed,
               "%s (%s): %d loads or stores through generic addresses in its PTX (-1: no "
               "PTX); every access must name its state space", j->v.name, j->v.target,
               j->generic);
   }
   printf("%d variants, %d distinct sources compiled in %.1f s of NVRTC time on %d threads; "
-         "%d failed, %d spill (flagged), %d with generic accesses\n", njobs, compiled, total,
-         nthreads, failed, spilling, generic);
+         "%d failed, %d spill (flagged), %d with generic accesses (and %d with sm_100's "
+         "allowed 8)\n", njobs, compiled, total, nthreads, failed, spilling, generic,
+         generic_allowed);
   CHECK(failed == 0);
   for (int i = 0; i < njobs; i++) {
     free(jobs[i].src);

@@ -6,14 +6,14 @@
 ** and checks the exit status, stdout and stderr.  Needs no GPU: on a machine
 ** with one the dry-run cases still only compile.
 **
-** Cases: --help; bad arguments (exit 2, the message names the argument, its
-** value and the rule); --list-models; a dry run that compiles a filtered
-** slice of the space and says timing needs a GPU, with --report; --filter
-** with a list of names (just those, besides the oracle); list on a
-** missing and on an empty database; export/import round trips (empty, and a
-** database with a run written through the store API); the default database
-** path under XDG_CACHE_HOME and HOME; corrupt and truncated databases (exit 1,
-** a clear message, never a signal).
+** Cases: --help; bad arguments and a bad FS_TUNE_WARMUP_MS (exit 2, the
+** message names the argument, its value and the rule); --list-models; a dry
+** run that compiles a filtered slice of the space and says timing needs a
+** GPU, with --report; --filter with a list of names (just those, besides
+** the oracle); list on a missing and on an empty database; export/import
+** round trips (empty, and a database with a run written through the store
+** API); the default database path under XDG_CACHE_HOME and HOME; corrupt and
+** truncated databases (exit 1, a clear message, never a signal).
 */
 #include "fs_test.h"
 
@@ -83,6 +83,14 @@ static void test_usage(void) {
   expect("--model and --shape", RUN("--model", "qwen3-8b", "--shape", "D=8,V=8"), 2,
          "give one of them", NULL);
   expect("--db without value", RUN("--db"), 2, "--db", "needs a value", NULL);
+  {
+    char home[4200];
+    snprintf(home, sizeof home, "HOME=%s/home", tmp);
+    const char *env[] = {home, "XDG_CACHE_HOME", "FS_TUNE_WARMUP_MS=150ms", NULL};
+    const char *args[] = {"--dry-run", NULL};
+    expect("FS_TUNE_WARMUP_MS=150ms", fs_test_run(bin, tmp, env, args), 2,
+           "FS_TUNE_WARMUP_MS=150ms", "0..10000", NULL);
+  }
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
   expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
   expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
