@@ -4,7 +4,11 @@
 # and scheduler sections of one launch of the shipped Qwen3-8B winner at
 # B = 128 and 256, T = 1 and T = 0 (the same kernel without the noise), clocks
 # left as found.  One text file per case under ${OUT:-out}; ~1-2 minutes.
-# Written in the ninth session, not yet run on the H200.
+# Then (SOURCE=0: not) ncu's source counters of B = 256 at T = 1 and 0, per
+# SASS line, as CSV (source-b256.tgz) and summarised by region
+# (scripts/ncu_source_summary.py: mainloop, epilogue, producer, data waits;
+# perf-notes 15a) in source-summary.txt.  Run in the tenth session (call 1,
+# the source step by hand: docs/data/ncu-s10-b256-source.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -26,3 +30,20 @@ for b in 128 256; do
       sed "s/^/B=$b T=$t: /"
   done
 done
+[ "${SOURCE:-1}" = 0 ] && exit 0
+: > "$out/source-summary.txt"
+for t in 1 0; do
+  rm -f "/tmp/fs-src-t$t.ncu-rep"
+  timeout 120 ncu --clock-control none -k fsamp_main --launch-skip 3 --launch-count 1 \
+    --section SourceCounters --section InstructionStats --section SpeedOfLight -o "/tmp/fs-src-t$t" \
+    ./build/fs-demo --model qwen3-8b --batch 256 --temperature $t --iters 5 --check 0 \
+    > "/tmp/fs-src-t$t.log" 2>&1
+  ncu --import "/tmp/fs-src-t$t.ncu-rep" --page source --csv --print-source sass \
+    > "/tmp/source-b256-t$t.csv" 2>&1
+  ncu --import "/tmp/fs-src-t$t.ncu-rep" --page details 2>&1 | grep -E "Duration|SM Frequency" |
+    sed "s/^/B=256 T=$t: /" >> "$out/source-summary.txt"
+done
+python3 scripts/ncu_source_summary.py /tmp/source-b256-t1.csv /tmp/source-b256-t0.csv \
+  >> "$out/source-summary.txt" 2>&1
+tar czf "$out/source-b256.tgz" -C /tmp source-b256-t1.csv source-b256-t0.csv
+cat "$out/source-summary.txt"
