@@ -145,7 +145,6 @@ int fs_nvrtc_compile(const char *name, const char *source, const char *target,
     goto fail;
   }
   NV_CHECK(nvrtcGetCUBIN(prog, out->data));
-  out->generic_accesses = -1;
   size_t ptxsz = 0;
   if (nvrtcGetPTXSize(prog, &ptxsz) == NVRTC_SUCCESS && ptxsz > 0) {
     char *ptx = malloc(ptxsz);

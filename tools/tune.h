@@ -54,8 +54,7 @@ typedef struct tune_opts {
   const char *filter;         /* comma-separated variant-name substrings, or NULL */
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
-  int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none); the
-                              ** worker reads the same variable from the environment */
+  int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none) */
   int argc;
   char **argv;
 } tune_opts;
@@ -151,6 +150,7 @@ typedef struct tune_msg {
   /* SETUP / JOB */
   int32_t dtype, hidden, vocab, batch;
   double cap_s;               /* JOB: timing cap */
+  double warmup_ms;           /* JOB: least warm-up time (tune_opts.warmup_ms) */
   uint64_t cubin_size;
   fs_variant variant;
   /* READY / RESULT */

@@ -333,6 +333,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.magic = TUNE_MSG_MAGIC;
     job.type = TUNE_MSG_JOB;
     job.cap_s = o->cap_s;
+    job.warmup_ms = o->warmup_ms;
     job.variant = it->v;
     job.cubin_size = src->cubin_size;
     const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;

@@ -35,10 +35,11 @@
 **                                   that leaves the CUDA context unusable;
 ** the last three must be recorded as run-failed, and tuning goes on.
 **
-** Timing (CUDA events around one launch): 5 warm-up runs (with
-** FS_TUNE_WARMUP_MS=<ms>, an experiment of perf-notes 15c: back-to-back
-** warm-up runs for at least that long, so that a candidate is timed in the
-** clock and power state of sustained decoding rather than a burst), then runs with
+** Timing (CUDA events around one launch): 5 warm-up runs (with the job's
+** warmup_ms, fs-tune's FS_TUNE_WARMUP_MS, an experiment of perf-notes 15c:
+** back-to-back warm-up runs for at least that long, so that a candidate is
+** timed in the clock and power state of sustained decoding rather than a
+** burst), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -92,7 +93,6 @@ typedef struct worker {
   int32_t ref_tok[NCFG][2];   /* (H's first rows do not depend on the bucket) */
   double ref_score[NCFG][2];
   const char *inject, *inject_crash, *inject_hang, *inject_fault;
-  double warmup_ms;           /* FS_TUNE_WARMUP_MS (0: WARMUPS runs only) */
   int fatal;                  /* the context is unusable */
   char msg[1024];
 } worker;
@@ -457,7 +457,8 @@ static void stats(const double *t, int n, double *med, double *spread) {
 }
 
 /* Times k with cfg 0 (header comment).  Returns 0 or -1 with w->msg. */
-static int time_variant(worker *w, const fs_kernel *k, double cap_s, tune_msg *r) {
+static int time_variant(worker *w, const fs_kernel *k, double cap_s, double warmup_ms,
+                        tune_msg *r) {
   fs_problem p;
   fs_sampling s;
   fs_outputs o;
@@ -465,7 +466,7 @@ static int time_variant(worker *w, const fs_kernel *k, double cap_s, tune_msg *r
   make_call(w, 0, &p, &s, &o);
   const double t0 = fs_tools_now();
   int n = 0;
-  do { /* WARMUPS runs, repeated until w->warmup_ms have passed */
+  do { /* WARMUPS runs, repeated until warmup_ms have passed */
     for (int i = 0; i < WARMUPS; i++) {
       int st = fs_launch(w->ctx, k, &p, &s, &o, w->stream);
       if (st) {
@@ -475,7 +476,7 @@ static int time_variant(worker *w, const fs_kernel *k, double cap_s, tune_msg *r
       }
     }
     if (CU(w->cu->cuStreamSynchronize(w->stream))) { w->fatal = 1; return -1; }
-  } while (fs_tools_now() - t0 < w->warmup_ms);
+  } while (fs_tools_now() - t0 < warmup_ms);
   const double t1 = fs_tools_now(); /* the time cap counts from here */
   double med = 0, spread = 0;
   while (n < MAX_RUNS) {
@@ -536,7 +537,7 @@ static void do_job(worker *w, const tune_msg *m, const void *cubin, tune_msg *r)
       goto done;
     }
   }
-  if (time_variant(w, k, m->cap_s, r)) goto done;
+  if (time_variant(w, k, m->cap_s, m->warmup_ms, r)) goto done;
   /* Again after timing: a race may show only sometimes. */
   if (run_once(w, k, 0)) goto done;
   if (check(w, 0, w->otok[0], w->oscore[0], w->B, NULL, NULL)) {
@@ -585,9 +586,6 @@ int tune_worker_main(int in_fd, int out_fd, int device) {
   w->inject_crash = getenv("FS_TUNE_INJECT_CRASH");
   w->inject_hang = getenv("FS_TUNE_INJECT_HANG");
   w->inject_fault = getenv("FS_TUNE_INJECT_FAULT");
-  const char *wu = getenv("FS_TUNE_WARMUP_MS"); /* checked by the parent (0..10000) */
-  w->warmup_ms = wu ? atof(wu) : 0.0;
-  if (!(w->warmup_ms >= 0.0 && w->warmup_ms <= 10000.0)) w->warmup_ms = 0.0;
 
   reply_init(&r, TUNE_MSG_HELLO);
   r.status = fs_context_create(device, &w->ctx);

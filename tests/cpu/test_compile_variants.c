@@ -7,8 +7,9 @@
 ** variant; a variant that spills is flagged (and counted), a compile failure
 ** fails the test with its log, and so does a variant whose PTX loads or
 ** stores through a generic address (every access names its space, perf-notes
-** 15a; at sm_100 the reduction's 8 output stores are allowed, see below).  Also checks that names are deterministic and
-** parse back to themselves, and that broken names are rejected.
+** 15a; at sm_100 the reduction's 8 output stores are allowed, see below).
+** Also checks that names are deterministic and parse back to themselves, and
+** that broken names are rejected.
 **
 ** FS_COMPILE_SAMPLE=N compiles only every N-th source (for quick local runs).
 */

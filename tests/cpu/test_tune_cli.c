@@ -29,14 +29,16 @@ static char bin[4096], tmp[4096];
 typedef fs_test_proc result;
 
 /* Runs fs-tune with the NULL-terminated arguments in tmp, with
-** HOME=<tmp>/home and XDG_CACHE_HOME=<xdg> (unset when xdg is NULL). */
-static result run_in(const char *xdg, const char *const *args) {
+** HOME=<tmp>/home, XDG_CACHE_HOME=<xdg> (unset when xdg is NULL) and the
+** "NAME=value" `extra` if not NULL. */
+static result run_env(const char *xdg, const char *extra, const char *const *args) {
   char home[4200], xdg_kv[4200];
   snprintf(home, sizeof home, "HOME=%s/home", tmp);
   if (xdg) snprintf(xdg_kv, sizeof xdg_kv, "XDG_CACHE_HOME=%s", xdg);
-  const char *env[] = {home, xdg ? xdg_kv : "XDG_CACHE_HOME", NULL};
+  const char *env[] = {home, xdg ? xdg_kv : "XDG_CACHE_HOME", extra, NULL};
   return fs_test_run(bin, tmp, env, args);
 }
+static result run_in(const char *xdg, const char *const *args) { return run_env(xdg, NULL, args); }
 
 #define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -83,14 +85,9 @@ static void test_usage(void) {
   expect("--model and --shape", RUN("--model", "qwen3-8b", "--shape", "D=8,V=8"), 2,
          "give one of them", NULL);
   expect("--db without value", RUN("--db"), 2, "--db", "needs a value", NULL);
-  {
-    char home[4200];
-    snprintf(home, sizeof home, "HOME=%s/home", tmp);
-    const char *env[] = {home, "XDG_CACHE_HOME", "FS_TUNE_WARMUP_MS=150ms", NULL};
-    const char *args[] = {"--dry-run", NULL};
-    expect("FS_TUNE_WARMUP_MS=150ms", fs_test_run(bin, tmp, env, args), 2,
-           "FS_TUNE_WARMUP_MS=150ms", "0..10000", NULL);
-  }
+  expect("FS_TUNE_WARMUP_MS=150ms",
+         run_env(NULL, "FS_TUNE_WARMUP_MS=150ms", (const char *const[]){"--dry-run", NULL}), 2,
+         "FS_TUNE_WARMUP_MS=150ms", "0..10000", NULL);
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
   expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
   expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
