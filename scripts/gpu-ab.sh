@@ -16,32 +16,49 @@
 # A case is model:batch:temperature:variant (the variant without its
 # fsamp_<dtype>_sm90a_ prefix).  Prints one line per (round, case, build)
 # and writes them to $OUT/ab.txt; the tuning database is off (FS_TUNING_DB=off),
-# so only FS_VARIANT chooses the kernel.
+# so only FS_VARIANT chooses the kernel.  $OUT (default: a new temporary
+# directory) also gets ab-runs.log, every run's whole output.
 set -euo pipefail
 : "${BINS:?BINS=\"name=path ...\" is required}"
 : "${CASES:?CASES=\"model:B:T:variant ...\" is required}"
 ROUNDS=${ROUNDS:-2}
 ITERS=${ITERS:-1000}
 DTYPE=${DTYPE:-bf16}
-OUT=${OUT:-.}
+OUT=${OUT:-$(mktemp -d /tmp/gpu-ab.XXXXXX)}
 mkdir -p "$OUT"
 log="$OUT/ab.txt"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
-  --format=csv | tee "$log"
+runs="$OUT/ab-runs.log" # every run's whole output, for a FAILED line's reason
+: > "$runs"
+for nb in $BINS; do # check everything before the first round
+  bin=${nb#*=}
+  [ -x "$bin" ] || { echo "gpu-ab.sh: BINS: $nb: $bin is not an executable" >&2; exit 2; }
+done
+for c in $CASES; do
+  IFS=: read -r model b t v <<<"$c"
+  [ -n "$model" ] && [ -n "$b" ] && [ -n "$t" ] && [ -n "$v" ] ||
+    { echo "gpu-ab.sh: CASES: '$c' is not model:batch:temperature:variant" >&2; exit 2; }
+done
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    --format=csv 2>&1 || echo "(nvidia-smi not available)"; } | tee "$log"
 for r in $(seq 1 "$ROUNDS"); do
   for c in $CASES; do
     IFS=: read -r model b t v <<<"$c"
     for nb in $BINS; do
       name=${nb%%=*} bin=${nb#*=}
+      rc=0
       if [ "${BENCH:-0}" = 1 ]; then
-        res=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
+        out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --reps "${REPS:-10}" 2>&1 | grep -E "^ *$b " || echo "FAILED")
+              --reps "${REPS:-10}" 2>&1) || rc=$?
+        res=$(grep -E "^ *$b +[0-9]" <<<"$out" | head -1 || true)
       else
-        res=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
+        out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --iters "$ITERS" --check 0 2>&1 | grep 'per call' || echo "FAILED")
+              --iters "$ITERS" --check 0 2>&1) || rc=$?
+        res=$(grep 'per call' <<<"$out" | head -1 || true)
       fi
+      printf '== round=%s %s %s %s\n%s\n' "$r" "$c" "$name" "rc=$rc" "$out" >> "$runs"
+      [ "$rc" = 0 ] && [ -n "$res" ] || res="FAILED (rc $rc; $runs)"
       echo "round=$r model=$model B=$b T=$t $name $v :: $res" | tee -a "$log"
     done
   done

@@ -13,13 +13,13 @@
 **    message if libnccl.so.2 cannot be loaded.
 ** Multi-GPU runs need a machine with several GPUs (see issue 5).
 */
-#include "gpu_util.h"
+#include "tp_util.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 
-#define MAXR 8
-enum { B = 6, D = 512, V = 30011, S = 2, NITEMS = B * S };
+#define MAXR TP_MAXR
+enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
 
 typedef struct tp_shared {
   int R;
@@ -35,6 +35,7 @@ typedef struct tp_rank {
   fs_problem p;
   fs_sampling s;
   fs_outputs o;
+  gu_outputs go; /* o's arrays */
   int status;
   char err[512];
 } tp_rank;
@@ -81,43 +82,19 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-/* Uneven shard boundaries: not multiples of 16 (or 4). */
-static void shard_bounds(int nv, int R, int *start) {
-  for (int k = 0; k <= R; k++) start[k] = (int)((long long)nv * k / R);
-  for (int k = 1; k < R; k++) start[k] += (k % 2 ? 3 : -5);
-}
-
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
-  const size_t n = NITEMS;
-  unsigned long long seed = 99;
-  uint16_t *h = gu_malloc((size_t)B * D * 2), *w = gu_malloc((size_t)V * D * 2);
-  for (size_t i = 0; i < (size_t)B * D; i++) h[i] = fs_test_f2bf((float)fs_test_uniform(&seed));
-  for (size_t i = 0; i < (size_t)V * D; i++)
-    w[i] = fs_test_f2bf((float)(fs_test_uniform(&seed) * 0.2));
-  CUdeviceptr dh = gu_upload_new(ctx, h, (size_t)B * D * 2);
-  CUdeviceptr dw = gu_upload_new(ctx, w, (size_t)V * D * 2);
-  float temps[B] = {1.0f, 0.0f, 0.7f, 2.0f, 1.0f, 0.0f}; /* greedy rows mixed in */
-  CUdeviceptr dtemps = gu_upload_new(ctx, temps, sizeof temps);
-  fs_sampling s = {0, (const float *)gu_ptr(dtemps), S, 1234, NULL, 5, NULL};
-
-  /* The unsharded draw. */
-  CUdeviceptr rt = gu_alloc(ctx, n * 4), rl = gu_alloc(ctx, n * 4), rk = gu_alloc(ctx, n * 8);
-  fs_problem full = {B, D, V, 0, FS_DTYPE_BF16, gu_ptr(dh), 0, gu_ptr(dw), 0};
-  fs_outputs fo = {(int32_t *)gu_ptr(rt), (float *)gu_ptr(rl), (uint64_t *)gu_ptr(rk)};
-  REQUIRE(fs_sample(ctx, &full, &s, &fo, NULL) == FS_OK);
-  int32_t ref_t[NITEMS];
-  float ref_l[NITEMS];
-  uint64_t ref_k[NITEMS];
-  gu_download(ctx, ref_t, rt, sizeof ref_t);
-  gu_download(ctx, ref_l, rl, sizeof ref_l);
-  gu_download(ctx, ref_k, rk, sizeof ref_k);
+  tp_unsharded u; /* the unsharded draw, on GPU 0 */
+  tp_unsharded_init(ctx, &u);
+  const fs_sampling s = u.s;
+  const fs_problem full = u.full;
+  const tp_ref ref = u.ref;
 
   static const int ranks[] = {2, 3, 4, 8};
   for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++) {
     const int R = ranks[ri];
     int start[MAXR + 1];
-    shard_bounds(V, R, start);
+    tp_shard_bounds(V, R, start);
     tp_shared sh = {R, {{0}}, {0}};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
@@ -127,40 +104,30 @@ int main(void) {
       memset(r, 0, sizeof *r);
       r->sh = &sh;
       r->rank = k;
-      sh.host[k] = gu_malloc(n * 8);
+      sh.host[k] = gu_malloc(NITEMS * 8);
       REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
       gu_push(r->ctx);
       GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
       gu_pop(r->ctx);
-      r->p = (fs_problem){B, D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16, gu_ptr(dh), 0,
-                          gu_ptr(dw + (CUdeviceptr)start[k] * D * 2), 0};
+      r->p = (fs_problem){B, D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16, gu_ptr(u.dh), 0,
+                          gu_ptr(u.dw + (CUdeviceptr)start[k] * D * 2), 0};
       r->s = s;
-      CUdeviceptr t = gu_alloc(r->ctx, n * 4), l = gu_alloc(r->ctx, n * 4),
-                  kk = gu_alloc(r->ctx, n * 8);
-      r->o = (fs_outputs){(int32_t *)gu_ptr(t), (float *)gu_ptr(l), (uint64_t *)gu_ptr(kk)};
+      tp_outputs(r->ctx, &r->go);
+      r->o = gu_outputs_api(&r->go);
     }
-    for (int k = 0; k < R; k++) pthread_create(&th[k], NULL, rank_main, &rk_[k]);
+    for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk_[k]) == 0);
     for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
     int mism = 0;
     for (int k = 0; k < R; k++) {
       tp_rank *r = &rk_[k];
-      CHECK_MSG(r->status == FS_OK, "R=%d rank %d: %s", R, k, r->err);
-      int32_t t[NITEMS];
-      float l[NITEMS];
-      uint64_t kk[NITEMS];
-      gu_download(r->ctx, t, (CUdeviceptr)(uintptr_t)r->o.tokens, sizeof t);
-      gu_download(r->ctx, l, (CUdeviceptr)(uintptr_t)r->o.logits, sizeof l);
-      gu_download(r->ctx, kk, (CUdeviceptr)(uintptr_t)r->o.keys, sizeof kk);
-      for (size_t i = 0; i < n; i++)
-        if (t[i] != ref_t[i] || kk[i] != ref_k[i] || memcmp(&l[i], &ref_l[i], 4)) {
-          if (mism++ < 5)
-            fprintf(stderr, "R=%d rank %d item %zu: token %d key %016llx logit %g; unsharded "
-                    "%d %016llx %g\n", R, k, i, t[i], (unsigned long long)kk[i], l[i],
-                    ref_t[i], (unsigned long long)ref_k[i], ref_l[i]);
-        }
-      gu_free(r->ctx, (CUdeviceptr)(uintptr_t)r->o.tokens);
-      gu_free(r->ctx, (CUdeviceptr)(uintptr_t)r->o.logits);
-      gu_free(r->ctx, (CUdeviceptr)(uintptr_t)r->o.keys);
+      char who[32];
+      snprintf(who, sizeof who, "R=%d rank %d", R, k);
+      CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
+      mism += tp_mismatches(r->ctx, &r->go, &ref, who);
+      gu_outputs_free(r->ctx, &r->go);
+      gu_push(r->ctx);
+      r->ctx->cu->cuStreamDestroy(r->stream);
+      gu_pop(r->ctx);
       fs_context_destroy(r->ctx);
       free(sh.host[k]);
     }
@@ -187,37 +154,28 @@ int main(void) {
     gu_pop(ctx);
     CHECK_MSG(nr == 0, "ncclCommInitAll: %d", nr);
     if (nr == 0) {
-      CUdeviceptr t = gu_alloc(ctx, n * 4), l = gu_alloc(ctx, n * 4);
-      fs_outputs o = {(int32_t *)gu_ptr(t), (float *)gu_ptr(l), NULL};
+      gu_outputs go;
+      tp_outputs(ctx, &go);
+      const fs_outputs o = gu_outputs_api(&go);
       int st = fs_sample_nccl(ctx, &full, &s, &o, comm, NULL);
       CHECK_MSG(st == FS_OK, "fs_sample_nccl: %s", fs_last_error(ctx));
-      int32_t tt[NITEMS];
-      float ll[NITEMS];
-      gu_download(ctx, tt, t, sizeof tt);
-      gu_download(ctx, ll, l, sizeof ll);
-      int bad = 0;
-      for (size_t i = 0; i < n; i++) bad += tt[i] != ref_t[i] || memcmp(&ll[i], &ref_l[i], 4);
+      const int bad = tp_mismatches(ctx, &go, &ref, "NCCL, 1 rank");
       CHECK_MSG(bad == 0, "NCCL single rank: %d mismatches", bad);
       printf("NCCL, 1 rank: %s\n", bad ? "MISMATCH" : "equal to fs_sample");
       destroy(comm);
-      gu_free(ctx, t);
-      gu_free(ctx, l);
+      gu_outputs_free(ctx, &go);
     }
   }
   /* Bad input. */
-  fs_outputs o0 = fo;
+  gu_outputs go0;
+  tp_outputs(ctx, &go0);
+  const fs_outputs o0 = gu_outputs_api(&go0);
   CHECK(fs_sample_tp(ctx, &full, &s, &o0, NULL, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "allreduce"));
   CHECK(fs_sample_nccl(ctx, &full, &s, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "nccl_comm"));
-  gu_free(ctx, rt);
-  gu_free(ctx, rl);
-  gu_free(ctx, rk);
-  gu_free(ctx, dh);
-  gu_free(ctx, dw);
-  gu_free(ctx, dtemps);
-  free(h);
-  free(w);
+  gu_outputs_free(ctx, &go0);
+  tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp");
 }
