@@ -8,6 +8,10 @@
 # re-tuning those buckets).  CSV and the log under ${OUT:-out}.
 # FLUSH=write times after a 256 MiB memset instead of a 256 MiB read (the
 # tables before perf-notes 13a; fs-bench's header says what each costs).
+# On a host of 2+ GPUs it also runs fs-bench-tp (the tensor-parallel table:
+# Llama 3 70B and Qwen3-8B at B = 16, 64, 256 for 1, 2, 4, 8 ranks, as many
+# as there are GPUs; NVLink multicast off) into bench-tp.csv; TP=0: not,
+# TP=only: that table alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -21,6 +25,18 @@ sweep_batch=(); sweep_s=100 # 10 presets x 4 batches
 if [ -n "${SWEEP_BATCH:-}" ]; then
   sweep_batch=(--batch "$SWEEP_BATCH"); sweep_s=$(( 25 * ($(tr -cd , <<< "$SWEEP_BATCH" | wc -c) + 1) + 10 ))
 fi
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${TP:-1}" != 0 ] && [ "${ngpu:-0}" -ge 2 ]; then
+  export NCCL_NVLS_ENABLE=0
+  for m in llama3-70b qwen3-8b; do
+    for r in 1 2 4 8; do
+      [ "$r" -le "$ngpu" ] || continue
+      timeout 120 ./build/fs-bench-tp --ranks "$r" --model "$m" --batch 16,64,256 --reps 50 \
+        --csv "$out/bench-tp.csv" 2>&1 | tee -a "$log"
+    done
+  done
+fi
+[ "${TP:-1}" = only ] && exit 0
 if [ "${SWEEP:-1}" != only ]; then
 timeout 80 ./build/fs-bench "${flush[@]}" --model qwen3-8b --reps 10 --csv "$out/bench-qwen3-8b-bf16$sfx.csv" 2>&1 | tee -a "$log"
 timeout 80 ./build/fs-bench "${flush[@]}" --model llama3-70b --reps 8 --csv "$out/bench-llama3-70b-bf16$sfx.csv" 2>&1 | tee -a "$log"

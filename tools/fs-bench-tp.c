@@ -12,6 +12,10 @@
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
+**               [--csv FILE]
+**
+** --csv appends one row per batch size (a header first when FILE is new or
+** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device.
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -118,11 +122,13 @@ static void *rank_main(void *arg) {
 
 int main(int argc, char **argv) {
   int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3;
+  const char *csv_path = NULL;
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *k = argv[i], *v = argv[i + 1];
     if (!strcmp(k, "--ranks")) R = atoi(v);
     else if (!strcmp(k, "--reps")) reps = atoi(v);
+    else if (!strcmp(k, "--csv")) csv_path = v;
     else if (!strcmp(k, "--model")) {
       const fs_model *m = fs_model_find(v);
       if (!m) return fprintf(stderr, "fs-bench-tp: unknown model %s\n", v), 2;
@@ -137,7 +143,7 @@ int main(int argc, char **argv) {
       }
     } else {
       return fprintf(stderr, "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] "
-                             "[--batch LIST] [--reps N]\n"), 2;
+                             "[--batch LIST] [--reps N] [--csv FILE]\n"), 2;
     }
   }
   fs_context *c0 = NULL;
@@ -148,6 +154,12 @@ int main(int argc, char **argv) {
   if (R <= 0) R = ngpu;
   if (R < 1 || R > MAXR || R > ngpu)
     return fprintf(stderr, "fs-bench-tp: --ranks %d: needs 1..%d GPUs, %d visible\n", R, MAXR, ngpu), 1;
+  FILE *csv = NULL;
+  if (csv_path) {
+    if (!(csv = fopen(csv_path, "a")))
+      return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
+    if (ftell(csv) == 0) fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device\n");
+  }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
   for (int r = 0; r < R; r++) devs[r] = r;
@@ -203,6 +215,11 @@ int main(int argc, char **argv) {
     for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
     printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
            rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
+    if (csv) {
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\"\n", D, V, R, batches[bi], rk[0].us[0],
+              rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name);
+      fflush(csv);
+    }
     for (int r = 0; r < R; r++) {
       rank_t *k = &rk[r];
       const fs_cu_api *cu = k->ctx->cu;
@@ -215,5 +232,6 @@ int main(int argc, char **argv) {
     pthread_barrier_destroy(&bar);
   }
   for (int r = 0; r < R; r++) ncclCommDestroy(comms[r]);
+  if (csv) fclose(csv);
   return 0;
 }
