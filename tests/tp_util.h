@@ -41,27 +41,10 @@ static inline fs_sampling tp_sampling(CUdeviceptr temps) {
   return s;
 }
 
-/* The unsharded draw on ctx's GPU: tokens, logits and keys of every item. */
-typedef struct tp_ref {
-  int32_t t[TP_NITEMS];
-  float l[TP_NITEMS];
-  uint64_t k[TP_NITEMS];
-} tp_ref;
-
-/* Draws the reference for problem `full` and sampling s (device data on
-** ctx's GPU) into *ref. */
-static inline void tp_reference(fs_context *ctx, const fs_problem *full, const fs_sampling *s,
-                                tp_ref *ref) {
-  CUdeviceptr t = gu_alloc(ctx, sizeof ref->t), l = gu_alloc(ctx, sizeof ref->l),
-              k = gu_alloc(ctx, sizeof ref->k);
-  fs_outputs o = {(int32_t *)gu_ptr(t), (float *)gu_ptr(l), (uint64_t *)gu_ptr(k)};
-  REQUIRE(fs_sample(ctx, full, s, &o, NULL) == FS_OK);
-  gu_download(ctx, ref->t, t, sizeof ref->t);
-  gu_download(ctx, ref->l, l, sizeof ref->l);
-  gu_download(ctx, ref->k, k, sizeof ref->k);
-  gu_free(ctx, t);
-  gu_free(ctx, l);
-  gu_free(ctx, k);
+/* Outputs of every item (tokens, logits, keys), poisoned, on ctx's GPU. */
+static inline void tp_outputs(fs_context *ctx, gu_outputs *o) {
+  gu_outputs_alloc(ctx, o, TP_NITEMS, 1, 1);
+  gu_outputs_poison(ctx, o);
 }
 
 /* The unsharded problem on ctx's GPU (H, W and temperatures uploaded) and
@@ -71,7 +54,7 @@ typedef struct tp_unsharded {
   CUdeviceptr dh, dw, dtemps;
   fs_problem full;
   fs_sampling s;
-  tp_ref ref;
+  gu_outputs ref; /* its draw, fetched to the host copies */
 } tp_unsharded;
 
 static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
@@ -81,10 +64,14 @@ static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
   u->dtemps = gu_upload_new(ctx, tp_temps, sizeof tp_temps);
   u->s = tp_sampling(u->dtemps);
   u->full = (fs_problem){TP_B, TP_D, TP_V, 0, FS_DTYPE_BF16, gu_ptr(u->dh), 0, gu_ptr(u->dw), 0};
-  tp_reference(ctx, &u->full, &u->s, &u->ref);
+  tp_outputs(ctx, &u->ref);
+  const fs_outputs o = gu_outputs_api(&u->ref);
+  REQUIRE(fs_sample(ctx, &u->full, &u->s, &o, NULL) == FS_OK);
+  gu_outputs_fetch(ctx, &u->ref);
 }
 
 static inline void tp_unsharded_free(fs_context *ctx, tp_unsharded *u) {
+  gu_outputs_free(ctx, &u->ref);
   gu_free(ctx, u->dh);
   gu_free(ctx, u->dw);
   gu_free(ctx, u->dtemps);
@@ -93,27 +80,21 @@ static inline void tp_unsharded_free(fs_context *ctx, tp_unsharded *u) {
 }
 
 /* Counts the items of one rank's outputs o (on ctx's GPU; poisoned before
-** the call) that differ from ref in token, key or logit bits, printing the
-** first few. */
-static inline int tp_mismatches(fs_context *ctx, gu_outputs *o, const tp_ref *ref,
+** the call) that differ from the unsharded draw ref (fetched) in token, key
+** or logit bits, printing the first few. */
+static inline int tp_mismatches(fs_context *ctx, gu_outputs *o, const gu_outputs *ref,
                                 const char *who) {
   gu_outputs_fetch(ctx, o);
   int mism = 0;
   for (int i = 0; i < TP_NITEMS; i++)
-    if (o->h_tokens[i] != ref->t[i] || o->h_keys[i] != ref->k[i] ||
-        memcmp(&o->h_logits[i], &ref->l[i], 4)) {
+    if (o->h_tokens[i] != ref->h_tokens[i] || o->h_keys[i] != ref->h_keys[i] ||
+        memcmp(&o->h_logits[i], &ref->h_logits[i], 4)) {
       if (mism++ < 5)
         fprintf(stderr, "%s item %d: token %d key %016llx logit %g; unsharded %d %016llx %g\n",
                 who, i, o->h_tokens[i], (unsigned long long)o->h_keys[i], o->h_logits[i],
-                ref->t[i], (unsigned long long)ref->k[i], ref->l[i]);
+                ref->h_tokens[i], (unsigned long long)ref->h_keys[i], ref->h_logits[i]);
     }
   return mism;
-}
-
-/* Outputs of every item (tokens, logits, keys), poisoned, on ctx's GPU. */
-static inline void tp_outputs(fs_context *ctx, gu_outputs *o) {
-  gu_outputs_alloc(ctx, o, TP_NITEMS, 1, 1);
-  gu_outputs_poison(ctx, o);
 }
 
 #endif

@@ -86,9 +86,6 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
-  const fs_sampling s = u.s;
-  const fs_problem full = u.full;
-  const tp_ref ref = u.ref;
 
   static const int ranks[] = {2, 3, 4, 8};
   for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++) {
@@ -111,7 +108,7 @@ int main(void) {
       gu_pop(r->ctx);
       r->p = (fs_problem){B, D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16, gu_ptr(u.dh), 0,
                           gu_ptr(u.dw + (CUdeviceptr)start[k] * D * 2), 0};
-      r->s = s;
+      r->s = u.s;
       tp_outputs(r->ctx, &r->go);
       r->o = gu_outputs_api(&r->go);
     }
@@ -123,7 +120,7 @@ int main(void) {
       char who[32];
       snprintf(who, sizeof who, "R=%d rank %d", R, k);
       CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
-      mism += tp_mismatches(r->ctx, &r->go, &ref, who);
+      mism += tp_mismatches(r->ctx, &r->go, &u.ref, who);
       gu_outputs_free(r->ctx, &r->go);
       gu_push(r->ctx);
       r->ctx->cu->cuStreamDestroy(r->stream);
@@ -157,9 +154,9 @@ int main(void) {
       gu_outputs go;
       tp_outputs(ctx, &go);
       const fs_outputs o = gu_outputs_api(&go);
-      int st = fs_sample_nccl(ctx, &full, &s, &o, comm, NULL);
+      int st = fs_sample_nccl(ctx, &u.full, &u.s, &o, comm, NULL);
       CHECK_MSG(st == FS_OK, "fs_sample_nccl: %s", fs_last_error(ctx));
-      const int bad = tp_mismatches(ctx, &go, &ref, "NCCL, 1 rank");
+      const int bad = tp_mismatches(ctx, &go, &u.ref, "NCCL, 1 rank");
       CHECK_MSG(bad == 0, "NCCL single rank: %d mismatches", bad);
       printf("NCCL, 1 rank: %s\n", bad ? "MISMATCH" : "equal to fs_sample");
       destroy(comm);
@@ -167,14 +164,11 @@ int main(void) {
     }
   }
   /* Bad input. */
-  gu_outputs go0;
-  tp_outputs(ctx, &go0);
-  const fs_outputs o0 = gu_outputs_api(&go0);
-  CHECK(fs_sample_tp(ctx, &full, &s, &o0, NULL, NULL, NULL) == FS_INVALID_ARGUMENT &&
+  const fs_outputs o0 = gu_outputs_api(&u.ref); /* not written: the calls are refused */
+  CHECK(fs_sample_tp(ctx, &u.full, &u.s, &o0, NULL, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "allreduce"));
-  CHECK(fs_sample_nccl(ctx, &full, &s, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
+  CHECK(fs_sample_nccl(ctx, &u.full, &u.s, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "nccl_comm"));
-  gu_outputs_free(ctx, &go0);
   tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp");

@@ -74,7 +74,6 @@ int main(void) {
 
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
-  const tp_ref ref = u.ref;
 
   static const int ranks[] = {2, 4, 8};
   int runs = 0;
@@ -126,7 +125,7 @@ int main(void) {
         char who[40];
         snprintf(who, sizeof who, "R=%d rank %d (GPU %d)", R, k, k);
         CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
-        mism += tp_mismatches(r->ctx, &r->go, &ref, who);
+        mism += tp_mismatches(r->ctx, &r->go, &u.ref, who);
         destroy(comms[k]);
       }
       gu_outputs_free(r->ctx, &r->go);
