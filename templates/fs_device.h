@@ -178,9 +178,9 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
   }
   if (leader && c.b < p.B) {
     const size_t ci = ((size_t)c.b * p.num_samples + s) * p.num_chunks + chunk;
-    if (fold) keep_max(bk, bz, p.cand_keys[ci], p.cand_logits[ci]);
-    p.cand_keys[ci] = bk;
-    p.cand_logits[ci] = bz;
+    if (fold) keep_max(bk, bz, __ldcg(p.cand_keys + ci), __ldcg(p.cand_logits + ci));
+    __stcg(p.cand_keys + ci, bk); /* global stores by name: NVRTC at sm_100 left them generic */
+    __stcg(p.cand_logits + ci, bz);
   }
 }
 
@@ -255,9 +255,9 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
     }
     if (lane == 0) {
       const int item = first + i;
-      p.tokens[item] = (int)fs_key_token(best[i]);
-      if (p.logits) p.logits[item] = z[i];
-      if (p.keys) p.keys[item] = best[i];
+      __stcg(p.tokens + item, (int)fs_key_token(best[i]));
+      if (p.logits) __stcg(p.logits + item, z[i]);
+      if (p.keys) __stcg(p.keys + item, best[i]);
     }
   }
 }

@@ -7,7 +7,8 @@
 ** variant; a variant that spills is flagged (and counted), a compile failure
 ** fails the test with its log, and so does a variant whose PTX loads or
 ** stores through a generic address (every access names its space, perf-notes
-** 15a; at sm_100 the reduction's 8 output stores are allowed, see below).
+** 15a; the reduction's stores name it too, also at sm_100, where NVRTC 13.0
+** did not infer it).
 ** Also checks that names are deterministic and parse back to themselves, and
 ** that broken names are rejected.
 **
@@ -142,7 +143,7 @@ int main(void) {
   for (int i = 0; i < nthreads; i++) pthread_create(&th[i], NULL, worker, NULL);
   for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
 
-  int compiled = 0, failed = 0, spilling = 0, generic = 0, generic_allowed = 0;
+  int compiled = 0, failed = 0, spilling = 0, generic = 0;
   double total = 0;
   printf("%-58s %-7s %5s %6s %6s %4s %6s\n", "variant", "target", "regs", "stack", "spill",
          "gen", "sec");
@@ -157,24 +158,17 @@ int main(void) {
       continue;
     }
     if (j->spills > 0) spilling++;
-    /* sm_100: NVRTC 13.0 leaves the reduction's stores of the optional outputs (keys,
-    ** logits: global memory, 8 per module) generic in most variants there, and only
-    ** there; allowed, and counted apart, until a template edit that retires the
-    ** shipped winners anyway makes them explicit (perf-notes 15a) */
-    const int allowed = strcmp(j->v.target, "sm_100") == 0 && j->generic > 0 && j->generic <= 8;
-    if (allowed) generic_allowed++;
-    else if (j->generic != 0) generic++;
+    if (j->generic != 0) generic++;
     printf("%-58s %-7s %5d %6d %6d %4d %6.2f%s\n", j->v.name, j->v.target, j->registers,
            j->stack, j->spills, j->generic, j->seconds, j->spills > 0 ? "  SPILLS" : "");
-    CHECK_MSG(j->generic == 0 || allowed,
+    CHECK_MSG(j->generic == 0,
               "%s (%s): %d loads or stores through generic addresses in its PTX (-1: no "
               "PTX); every access must name its state space", j->v.name, j->v.target,
               j->generic);
   }
   printf("%d variants, %d distinct sources compiled in %.1f s of NVRTC time on %d threads; "
-         "%d failed, %d spill (flagged), %d with generic accesses (and %d with sm_100's "
-         "allowed 8)\n", njobs, compiled, total, nthreads, failed, spilling, generic,
-         generic_allowed);
+         "%d failed, %d spill (flagged), %d with generic accesses\n", njobs, compiled, total,
+         nthreads, failed, spilling, generic);
   CHECK(failed == 0);
   for (int i = 0; i < njobs; i++) {
     free(jobs[i].src);
