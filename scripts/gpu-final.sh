@@ -25,8 +25,7 @@
 #   rewin  after a template edit (which retires every shipped winner: the
 #          sources' hashes change), only the shipped winners measured again,
 #          for every model preset and dtype the shipped defaults hold (each at
-#          the buckets it has winners for; ~2-3 minutes instead of ~8; no
-#          finals stage: the time goes to the shipped tiles only); their
+#          the buckets it has winners for; ~2-3 minutes instead of ~8); their
 #          reports come back as one rewin.tgz.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call (or in the same one, on the export: FS_DEFAULTS_DB=$OUT/defaults.db
@@ -120,8 +119,7 @@ for step in $steps; do
         names=$(awk '{ print $2 }' <<< "$rows" | sort -u | paste -sd, -)
         buckets=$(awk '{ print $1 }' <<< "$rows" | sort -n | paste -sd, -)
         timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
-          --budget 60 --filter "$names" --finals 0 --report "$out/rewin-$model-$dtype.csv" \
-          < /dev/null 2>&1 |
+          --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" < /dev/null 2>&1 |
           tail -13 | tee -a "$log"
       done
     done <<< "$presets_list"

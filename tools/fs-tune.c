@@ -49,13 +49,6 @@ static const char usage_text[] =
     "  --max-variants N    at most N variants per bucket, most promising first\n"
     "  --report FILE       CSV of this run's measurements, and a plot in FILE.svg\n"
     "  --timeout SECONDS   watchdog per variant (default 20)\n"
-    "  --finals N          after a bucket's variants, time its N best again in\n"
-    "                      interleaved rounds; each one's median of its round\n"
-    "                      medians is what the winner rule compares (default 3;\n"
-    "                      0 or 1: no finals)\n"
-    "  --finals-rounds R   rounds of the finals (default 5, 2..50)\n"
-    "  --finals-within PCT finalists only within PCT% of the bucket's best\n"
-    "                      (default 5)\n"
     "  --list-models       print the presets and exit\n"
     "  --help              print this and exit\n"
     "\n"
@@ -199,9 +192,6 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   o->jobs = ncpu > 0 ? (int)(ncpu < 256 ? ncpu : 256) : 1;
   o->timeout_s = 20;
   o->cap_s = 2;
-  o->finals = 3;
-  o->finals_rounds = 5;
-  o->finals_within = 0.05;
   o->argc = argc;
   o->argv = argv;
   for (int b = 1; b <= 256; b *= 2) o->buckets[o->nbuckets++] = b;
@@ -252,20 +242,6 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
       VALUE();
       if (fs_tools_parse_int(v, 1, 1000000, &o->max_variants))
         return bad("--max-variants %s: must be an integer >= 1", v);
-    } else if (!strcmp(k, "--finals")) {
-      VALUE();
-      if (fs_tools_parse_int(v, 0, 16, &o->finals))
-        return bad("--finals %s: the number of finalists per bucket must be in 0..16", v);
-    } else if (!strcmp(k, "--finals-rounds")) {
-      VALUE();
-      if (fs_tools_parse_int(v, 2, 50, &o->finals_rounds))
-        return bad("--finals-rounds %s: the number of rounds must be in 2..50", v);
-    } else if (!strcmp(k, "--finals-within")) {
-      VALUE();
-      double pct;
-      if (parse_seconds(v, &pct) || pct > 1000)
-        return bad("--finals-within %s: the percentage must be a number > 0 and <= 1000", v);
-      o->finals_within = pct / 100;
     } else if (!strcmp(k, "--arch")) {
       VALUE();
       const char *a = strncmp(v, "sm_", 3) ? v : v + 3;

@@ -55,9 +55,6 @@ typedef struct tune_opts {
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
   int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none) */
-  int finals;                 /* --finals: finalists per bucket (0: no finals stage) */
-  int finals_rounds;          /* --finals-rounds: interleaved rounds of the finals */
-  double finals_within;       /* --finals-within, as a fraction of the bucket's best */
   int argc;
   char **argv;
 } tune_opts;
@@ -200,18 +197,15 @@ int tune_worker_main(int in_fd, int out_fd, int device);
 
 /* ---- session (tune_run.c) ---------------------------------------------------- */
 /* One result row of this run, for the table and the report.  outcome is an
-** fs_store_outcome, or -1 for "compiled" in a dry run.  A finals row (final
-** = 1) is a finalist's median of its round medians (tune_run.c). */
+** fs_store_outcome, or -1 for "compiled" in a dry run. */
 typedef struct tune_row {
   int bucket, item, outcome;
   double median_us, spread_us, floor_us;
   int samples, registers, spills;
-  int final;
 } tune_row;
 
 typedef struct tune_bucket_sum {
   int tried, ok, wrong, failed, rejected, skipped, unreached;
-  int finalists;              /* variants that finished the finals stage */
   double seconds;
   double floor_us;
 } tune_bucket_sum;
@@ -222,9 +216,6 @@ typedef struct tune_session {
   fs_gen *gen;
   fs_store *store;
   int64_t run_id;
-  int64_t finals_run_id;      /* the finals' run, begun by the first finals (0: none) */
-  char host[256];             /* gethostname(), for the runs */
-  char command_line[2048];    /* argv joined (and the warm-up), for the runs */
   char device_name[128];
   char arch_str[16];          /* the store's arch: "sm_90" */
   char nvrtc[16];             /* "13.0" */

@@ -59,7 +59,7 @@ static int write_csv(tune_session *s, const char *path) {
     return -1;
   }
   fprintf(f, "bucket,variant,tile_v,tile_b,tile_k,warps,stages,load,reduce,grid,outcome,"
-             "median_us,spread_us,samples,floor_us,registers,spills,stage\n");
+             "median_us,spread_us,samples,floor_us,registers,spills\n");
   for (int i = 0; i < s->nrows; i++) {
     const tune_row *r = &s->rows[i];
     const fs_variant *v = &s->plan.items[r->item].v;
@@ -76,7 +76,7 @@ static int write_csv(tune_session *s, const char *path) {
     csv_num(f, r->floor_us, "%.3f");
     csv_num(f, r->registers, "%.0f");
     if (r->spills >= 0) fprintf(f, "%d", r->spills);
-    fprintf(f, ",%s\n", r->final ? "finals" : "first");
+    fputc('\n', f);
   }
   if (fclose(f) != 0) {
     perror(path);
@@ -121,7 +121,7 @@ static int write_svg(tune_session *s, const char *path) {
   for (int b = 0; b < pl->nbuckets; b++) best[b] = -1;
   for (int i = 0; i < s->nrows; i++) {
     const tune_row *r = &s->rows[i];
-    if (r->outcome != FS_STORE_OUTCOME_OK || r->final) continue; /* first-stage rows only */
+    if (r->outcome != FS_STORE_OUTCOME_OK) continue;
     nok++;
     for (int b = 0; b < pl->nbuckets; b++)
       if (pl->buckets[b] == r->bucket && (best[b] < 0 || r->median_us < best[b]))
@@ -151,7 +151,7 @@ static int write_svg(tune_session *s, const char *path) {
     /* The distinct values of the parameter among the plotted rows. */
     int vals[16], nv = 0;
     for (int i = 0; i < s->nrows; i++) {
-      if (s->rows[i].outcome != FS_STORE_OUTCOME_OK || s->rows[i].final) continue;
+      if (s->rows[i].outcome != FS_STORE_OUTCOME_OK) continue;
       int v = param_value(&pl->items[s->rows[i].item].v, p), k = 0;
       while (k < nv && vals[k] != v) k++;
       if (k == nv && nv < 16) vals[nv++] = v;
@@ -177,7 +177,7 @@ static int write_svg(tune_session *s, const char *path) {
     }
     for (int i = 0; i < s->nrows; i++) {
       const tune_row *r = &s->rows[i];
-      if (r->outcome != FS_STORE_OUTCOME_OK || r->final) continue;
+      if (r->outcome != FS_STORE_OUTCOME_OK) continue;
       int b = 0;
       while (b < pl->nbuckets && pl->buckets[b] != r->bucket) b++;
       if (b == pl->nbuckets || best[b] <= 0) continue;

@@ -19,7 +19,6 @@
 */
 #include "tune.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +95,7 @@ static int dry_run(tune_session *s, const char *why_no_gpu) {
       nvar++;
       tune_item *it = &pl->items[i], *src = tune_pool_wait(pool, i);
       const int oracle_only = k < 0 && !tune_filter_match(o->filter, it->v.name);
-      tune_row r = {0, i, -1, -1, -1, -1, -1, src->registers, src->spills, 0};
+      tune_row r = {0, i, -1, -1, -1, -1, -1, src->registers, src->spills};
       if (src->status) {
         nfail++;
         r.outcome = FS_STORE_OUTCOME_COMPILE_FAILED;
@@ -129,11 +128,10 @@ static int dry_run(tune_session *s, const char *why_no_gpu) {
 }
 
 /* ---- tuning ------------------------------------------------------------------- */
-/* Writes one outcome to run `run_id` of the store and to the session (a
-** finals row when final).  Returns 0 or -1 (store failure: message printed). */
-static int record_in(tune_session *s, int64_t run_id, int final, int b, const tune_item *it,
-                     const tune_item *src, int outcome, const tune_msg *res, double floor_us,
-                     const char *message) {
+/* Writes one outcome to the store and the session.  Returns 0 or -1 (store
+** failure: message printed). */
+static int record(tune_session *s, int b, const tune_item *it, const tune_item *src, int outcome,
+                  const tune_msg *res, double floor_us, const char *message) {
   fs_store_measurement m;
   char pbuf[FS_STORE_PARAMS_MAX + 1];
   memset(&m, 0, sizeof m);
@@ -155,15 +153,14 @@ static int record_in(tune_session *s, int64_t run_id, int final, int b, const tu
   m.spills = src->from_cache ? 0 : src->registers < 0 ? -1 : src->spills;
   m.smem_bytes = it->v.smem;
   m.message = message && *message ? message : NULL;
-  int st = fs_store_add_measurement(s->store, run_id, &m, NULL);
+  int st = fs_store_add_measurement(s->store, s->run_id, &m, NULL);
   if (st) {
     fprintf(stderr, "\nfs-tune: %s\n", fs_store_errmsg(s->store));
     return -1;
   }
   tune_row r = {m.bucket, (int)(it - s->plan.items), outcome, m.median_us, m.spread_us,
-                floor_us, m.samples, m.registers, m.spills, final};
+                floor_us, m.samples, m.registers, m.spills};
   tune_add_row(s, &r);
-  if (final) return 0; /* the bucket's counts are the first stage's */
   tune_bucket_sum *sum = &s->sum[b];
   sum->tried++;
   if (outcome == FS_STORE_OUTCOME_OK) sum->ok++;
@@ -171,11 +168,6 @@ static int record_in(tune_session *s, int64_t run_id, int final, int b, const tu
   else if (outcome == FS_STORE_OUTCOME_RUN_FAILED) sum->failed++;
   else sum->rejected++;
   return 0;
-}
-
-static int record(tune_session *s, int b, const tune_item *it, const tune_item *src, int outcome,
-                  const tune_msg *res, double floor_us, const char *message) {
-  return record_in(s, s->run_id, 0, b, it, src, outcome, res, floor_us, message);
 }
 
 static int has_row(const tune_session *s, int bucket, int item) {
@@ -266,186 +258,6 @@ static int preload_cache(tune_session *s) {
   return n;
 }
 
-/* Begins a run of this session in the store: device, revision, host and
-** command line (+ suffix).  Returns 0 or -1 (message printed). */
-static int begin_run(tune_session *s, const char *suffix, int64_t *id) {
-  char cmd[sizeof s->command_line + 32];
-  snprintf(cmd, sizeof cmd, "%s%s", s->command_line, suffix);
-  fs_store_run run;
-  memset(&run, 0, sizeof run);
-  run.device_name = s->device_name;
-  run.arch = s->arch_str;
-  run.sm_count = s->sm_count;
-  run.driver_version = s->driver_version;
-  run.nvrtc_version = s->nvrtc;
-  run.generator_rev = s->plan.revision;
-  run.host = s->host;
-  run.command_line = cmd;
-  if (fs_store_begin_run(s->store, &run, id)) {
-    fprintf(stderr, "fs-tune: %s\n", fs_store_errmsg(s->store));
-    return -1;
-  }
-  return 0;
-}
-
-/* JOBs the child with variant `it` (its cubin in src): verify, then time.
-** Returns tune_child_call's result (TUNE_CHILD_INTERRUPTED: nothing to
-** record); else *outcome and *msg are what to record, and *res the reply
-** when the child answered (0).  A child that died, stalled or lost its CUDA
-** context is gone afterwards and *set_up is cleared. */
-static int run_job(tune_session *s, tune_child *c, const tune_item *it, const tune_item *src,
-                   int *set_up, tune_msg *res, int *outcome, const char **msg, char *why,
-                   size_t n) {
-  const tune_opts *o = s->o;
-  tune_msg job;
-  memset(&job, 0, sizeof job);
-  job.magic = TUNE_MSG_MAGIC;
-  job.type = TUNE_MSG_JOB;
-  job.cap_s = o->cap_s;
-  job.warmup_ms = o->warmup_ms;
-  job.variant = it->v;
-  job.cubin_size = src->cubin_size;
-  const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
-  const int r = tune_child_call(c, &job, src->cubin, res, limit_s, why, n);
-  if (r == TUNE_CHILD_INTERRUPTED) return r;
-  *msg = res->message;
-  *outcome = res->outcome;
-  if (r) { /* crashed or hung: the child is gone */
-    char m2[1024];
-    snprintf(m2, sizeof m2, "the worker died or stalled (limit %.0f s): %.900s", limit_s, why);
-    snprintf(why, n, "%s", m2);
-    *msg = why;
-    *outcome = FS_STORE_OUTCOME_RUN_FAILED;
-    *set_up = 0;
-  } else if (res->fatal) {
-    tune_child_kill(c); /* its CUDA context is unusable */
-    *set_up = 0;
-  }
-  return r;
-}
-
-/* The run that holds the finals' rows, begun on first use: the same device,
-** revision and command line as the session's run, marked "(finals)".  A
-** run holds one row per variant, and the winner rule takes each variant's
-** latest row, so a finalist's finals row supersedes its first-stage row.
-** Returns 0 or -1 (message printed). */
-static int finals_run(tune_session *s) {
-  if (s->finals_run_id) return 0;
-  return begin_run(s, " (finals)", &s->finals_run_id);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The finals of bucket b: this run's best 'ok' variants (up to --finals,
-** within --finals-within of the best) timed again in --finals-rounds
-** interleaved rounds (each finalist once per round, each time a whole job:
-** verify, warm up, time), so that the card's clock and power drift falls on
-** all of them alike instead of on whichever was timed in a slow moment (a
-** variant's burst time moves by up to 4% between rounds at B = 256 on an
-** H200, more than the best candidates differ: perf-notes 16e).  Each
-** finalist's row in the finals run is the median of its round medians;
-** its spread, which the winner rule's tie margin takes, is that median's:
-** half the rounds' interquartile range over sqrt(rounds), or the rounds'
-** median spread if larger.  One that fails a round is recorded as failed
-** and drops out (it can no longer win).  Returns 0, or -1 (store failure: message printed). */
-static int finals(tune_session *s, tune_child *c, tune_pool *pool, int b, int *set_up,
-                  tune_msg *ready) {
-  const tune_opts *o = s->o;
-  tune_plan *pl = &s->plan;
-  const int bucket = pl->buckets[b], R = o->finals_rounds;
-  int fin[16], nf = 0;
-  for (;;) { /* selection: the fastest row not yet taken, nf times */
-    int best = -1;
-    for (int i = 0; i < s->nrows; i++) {
-      const tune_row *r = &s->rows[i];
-      if (r->bucket != bucket || r->final || r->outcome != FS_STORE_OUTCOME_OK) continue;
-      int taken = 0;
-      for (int f = 0; f < nf; f++) taken |= s->rows[fin[f]].item == r->item;
-      if (!taken && (best < 0 || r->median_us < s->rows[best].median_us)) best = i;
-    }
-    if (best < 0 || nf == o->finals || nf == (int)(sizeof fin / sizeof *fin)) break;
-    if (nf > 0 && s->rows[best].median_us > s->rows[fin[0]].median_us * (1 + o->finals_within))
-      break;
-    fin[nf++] = best;
-  }
-  if (nf < 2) return 0;
-  double *t = calloc((size_t)nf * R, sizeof *t), *sp = calloc((size_t)nf * R, sizeof *sp);
-  int *alive = calloc((size_t)nf, sizeof *alive), *samples = calloc((size_t)nf, sizeof *samples);
-  int rc = 0;
-  if (!t || !sp || !alive || !samples) {
-    fprintf(stderr, "fs-tune: out of memory\n");
-    exit(1);
-  }
-  if (finals_run(s)) rc = -1;
-  for (int f = 0; f < nf; f++) alive[f] = 1;
-  char why[1024];
-  tune_msg res;
-  memset(&res, 0, sizeof res);
-  for (int k = 0; k < R && !rc; k++)
-    for (int f = 0; f < nf && !rc; f++) {
-      if (!alive[f]) continue;
-      if (tune_interrupted()) goto out;
-      const tune_item *it = &pl->items[s->rows[fin[f]].item];
-      const tune_item *src = tune_pool_wait(pool, s->rows[fin[f]].item);
-      int r = ensure_child(s, c, b, set_up, pool, ready, why, sizeof why);
-      if (r == TUNE_CHILD_INTERRUPTED) goto out;
-      if (r == -3) { rc = -1; break; }
-      if (r) {
-        fprintf(stderr, "%sfs-tune: B=%d finals stopped: %s\n", isatty(1) ? "\n" : "", bucket,
-                why);
-        goto out;
-      }
-      const char *msg;
-      int outcome;
-      r = run_job(s, c, it, src, set_up, &res, &outcome, &msg, why, sizeof why);
-      if (r == TUNE_CHILD_INTERRUPTED) goto out;
-      if (outcome != FS_STORE_OUTCOME_OK) { /* it failed a round: recorded, out */
-        char m2[1200];
-        snprintf(m2, sizeof m2, "finals round %d of %d: %.1000s", k + 1, R, msg);
-        if (record_in(s, s->finals_run_id, 1, b, it, src, outcome, r ? NULL : &res,
-                      ready->floor_us, m2))
-          rc = -1;
-        alive[f] = 0;
-        continue;
-      }
-      t[f * R + k] = res.median_us;
-      sp[f * R + k] = res.spread_us;
-      samples[f] += res.samples;
-    }
-  for (int f = 0; f < nf && !rc; f++) {
-    if (!alive[f]) continue;
-    const tune_item *it = &pl->items[s->rows[fin[f]].item];
-    double *rt = t + f * R, *rs = sp + f * R;
-    char msg[1024];
-    int l = snprintf(msg, sizeof msg, "finals: median of %d interleaved rounds (us:", R);
-    for (int k = 0; k < R && l < (int)sizeof msg - 16; k++)
-      l += snprintf(msg + l, sizeof msg - (size_t)l, " %.2f", rt[k]);
-    snprintf(msg + l, sizeof msg - (size_t)l, "); first stage %.2f us",
-             s->rows[fin[f]].median_us);
-    qsort(rt, (size_t)R, sizeof *rt, cmp_double);
-    qsort(rs, (size_t)R, sizeof *rs, cmp_double);
-    tune_msg agg = res;
-    agg.median_us = R % 2 ? rt[R / 2] : 0.5 * (rt[R / 2 - 1] + rt[R / 2]);
-    agg.spread_us = fmax(0.5 * (rt[(3 * R) / 4] - rt[R / 4]) / sqrt((double)R), rs[R / 2]);
-    agg.samples = samples[f];
-    agg.registers = s->rows[fin[f]].registers;
-    if (record_in(s, s->finals_run_id, 1, b, it, tune_src_item(pl, s->rows[fin[f]].item),
-                  FS_STORE_OUTCOME_OK, &agg, ready->floor_us, msg))
-      rc = -1;
-    else
-      s->sum[b].finalists++;
-  }
-out:
-  free(t);
-  free(sp);
-  free(alive);
-  free(samples);
-  return rc;
-}
-
 static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
                        double budget_end) {
   const tune_opts *o = s->o;
@@ -516,38 +328,69 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
       shared = 1;
     }
     sum->floor_us = ready.floor_us;
-    const char *msg;
-    int outcome;
-    r = run_job(s, c, it, src, &set_up, &res, &outcome, &msg, why, sizeof why);
+    tune_msg job;
+    memset(&job, 0, sizeof job);
+    job.magic = TUNE_MSG_MAGIC;
+    job.type = TUNE_MSG_JOB;
+    job.cap_s = o->cap_s;
+    job.warmup_ms = o->warmup_ms;
+    job.variant = it->v;
+    job.cubin_size = src->cubin_size;
+    const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
+    r = tune_child_call(c, &job, src->cubin, &res, limit_s, why, sizeof why);
     if (r == TUNE_CHILD_INTERRUPTED) break;
+    const char *msg = res.message;
+    int outcome = res.outcome;
+    if (r) { /* crashed or hung: the child is gone */
+      char m2[sizeof why];
+      snprintf(m2, sizeof m2, "the worker died or stalled (limit %.0f s): %.900s", limit_s,
+               why);
+      memcpy(why, m2, sizeof why);
+      msg = why;
+      outcome = FS_STORE_OUTCOME_RUN_FAILED;
+      set_up = 0;
+    } else if (res.fatal) {
+      tune_child_kill(c); /* its CUDA context is unusable */
+      set_up = 0;
+    }
     if (record(s, b, it, src, outcome, r ? NULL : &res, ready.floor_us, msg)) return -1;
     progress(s, b, k + 1, pl->norder[b], it->v.name, &s->rows[s->nrows - 1], msg);
   }
-  if (!tune_interrupted() && o->finals >= 2 && finals(s, c, pool, b, &set_up, &ready) < 0)
-    return -1;
   sum->seconds = (fs_tools_now() - t0) / 1e3;
   if (isatty(1)) printf("\r\033[K");
   printf("B=%d: %d measured (%d ok, %d wrong, %d run-failed, %d rejected), %d measured "
-         "before, %d not reached, %d finalist(s) re-timed, %.1f s\n",
+         "before, %d not reached, %.1f s\n",
          pl->buckets[b], sum->tried, sum->ok, sum->wrong, sum->failed, sum->rejected,
-         sum->skipped, sum->unreached, sum->finalists, sum->seconds);
+         sum->skipped, sum->unreached, sum->seconds);
   return rc;
 }
 
 static int gpu_run(tune_session *s, tune_child *c) {
   const tune_opts *o = s->o;
-  char *cmd = s->command_line;
-  const size_t cap = sizeof s->command_line;
-  gethostname(s->host, sizeof s->host - 1);
+  char host[256] = "", cmd[2048] = "";
+  gethostname(host, sizeof host - 1);
   for (int i = 0; i < o->argc; i++) {
     size_t l = strlen(cmd);
-    snprintf(cmd + l, cap - l, "%s%s", i ? " " : "", o->argv[i]);
+    snprintf(cmd + l, sizeof cmd - l, "%s%s", i ? " " : "", o->argv[i]);
   }
   if (o->warmup_ms > 0) { /* it changes every time measured: keep it with the run */
     size_t l = strlen(cmd);
-    snprintf(cmd + l, cap - l, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
+    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
   }
-  if (begin_run(s, "", &s->run_id)) return 1;
+  fs_store_run run;
+  memset(&run, 0, sizeof run);
+  run.device_name = s->device_name;
+  run.arch = s->arch_str;
+  run.sm_count = s->sm_count;
+  run.driver_version = s->driver_version;
+  run.nvrtc_version = s->nvrtc;
+  run.generator_rev = s->plan.revision;
+  run.host = host;
+  run.command_line = cmd;
+  if (fs_store_begin_run(s->store, &run, &s->run_id)) {
+    fprintf(stderr, "fs-tune: %s\n", fs_store_errmsg(s->store));
+    return 1;
+  }
   const int cached = preload_cache(s);
   tune_pool *pool = NULL;
   if (tune_pool_start(&pool, &s->plan, o->jobs)) {
@@ -569,8 +412,7 @@ static int gpu_run(tune_session *s, tune_child *c) {
     s->interrupted = 1;
     printf("\ninterrupted: stopping; what was measured is in %s\n", o->db_path);
   }
-  if (fs_store_finish_run(s->store, s->run_id) ||
-      (s->finals_run_id && fs_store_finish_run(s->store, s->finals_run_id)))
+  if (fs_store_finish_run(s->store, s->run_id))
     fprintf(stderr, "fs-tune: %s\n", fs_store_errmsg(s->store));
   tune_report_table(s);
   if (o->report && tune_report_files(s, o->report)) rc = 1;

@@ -68,7 +68,6 @@ static void test_usage(void) {
   result r = RUN("--help");
   CHECK(strstr(r.out, "usage: fs-tune") != NULL);
   CHECK(strstr(r.out, "--dry-run") && strstr(r.out, "export OUT.db"));
-  CHECK(strstr(r.out, "--finals N") && strstr(r.out, "--finals-rounds R"));
   expect("--help", r, 0, NULL);
 
   expect("unknown option", RUN("--frobnicate"), 2, "--frobnicate", "unknown option", NULL);
@@ -81,12 +80,6 @@ static void test_usage(void) {
   expect("--jobs 0", RUN("--jobs", "0"), 2, "--jobs 0", "1..256", NULL);
   expect("--max-variants 0", RUN("--max-variants", "0"), 2, "--max-variants 0", ">= 1", NULL);
   expect("--budget -1", RUN("--budget", "-1"), 2, "--budget -1", "seconds > 0", NULL);
-  expect("--finals 17", RUN("--finals", "17"), 2, "--finals 17", "0..16", NULL);
-  expect("--finals x", RUN("--finals", "x"), 2, "--finals x", "0..16", NULL);
-  expect("--finals-rounds 1", RUN("--finals-rounds", "1"), 2, "--finals-rounds 1", "2..50", NULL);
-  expect("--finals-within 0", RUN("--finals-within", "0"), 2, "--finals-within 0", "> 0", NULL);
-  expect("--finals-within 5%", RUN("--finals-within", "5%"), 2, "--finals-within 5%",
-         "percentage", NULL);
   expect("--arch 75", RUN("--arch", "75"), 2, "--arch 75", "80, 86, 89, 90, 100, 120", NULL);
   expect("--model nope", RUN("--model", "nope"), 2, "--model nope", "--list-models", NULL);
   expect("--model and --shape", RUN("--model", "qwen3-8b", "--shape", "D=8,V=8"), 2,

@@ -13,10 +13,8 @@
 ** fs_launch on a fresh problem, draws the CPU reference's tokens (a
 ** different token only on a near-tie, judged by exact scores), and so does
 ** fs_sample itself with FS_TUNING_DB pointing at the database, where the
-** runtime must report that it took the tuned winner; the finals (--finals 2,
-** three rounds) re-time each bucket's two best into a second run, one 'ok'
-** row each that says what it is; a rerun skips everything measured and keeps
-** the winners; the CSV has the fault rows and both stages.
+** runtime must report that it took the tuned winner; a rerun skips
+** everything measured and keeps the winners; the CSV has the fault rows.
 ** The victims are taken from a --dry-run of the same plan: the 2nd to 5th
 ** compiled variants of bucket 8 (the 1st is the default, the oracle).
 */
@@ -64,30 +62,6 @@ static int on_meas(void *arg, const fs_store_run *r, const fs_store_measurement 
   if (strcmp(m->variant, s->variant) == 0 && m->bucket == s->bucket) {
     s->outcome = m->outcome;
     s->rows++;
-  }
-  return 0;
-}
-
-/* The rows of one bucket: 'ok' ones of the first stage, and of the finals
-** run (its command line ends in "(finals)"), whose messages must say what
-** they are. */
-typedef struct finals_scan {
-  int bucket;
-  int first_ok, finals_ok, finals_other, finals_bad_message;
-} finals_scan;
-
-static int on_finals(void *arg, const fs_store_run *r, const fs_store_measurement *m) {
-  finals_scan *s = arg;
-  if (m->bucket != s->bucket) return 0;
-  const int fin = r->command_line && strstr(r->command_line, "(finals)") != NULL;
-  if (!fin) {
-    s->first_ok += m->outcome == FS_STORE_OUTCOME_OK;
-  } else if (m->outcome == FS_STORE_OUTCOME_OK) {
-    s->finals_ok++;
-    if (!m->message || strncmp(m->message, "finals: median of 3 interleaved rounds", 38))
-      s->finals_bad_message++;
-  } else {
-    s->finals_other++;
   }
   return 0;
 }
@@ -289,7 +263,6 @@ int main(void) {
   snprintf(e4, sizeof e4, "FS_TUNE_INJECT_FAULT=%s", fault);
   const char *tune_args[] = {"--shape", "D=1024,V=32000", "--batch", "1,8", "--max-variants",
                              "7", "--db", "t.db", "--timeout", "5", "--report", "rep.csv",
-                             "--finals", "2", "--finals-rounds", "3", "--finals-within", "1000",
                              NULL};
   double t0 = fs_tools_now();
   result r = run((const char *const[]){e1, e2, e3, e4, NULL}, tune_args);
@@ -321,18 +294,6 @@ int main(void) {
     CHECK_MSG(recorded_outcome(st, fault, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
               "B=%d: %s (fault) recorded as %d", bucket, fault,
               recorded_outcome(st, fault, bucket));
-    /* The finals: the bucket's two best 'ok' variants (--finals-within
-    ** 1000 admits any), three rounds each, one 'ok' row each in the finals run. */
-    finals_scan fs = {bucket, 0, 0, 0, 0};
-    fs_store_filter ff;
-    memset(&ff, 0, sizeof ff);
-    CHECK(fs_store_list_measurements(st, &ff, on_finals, &fs) == FS_OK);
-    printf("B=%d: %d first-stage ok rows, %d finals rows ok, %d not\n", bucket, fs.first_ok,
-           fs.finals_ok, fs.finals_other);
-    CHECK_MSG(fs.finals_ok + fs.finals_other == (fs.first_ok < 2 ? 0 : 2),
-              "B=%d: %d finals rows for %d first-stage candidates", bucket,
-              fs.finals_ok + fs.finals_other, fs.first_ok);
-    CHECK_MSG(fs.finals_bad_message == 0, "B=%d: a finals row without its message", bucket);
     fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, bucket};
     fs_store_choice c;
     memset(&c, 0, sizeof c);
@@ -365,7 +326,6 @@ int main(void) {
   char *csv = fs_test_slurp(path);
   CHECK(strstr(csv, ",wrong,") != NULL && strstr(csv, ",run-failed,") != NULL);
   CHECK(strstr(csv, ",ok,") != NULL);
-  CHECK(strstr(csv, ",finals\n") != NULL && strstr(csv, ",first\n") != NULL);
   free(csv);
 
   /* A rerun measures nothing new and keeps the winners. */
