@@ -178,9 +178,13 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
   }
   if (leader && c.b < p.B) {
     const size_t ci = ((size_t)c.b * p.num_samples + s) * p.num_chunks + chunk;
-    if (fold) keep_max(bk, bz, __ldcg(p.cand_keys + ci), __ldcg(p.cand_logits + ci));
-    __stcg(p.cand_keys + ci, bk); /* global stores by name: NVRTC at sm_100 left them generic */
-    __stcg(p.cand_logits + ci, bz);
+    /* global accesses by name (NVRTC at sm_100 left plain stores generic), with
+    ** the default caching: the fold reads back what this thread stored at the
+    ** chunk's previous tile, from L1 (.cg, through L2, made the ws family's
+    ** short tiles 9-12% slower at D = 1024: perf-notes 17e) */
+    if (fold) keep_max(bk, bz, __ldca(p.cand_keys + ci), __ldca(p.cand_logits + ci));
+    __stwb(p.cand_keys + ci, bk);
+    __stwb(p.cand_logits + ci, bz);
   }
 }
 
@@ -255,9 +259,9 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
     }
     if (lane == 0) {
       const int item = first + i;
-      __stcg(p.tokens + item, (int)fs_key_token(best[i]));
-      if (p.logits) __stcg(p.logits + item, z[i]);
-      if (p.keys) __stcg(p.keys + item, best[i]);
+      __stwb(p.tokens + item, (int)fs_key_token(best[i]));
+      if (p.logits) __stwb(p.logits + item, z[i]);
+      if (p.keys) __stwb(p.keys + item, best[i]);
     }
   }
 }
