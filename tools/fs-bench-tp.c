@@ -158,7 +158,9 @@ int main(int argc, char **argv) {
   if (csv_path) {
     if (!(csv = fopen(csv_path, "a")))
       return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
-    if (ftell(csv) == 0) fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device\n");
+    /* where an append stream starts is the C library's choice: ask for the end */
+    if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
+      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
