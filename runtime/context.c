@@ -50,6 +50,14 @@ static int fail_create(fs_context *ctx, int st) {
   return st;
 }
 
+int fs_context_set_noise(fs_context *ctx, int noise) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  fs_clear_err(ctx);
+  FS_TRY(fs_validate_noise(ctx, noise, NULL));
+  ctx->noise = noise;
+  return FS_OK;
+}
+
 int fs_context_create(int device_ordinal, fs_context **ppCtx) {
   fs_context *ctx = NULL;
   if (!ppCtx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ppCtx=NULL: an output pointer is required");

@@ -181,6 +181,36 @@ int fs_sample(fs_context *ctx, const fs_problem *problem,
 int fs_variant_name(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, char *buf, size_t bufsize);
 
+/* ---- the noise: how the exact sample is drawn ------------------------------ */
+/* Both ways draw exactly from softmax(z / T); they give different tokens for
+** the same seed.  Greedy rows (T = 0) are the same argmax in both.
+**  FS_NOISE_TOKEN (the default): one Gumbel variate per token; the sample is
+**    argmax over tokens of z / T + g(seed, offset, sample, token, row tag).
+**  FS_NOISE_GROUP16: one Gumbel variate per group of 16 global ids
+**    [16k, 16k + 16) (the part of it inside [vocab_offset, vocab_offset + V)),
+**    drawn from Philox counter 2^31 | k (word 0, as for a token's noise), and
+**    one uniform u_k (word 1, its top 24 bits times 2^-24).  A group's score
+**    is m / T + ln(sum_i 2^((z_i - m) log2(e) / T)) + g_k, m its largest
+**    logit: the Gumbel-max over groups picks group k with probability
+**    proportional to its mass, and inside it the first token i whose running
+**    sum of weights exceeds u_k times their total (inverse CDF).  The keys
+**    (fs_outputs.keys) carry the group's score.  About a third of the
+**    per-token work of FS_NOISE_TOKEN at large batches (perf-notes 18).
+**    Needs vocab_offset % 16 == 0, so that shards of a vocabulary cut at
+**    multiples of 16 give the unsharded draw (fs_sample_tp()).
+**  Logits of -inf get no mass; NaN logits get none either (FS_NOISE_TOKEN
+**  ranks them last); a group whose largest logit is +inf takes its first
+**  +inf token with score +inf. */
+typedef enum fs_noise_mode {
+  FS_NOISE_TOKEN = 0,
+  FS_NOISE_GROUP16 = 1
+} fs_noise_mode;
+
+/* Sets how fs_sample() / fs_sample_tp() calls on ctx draw (an fs_noise_mode);
+** FS_NOISE_TOKEN until set.  Takes effect at the next call, with the same
+** kernels (no compilation).  FS_INVALID_ARGUMENT for another value. */
+int fs_context_set_noise(fs_context *ctx, int noise);
+
 /* ---- tensor parallelism: W sharded along the vocabulary -------------------- */
 /* Each rank passes its own shard of W as `problem` (vocab = its rows,
 ** vocab_offset = the global id of its first row) and the SAME sampling
@@ -229,6 +259,14 @@ int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
                         int32_t *tokens /* OUT [B*S] */,
                         float *logits /* OUT [B*S] or NULL */,
                         uint64_t *keys /* OUT [B*S] or NULL */);
+
+/* fs_reference_sample() with the given fs_noise_mode (FS_NOISE_GROUP16: the
+** groups' masses, scores and inverse-CDF picks in double). */
+int fs_reference_sample_noise(const fs_problem *problem,
+                              const fs_sampling *sampling, int noise,
+                              int32_t *tokens /* OUT [B*S] */,
+                              float *logits /* OUT [B*S] or NULL */,
+                              uint64_t *keys /* OUT [B*S] or NULL */);
 
 #ifdef __cplusplus
 }

@@ -77,6 +77,7 @@ struct fs_context {
   int n_retired;
   fs_tmap_entry tmaps[FS_TMAP_CACHE]; /* recently encoded tensor maps */
   int tmap_next;                      /* the entry to replace next */
+  int noise;               /* an fs_noise_mode (fs_context_set_noise) */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };
@@ -177,6 +178,9 @@ int fs_cu_fail(fs_context *ctx, CUresult r, const char *call,
 int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs);
 int fs_validate_sampling(fs_context *ctx, const fs_sampling *s, int batch);
 int fs_validate_outputs(fs_context *ctx, const fs_outputs *o);
+/* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs
+** vocab_offset % 16 == 0). */
+int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p);
 
 /* Effective row strides (0 means D). */
 static inline long long fs_h_stride(const fs_problem *p) {

@@ -27,6 +27,10 @@ typedef struct fs_ref_result {
   int32_t second_token; /* global id of the runner-up, or -1 */
   double second_logit;  /* the runner-up's z */
   double second_score;  /* the runner-up's perturbed score */
+  /* FS_NOISE_GROUP16 only (+INFINITY otherwise): how close the inverse-CDF
+  ** pick inside the winner's group came to another token, min over the
+  ** group's running sums P_i (i < 15) of |P_i - u S| / S, in double. */
+  double pick_margin;
 } fs_ref_result;
 
 /* The reference draw of row `row` (0..B-1) and sample `sample`
@@ -36,5 +40,11 @@ typedef struct fs_ref_result {
 ** FS_OUT_OF_MEMORY. */
 int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
                      int sample, fs_ref_result *out /* OUT */);
+
+/* fs_reference_row() with the given fs_noise_mode: for FS_NOISE_GROUP16 the
+** winner is the picked token of the best group, score its group's score,
+** and the runner-up the picked token of the second-best group. */
+int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
+                           int row, int sample, fs_ref_result *out /* OUT */);
 
 #endif /* FS_REFERENCE_H */

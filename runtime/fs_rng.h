@@ -150,6 +150,21 @@ FS_RNG_FN fs_philox_out fs_noise_quad(fs_u64 seed, fs_u64 offset, fs_u32 quad,
                           (fs_u32)(seed >> 32));
 }
 
+/* FS_NOISE_GROUP16 (flashsampling.h): the random words of the group of
+** global ids [16 group, 16 group + 16); counters with bit 31 set (a token
+** quad's counter, token >> 2 < 2^29, never has it). */
+#define FS_GROUP_TOKENS 16
+FS_RNG_FN fs_philox_out fs_noise_group(fs_u64 seed, fs_u64 offset, fs_u32 group,
+                                       fs_u32 sample, fs_u32 tag) {
+  return fs_noise_quad(seed, offset, 0x80000000u | group, sample, tag);
+}
+
+/* The group's inverse-CDF uniform from its word 1: in [0, 1 - 2^-24], a
+** multiple of 2^-24 (exact in fp32 and double). */
+FS_RNG_FN float fs_group_uniform(fs_u32 x) {
+  return (float)(x >> 8) * 5.9604644775390625e-08f /* 2^-24 */;
+}
+
 /* The noise of (global token, row tag, sample) under (seed, offset). */
 FS_RNG_FN float fs_noise(fs_u64 seed, fs_u64 offset, fs_u32 token,
                          fs_u32 sample, fs_u32 tag) {

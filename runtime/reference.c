@@ -21,6 +21,15 @@
 **              score loses to every number
 **   outputs  : tokens = winner, logits = (float)z, keys =
 **              fs_pack_key((float)score, winner)
+** With FS_NOISE_GROUP16 (flashsampling.h) a sampled row's candidates are
+** groups instead of tokens: group k = ids [16k, 16k + 16) of this shard,
+**   m        = max z over the group (NaN ignored)
+**   w_i      = exp((z_i - m) / T) (0 where that is NaN), P_i = w_0 + .. + w_i
+**   score    = m / T + log(P_last) + (double)fs_gumbel(word 0)
+**   pick     = first i with P_i > u P_last, u = fs_group_uniform(word 1)
+** (words of fs_noise_group(seed_b, offset_b, k, sample, tag)); a group whose
+** m is +-inf offers its first token equal to m with score m, one of NaNs its
+** first token with score NaN.  The winner is the best group's pick.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -40,6 +49,7 @@
 
 #define REF_VT 8                  /* W rows per tile: independent sums */
 _Static_assert(REF_VT == 8, "ref_pass names eight accumulators");
+_Static_assert(FS_GROUP_TOKENS % REF_VT == 0, "a W tile lies in one group");
 #define REF_H_DOUBLES (1 << 18)   /* decoded H rows per block: 2 MiB */
 #define REF_RESULTS_MAX (1 << 20) /* (row, sample) results per pass */
 
@@ -79,6 +89,7 @@ static int ref_better(double a, double b) {
 }
 
 static void ref_result_init(fs_ref_result *r) {
+  r->pick_margin = INFINITY;
   r->token = -1;
   r->logit = r->score = -INFINITY;
   r->second_token = -1;
@@ -89,8 +100,9 @@ static void ref_result_init(fs_ref_result *r) {
 ** order, so a tie keeps the earlier (smaller) id as the winner and the later
 ** one becomes the runner-up. */
 static void ref_offer(fs_ref_result *r, double score, double z,
-                      int32_t token) {
+                      int32_t token, double pick_margin) {
   if (r->token < 0 || ref_better(score, r->score)) {
+    r->pick_margin = pick_margin;
     r->second_token = r->token;
     r->second_logit = r->logit;
     r->second_score = r->score;
@@ -104,16 +116,51 @@ static void ref_offer(fs_ref_result *r, double score, double z,
   }
 }
 
+/* FS_NOISE_GROUP16: the n (1..16) logits z of the group whose first token
+** is tok0 (a multiple of 16), for one sample, offered to r. */
+static void ref_group(const double *z, int n, int32_t tok0, const ref_row *rp,
+                      uint32_t sample, fs_ref_result *r) {
+  const fs_philox_out q = fs_noise_group(rp->seed, rp->offset, (uint32_t)tok0 >> 4,
+                                         sample, rp->tag);
+  double m = NAN, score, margin = INFINITY;
+  int i, pick = 0;
+  for (i = 0; i < n; i++)
+    if (!isnan(z[i]) && (isnan(m) || z[i] > m)) m = z[i];
+  if (isnan(m) || isinf(m)) {
+    while (!isnan(m) && z[pick] != m) pick++;
+    score = m;
+  } else {
+    double w[FS_GROUP_TOKENS], S = 0.0, P = 0.0;
+    for (i = 0; i < n; i++) {
+      w[i] = exp((z[i] - m) / rp->temperature);
+      if (!(w[i] >= 0.0)) w[i] = 0.0; /* NaN: -inf / inf or a NaN logit */
+      S += w[i];
+    }
+    const double t = (double)fs_group_uniform(q.v[1]) * S;
+    pick = -1;
+    for (i = 0; i < n; i++) {
+      P += w[i];
+      if (pick < 0 && P > t) pick = i;
+      if (i < n - 1 && fabs(P - t) / S < margin) margin = fabs(P - t) / S;
+    }
+    if (pick < 0) pick = n - 1; /* not reached: P_last = S > t */
+    score = m / rp->temperature + log(S) + (double)fs_gumbel(q.v[0]);
+  }
+  ref_offer(r, score, z[pick], tok0 + pick, margin);
+}
+
 /* Scratch for one pass; sized by ref_alloc(). */
 typedef struct ref_scratch {
   double *h;           /* [rows, D] decoded H */
   double *wt;          /* [D, REF_VT] decoded W tile, interleaved */
+  double *zg;          /* [rows, FS_GROUP_TOKENS] logits of the open group */
   fs_ref_result *res;  /* [rows, samples] */
 } ref_scratch;
 
 static void ref_free(ref_scratch *sc) {
   free(sc->h);
   free(sc->wt);
+  free(sc->zg);
   free(sc->res);
 }
 
@@ -121,7 +168,8 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
   sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
-  if (!sc->h || !sc->wt || !sc->res) {
+  sc->zg = malloc(sizeof(double) * (size_t)rows * FS_GROUP_TOKENS);
+  if (!sc->h || !sc->wt || !sc->res || !sc->zg) {
     ref_free(sc);
     return fs_err(NULL, FS_OUT_OF_MEMORY,
                   "fs_reference: cannot allocate %zu bytes of scratch "
@@ -137,8 +185,8 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
 /* Draws rows [b0, b1) x samples [s0, s1) into
 ** sc->res[(b - b0) * (s1 - s0) + (s - s0)].  The problem and sampling must
 ** have been validated; sc must hold (b1 - b0) rows and (s1 - s0) samples. */
-static void ref_pass(const fs_problem *p, const fs_sampling *s, int b0,
-                     int b1, int s0, int s1, ref_scratch *sc) {
+static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise,
+                     int b0, int b1, int s0, int s1, ref_scratch *sc) {
   const int D = p->hidden, V = p->vocab, nb = b1 - b0, ns = s1 - s0;
   const long long hs = fs_h_stride(p), ws = fs_w_stride(p);
   const uint16_t *H = (const uint16_t *)p->hidden_states;
@@ -176,7 +224,20 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int b0,
       const double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
       if (rp.greedy) {
-        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], acc[j], token0 + j);
+        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], acc[j], token0 + j, INFINITY);
+        continue;
+      }
+      if (noise == FS_NOISE_GROUP16) {
+        /* REF_VT divides 16 and vocab_offset % 16 == 0: a tile lies in
+        ** one group; the group is drawn once its last row is in */
+        double *zg = sc->zg + (size_t)i * FS_GROUP_TOKENS;
+        for (j = 0; j < nv; j++) zg[(v0 + j) % FS_GROUP_TOKENS] = acc[j];
+        if ((v0 + nv) % FS_GROUP_TOKENS == 0 || v0 + nv == V) {
+          const int first = v0 - v0 % FS_GROUP_TOKENS;
+          for (t = 0; t < ns; t++)
+            ref_group(zg, v0 + nv - first, (int32_t)(p->vocab_offset + first), &rp,
+                      (uint32_t)(s0 + t), &ri[t]);
+        }
         continue;
       }
       /* fs_noise(token) is word token & 3 of fs_noise_quad(token >> 2):
@@ -194,7 +255,7 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int b0,
           }
           const double g = (double)fs_gumbel(q.v[token & 3]);
           ref_offer(&ri[t], acc[j] / rp.temperature + g, acc[j],
-                    (int32_t)token);
+                    (int32_t)token, INFINITY);
         }
       }
     }
@@ -212,8 +273,14 @@ static int ref_misaligned(const void *ptr, unsigned a) {
 
 int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
                         int32_t *tokens, float *logits, uint64_t *keys) {
+  return fs_reference_sample_noise(problem, sampling, FS_NOISE_TOKEN, tokens, logits, keys);
+}
+
+int fs_reference_sample_noise(const fs_problem *problem, const fs_sampling *sampling,
+                              int noise, int32_t *tokens, float *logits, uint64_t *keys) {
   FS_TRY(fs_validate_problem(NULL, problem, 1));
   FS_TRY(fs_validate_sampling(NULL, sampling, problem->batch));
+  FS_TRY(fs_validate_noise(NULL, noise, problem));
   if (!tokens)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "tokens=NULL: a [B, num_samples] int32 host array is "
@@ -243,7 +310,7 @@ int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
     const int b1 = B - b0 < rows ? B : b0 + rows;
     for (int s0 = 0; s0 < S; s0 += samples) {
       const int s1 = S - s0 < samples ? S : s0 + samples;
-      ref_pass(problem, sampling, b0, b1, s0, s1, &sc);
+      ref_pass(problem, sampling, noise, b0, b1, s0, s1, &sc);
       for (int i = 0; i < b1 - b0; i++) {
         for (int t = 0; t < s1 - s0; t++) {
           const fs_ref_result *r = &sc.res[(size_t)i * (s1 - s0) + t];
@@ -261,8 +328,14 @@ int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
 
 int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
                      int sample, fs_ref_result *out) {
+  return fs_reference_row_noise(p, s, FS_NOISE_TOKEN, row, sample, out);
+}
+
+int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
+                           int row, int sample, fs_ref_result *out) {
   FS_TRY(fs_validate_problem(NULL, p, 1));
   FS_TRY(fs_validate_sampling(NULL, s, p->batch));
+  FS_TRY(fs_validate_noise(NULL, noise, p));
   if (row < 0 || row >= p->batch)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,
@@ -276,7 +349,7 @@ int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
                   "out=NULL: an fs_ref_result is required");
   ref_scratch sc;
   FS_TRY(ref_alloc(&sc, 1, 1, p->hidden));
-  ref_pass(p, s, row, row + 1, sample, sample + 1, &sc);
+  ref_pass(p, s, noise, row, row + 1, sample, sample + 1, &sc);
   *out = sc.res[0];
   ref_free(&sc);
   return FS_OK;

@@ -175,6 +175,7 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.num_samples = S;
   prm.num_chunks = G;
   prm.row_groups = (p->vocab + 15) / 16;
+  prm.noise = ctx->noise;
   prm.temperature = s->temperature;
   prm.temperatures = s->temperatures;
   prm.seed = s->seed;
@@ -367,6 +368,7 @@ int fs_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sam
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_outputs(ctx, outputs));
+  FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, outputs, (CUstream)stream));
 }
 

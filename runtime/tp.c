@@ -40,6 +40,7 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_outputs(ctx, outputs));
+  FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;
   CUcontext dummy;
   FS_CHECK_CU(ctx, cu->cuCtxPushCurrent(ctx->cu_ctx));

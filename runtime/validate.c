@@ -5,6 +5,7 @@
 ** pointers are checked, their values are documented in flashsampling.h.
 */
 #include "fs_int.h"
+#include "fs_rng.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -88,6 +89,16 @@ int fs_validate_sampling(fs_context *ctx, const fs_sampling *s, int batch) {
   if (s->offsets && misaligned(s->offsets, 8))
     return BAD("sampling->offsets=%p: must be 8-byte aligned",
                (const void *)s->offsets);
+  return FS_OK;
+}
+
+int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p) {
+  if (noise != FS_NOISE_TOKEN && noise != FS_NOISE_GROUP16)
+    return BAD("noise=%d: must be FS_NOISE_TOKEN (0) or FS_NOISE_GROUP16 (1)", noise);
+  if (noise == FS_NOISE_GROUP16 && p && p->vocab_offset % FS_GROUP_TOKENS)
+    return BAD("problem->vocab_offset=%lld: FS_NOISE_GROUP16 needs a multiple of %d "
+               "(shards cut inside a group of 16 ids would each see part of it)",
+               (long long)p->vocab_offset, FS_GROUP_TOKENS);
   return FS_OK;
 }
 

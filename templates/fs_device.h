@@ -8,6 +8,8 @@
 **    of the tile's logits staged in shared memory, adds the Gumbel noise (one
 **    Philox call per four tokens), keeps the best key and folds it into the
 **    chunk's candidate;
+**  - FS_NOISE_GROUP16: a thread folds whole groups of 16 staged rows instead
+**    (one Philox call, one Gumbel variate and an inverse-CDF pick per group);
 **  - the reduction of (row, sample) items over their G chunk candidates.
 */
 #ifndef FS_DEVICE_H
@@ -163,6 +165,106 @@ __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zc
     fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
 }
 
+/* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
+static_assert((TPC * RPT) % 16 == 0, "a column's staged rows must be whole groups of 16");
+
+/* 2^x on the special-function unit (ex2.approx.ftz.f32: relative error
+** <= 2^-22.5; -inf gives +0, NaN gives NaN). */
+__device__ __forceinline__ float fs_ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* Offers (score sc, logit z, token tok) to a lane's best; tokens come in
+** increasing order (fs_best). */
+__device__ __forceinline__ void fs_best_offer(fs_best &best, float sc, float z, unsigned tok) {
+  if (sc > best.s || (best.s != best.s && (sc == sc || best.tok == FS_NO_TOKEN)))
+    best.s = sc, best.z = z, best.tok = tok;
+}
+
+/* The group of 16 global ids from tok0 (a multiple of 16) for sample s of
+** column c: its first nv (1..16) tokens are staged at zg[0 .. nv) (16-byte
+** aligned shared memory), the rest lie past the chunk.  With m the largest
+** logit and c2 = log2(e) / T, token i weighs 2^(z_i c2 - m c2) (0 for -inf
+** and NaN logits); the running sums P_i of the weights, in token order, end
+** at S; the group scores m / T + ln S + g (its Gumbel variate) and offers
+** the first token with P_i > u S (u its uniform, the product rounded toward
+** zero, so that P_15 = S exceeds it).  A group without finite mass (m is
+** +-inf or NaN, or m c2 overflows) offers its first token equal to m (the
+** first token when m is NaN) with score m / T (m when that is NaN). */
+__device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, unsigned tok0,
+                                              int nv, unsigned s, fs_best &best) {
+  float w[16];
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    const float4 z4 = *(const float4 *)(zg + 4 * q);
+    w[4 * q] = z4.x, w[4 * q + 1] = z4.y, w[4 * q + 2] = z4.z, w[4 * q + 3] = z4.w;
+  }
+  if (nv < 16) {
+#pragma unroll
+    for (int i = 1; i < 16; i++)
+      if (i >= nv) w[i] = __int_as_float(0xff800000); /* -inf: no mass */
+  }
+  float m = w[0];
+#pragma unroll
+  for (int i = 1; i < 16; i++) m = fmaxf(m, w[i]); /* NaN only if all are */
+  const fs_philox_out r = fs_noise_group(c.seed, c.off, tok0 >> 4, s, c.tag);
+  const float c2 = c.inv_t * 1.44269504088896341f, mc = m * c2;
+  float sc;
+  int n = 0;
+  if (fabsf(mc) < __int_as_float(0x7f800000)) {
+    float P = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+      P += fmaxf(fs_ex2_approx(fmaf(w[i], c2, -mc)), 0.0f);
+      w[i] = P;
+    }
+    const float t = __fmul_rz(fs_group_uniform(r.v[1]), P);
+#pragma unroll
+    for (int i = 0; i < 15; i++) n += w[i] <= t ? 1 : 0;
+    sc = fmaf(m, c.inv_t, fmaf(0.69314718f, fs_lg2_approx(P), fs_gumbel_fast(r.v[0])));
+  } else {
+#pragma unroll
+    for (int i = 15; i >= 0; i--)
+      if (w[i] == m) n = i;
+    sc = m * c.inv_t;
+    if (sc != sc) sc = m;
+  }
+  fs_best_offer(best, sc, zg[n], tok0 + (unsigned)n);
+}
+
+/* Groups k = part + TPC j, j in [j0, j1), of a column whose ng groups of 16
+** rows are staged at zcol[16 k ..] (rows vrow0 + 16 k ..); groups from v_end
+** on are skipped. */
+__device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *zcol,
+                                               const fs_col &c, int part, int j0, int j1,
+                                               int ng, int vrow0, int v_end, unsigned s,
+                                               fs_best &best) {
+  for (int j = j0; j < j1; j++) {
+    const int k = part + TPC * j, v = vrow0 + 16 * k;
+    if (k >= ng || v >= v_end) break;
+    fs_fold_group(zcol + 16 * k, c, (unsigned)(p.vocab_offset + v), min(16, v_end - v), s,
+                  best);
+  }
+}
+
+/* Groups per lane of a column of `rows` staged rows (some lanes get one less). */
+#define FS_LANE_GROUPS(rows) (((rows) / 16 + TPC - 1) / TPC)
+
+/* Lane part's share of a column's TPC * RPT staged rows: rows [part RPT,
+** part RPT + RPT) with per-token noise (and for greedy columns), groups part,
+** part + TPC, ... with FS_NOISE_GROUP16. */
+__device__ __forceinline__ void fs_fold_part(const fs_params &p, const float *zcol,
+                                             const fs_col &c, int part, int vrow0, int v_end,
+                                             unsigned s, fs_best &best) {
+  if (p.noise && !c.greedy)
+    fs_fold_groups(p, zcol, c, part, 0, FS_LANE_GROUPS(TPC * RPT), TPC * RPT / 16, vrow0, v_end,
+                   s, best);
+  else
+    fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best);
+}
+
 /* The TPC consecutive lanes that share column c combine their bests
 ** (bk, bz) for sample s, and the first of them (leader) stores the result as
 ** candidate (c.b, s, chunk), folded into the stored one when fold.  All
@@ -199,7 +301,7 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
                                             int t, int chunk, bool leader) {
   for (int s = 0; s < p.num_samples; s++) {
     fs_best best = fs_best_none();
-    fs_fold_rows(p, zcol, c, r0, r0 + RPT, vrow0, v_end, (unsigned)s, best);
+    fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best);
     fs_candidate_put(p, c, s, chunk, t > 0, leader, fs_best_key(best), best.z);
   }
 }

@@ -20,6 +20,7 @@ typedef struct fs_params {
   int num_samples;                   /* S */
   int num_chunks;                    /* G: CTAs along the vocabulary */
   int row_groups;                    /* ceil(V / 16) */
+  int noise;                         /* an fs_noise_mode: 0 per token, 1 groups of 16 */
   float temperature;                 /* used when temperatures == 0 */
   const float *temperatures;         /* [B] or 0 */
   unsigned long long seed;           /* used when seeds == 0 */

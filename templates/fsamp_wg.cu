@@ -312,8 +312,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
         const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V;
         if (fused)
-          fs_fold_rows(p, sZs + ecol * ZP, col, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
-                       0u, best[nb]);
+          fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb]);
         else
           fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
@@ -347,6 +346,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const float *zcol = sZ + ecol * ZP;
   const fs_col col = fs_col_load(p, b0 + ecol);
   const bool fused = p.num_samples == 1;
+  const bool grouped = p.noise && !col.greedy; /* FS_NOISE_GROUP16: groups of 16 rows */
   fs_best best = fs_best_none(); /* this thread's best over the chunk's tiles */
   float acc[MB][NACC];
   fs_zero_acc(acc);
@@ -354,18 +354,24 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
     const int vprev = sp.v0 + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
-    int r = r0, debt = 0; /* next staged row; quads owed, in units of 1 / KT */
+    /* next staged quad of rows, or group; units owed, in 1 / KT */
+    int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
       mma_step(acc, smem, full, empty, 0, it, kt, rank);
-      /* RPT / 4 quads spread evenly over the KT stages, while stage it's
-      ** wgmmas run (after the release of stage it - 1's slot, so that its
-      ** refill is not held up by them) */
-      debt += RPT / 4;
+      /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
+      ** stages, while stage it's wgmmas run (after the release of stage
+      ** it - 1's slot, so that its refill is not held up by them) */
+      debt += grouped ? FS_LANE_GROUPS(EPI_V) : RPT / 4;
       if (fused && j > 0 && debt >= KT) {
-        const int q = debt / KT; /* 1 unless RPT / 4 > KT */
+        const int q = debt / KT; /* 1 unless the units outnumber KT */
         debt -= q * KT;
-        fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best);
-        r += 4 * q;
+        if (grouped) {
+          fs_fold_groups(p, zcol, col, epart, gj, gj + q, EPI_V / 16, vprev, sp.v_end, 0u, best);
+          gj += q;
+        } else {
+          fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best);
+          r += 4 * q;
+        }
       }
     }
     mma_drain(empty, 0, it, rank);
@@ -377,7 +383,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_rows(p, zcol, col, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best);
+      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best);
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);

@@ -12,7 +12,7 @@
 **
 **   fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]
 **            [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]
-**            [--flush read|write]
+**            [--flush read|write] [--noise token|group16]
 **
 ** --flush read (the default) flushes by reading 256 MiB: W and H are evicted
 ** and L2 holds only clean lines, as after a decode step's own kernels.
@@ -22,7 +22,9 @@
 ** (B <= 64 on the H200), no consistent effect where the SMs are.
 **
 ** --temperature 0 times the fused kernel's greedy path (no noise), which
-** measures what the Gumbel noise costs inside the fused kernel.
+** measures what the Gumbel noise costs inside the fused kernel.  --noise
+** group16 times fs_sample with FS_NOISE_GROUP16 (one Gumbel variate per
+** group of 16 tokens, flashsampling.h); the baselines stay per token.
 */
 #include "bench_kernels.h"
 #include "fs_tools.h"
@@ -48,6 +50,7 @@ typedef struct bench {
   double bw;  /* bytes/s */
   float temperature; /* of the fused runs */
   int dtype, reps;
+  int noise;       /* fs_noise_mode of the fused calls */
   FILE *csv;
 } bench;
 
@@ -215,9 +218,10 @@ static void bench_shape(bench *bn, const char *label, int D, int V, const int *b
     printf("%5d %9.1f %9.1f %9.1f %9.1f %7.3f %7.3f %7.2f %7.2f  %s\n", r.B, tf, tm, tg, tc,
            tf / floor_us, tf / tm, full ? tg / tf : 0, full ? tc / tf : 0, name);
     if (bn->csv)
-      fprintf(bn->csv, "%s,%d,%d,%s,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,\"%s\",%s\n", label, D,
-              V, bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", r.B, tf, tm, tg, tc, floor_us,
-              host, bn->bw / 1e12, name, bn->flush_write ? "write" : "read");
+      fprintf(bn->csv, "%s,%d,%d,%s,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,\"%s\",%s,%s\n", label,
+              D, V, bn->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", r.B, tf, tm, tg, tc, floor_us,
+              host, bn->bw / 1e12, name, bn->flush_write ? "write" : "read",
+              fs_tools_noise_name(bn->noise));
     if (full && i == 0) printf("      host cost of one fs_sample call: %.2f us\n", host);
   }
   bn->cu->cuMemFree(r.W);
@@ -245,14 +249,14 @@ static int parse_list(const char *s, int *out, int max) {
 #define USAGE                                                                           \
   "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]\n" \
   "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n" \
-  "                [--flush read|write]\n"
+  "                [--flush read|write] [--noise token|group16]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench", USAGE, __VA_ARGS__)
 
 int main(int argc, char **argv) {
   int D = 0, V = 0, all = 0, batches[64], nb = 0, dtype = FS_DTYPE_BF16, reps = 30;
-  int flush_write = 0;
+  int flush_write = 0, noise = FS_NOISE_TOKEN;
   float temperature = 1.0f;
   const char *label = "custom", *csv = NULL;
   for (int i = 1; i < argc; i++) {
@@ -263,7 +267,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(k, "--all-models")) { all = 1; continue; }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
-                                             "--temperature", "--reps", "--csv", "--flush", NULL};
+                                             "--temperature", "--reps", "--csv", "--flush",
+                                             "--noise", NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
@@ -298,6 +303,10 @@ int main(int argc, char **argv) {
       else if (!strcmp(v, "write")) flush_write = 1;
       else return bad("--flush %s: the L2 flush is read (256 MiB read) or write (256 MiB memset)",
                       *v ? v : "''");
+    } else if (!strcmp(k, "--noise")) {
+      if (fs_tools_parse_noise(v, &noise))
+        return bad("--noise %s: the noise is token (one Gumbel variate per token) or group16",
+                   *v ? v : "''");
     } else {
       if (!*v) return bad("--csv '': the path must not be empty");
       csv = v;
@@ -319,6 +328,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   bn->cu = bn->ctx->cu;
+  bn->noise = noise;
+  if (fs_context_set_noise(bn->ctx, noise))
+    return fprintf(stderr, "fs-bench: %s\n", fs_last_error(bn->ctx)), 1;
   CU(bn->cu->cuCtxSetCurrent(bn->ctx->cu_ctx));
   if (cublasCreate(&bn->blas) != CUBLAS_STATUS_SUCCESS) return fprintf(stderr, "cublasCreate failed\n"), 1;
   char err[512], target[16];
@@ -348,10 +360,10 @@ int main(int argc, char **argv) {
   if (csv && !(bn->csv = fopen(csv, "w"))) return fprintf(stderr, "fs-bench: cannot write %s\n", csv), 1;
   if (bn->csv)
     fprintf(bn->csv, "model,D,V,dtype,B,fused_us,mm_us,mm_gumbel_us,mm_multinomial_us,floor_us,"
-                     "host_us,read_TBps,variant,flush\n");
-  printf("device: %s (sm_%d, %d SMs); median of %d runs, L2 flushed before each (256 MiB %s)\n",
-         bn->ctx->device_name, bn->ctx->arch, bn->ctx->sm_count, reps,
-         flush_write ? "memset: dirty lines" : "read: clean lines");
+                     "host_us,read_TBps,variant,flush,noise\n");
+  printf("device: %s (sm_%d, %d SMs); median of %d runs, L2 flushed before each (256 MiB %s); "
+         "noise %s\n", bn->ctx->device_name, bn->ctx->arch, bn->ctx->sm_count, reps,
+         flush_write ? "memset: dirty lines" : "read: clean lines", fs_tools_noise_name(noise));
   if (all) {
     static const int sweep[] = {1, 8, 64, 256};
     for (const fs_model *m = fs_models; m->name; m++)

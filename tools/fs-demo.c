@@ -25,11 +25,13 @@ typedef struct args {
   int D, V, B, dtype, iters, check;
   float T;
   unsigned long long seed;
+  int noise; /* fs_noise_mode */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
-  "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"
+  "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
+  "               [--noise token|group16]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -42,7 +44,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -55,7 +57,7 @@ static int parse(int argc, char **argv, args *a) {
     }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
-                                             NULL};
+                                             "--noise", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -85,6 +87,10 @@ static int parse(int argc, char **argv, args *a) {
       a->seed = strtoull(v, &end, 0);
       if (end == v || *end || *v == '-' || errno == ERANGE)
         return bad("--seed %s: must be an unsigned 64-bit integer", v);
+    } else if (!strcmp(k, "--noise")) {
+      if (fs_tools_parse_noise(v, &a->noise))
+        return bad("--noise %s: the noise is token (one Gumbel variate per token) or group16",
+                   *v ? v : "''");
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
     } else {
@@ -117,7 +123,7 @@ static int run_cpu(const args *a) {
   fs_problem p = {a->B, a->D, a->V, 0, a->dtype, H, 0, W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   double t0 = fs_tools_now();
-  int st = fs_reference_sample(&p, &sm, tok, NULL, NULL);
+  int st = fs_reference_sample_noise(&p, &sm, a->noise, tok, NULL, NULL);
   double ms = fs_tools_now() - t0;
   if (st) {
     fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(NULL));
@@ -147,7 +153,7 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  int st = fs_reference_sample(&q, sm, ref, NULL, NULL), bad = 0;
+  int st = fs_reference_sample_noise(&q, sm, a->noise, ref, NULL, NULL), bad = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) bad += gpu[b] != ref[b];
   printf("check: %d of %d tokens equal the CPU reference's\n", a->B - bad, a->B);
@@ -179,7 +185,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
   char name[256];
-  if ((st = fs_prepare(ctx, &p, &sm)) || (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
+  if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
+      (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
     goto fail;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   for (int i = 0; i < 3 && !st; i++) st = fs_sample(ctx, &p, &sm, &o, NULL);

@@ -142,6 +142,17 @@ int fs_tools_bad_arg(const char *prog, const char *hint, const char *fmt, ...) {
   return 2;
 }
 
+int fs_tools_parse_noise(const char *s, int *out) {
+  if (!strcmp(s, "token")) *out = FS_NOISE_TOKEN;
+  else if (!strcmp(s, "group16")) *out = FS_NOISE_GROUP16;
+  else return -1;
+  return 0;
+}
+
+const char *fs_tools_noise_name(int noise) {
+  return noise == FS_NOISE_GROUP16 ? "group16" : "token";
+}
+
 int fs_tools_parse_int(const char *s, long lo, long hi, int *out) {
   char *end;
   errno = 0;

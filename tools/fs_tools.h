@@ -47,4 +47,9 @@ int fs_tools_is_option(const char *k, const char *const *names);
 /* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 else. */
 int fs_tools_parse_int(const char *s, long lo, long hi, int *out);
 
+/* "token" or "group16" -> FS_NOISE_TOKEN / FS_NOISE_GROUP16 in *out; 0, or
+** -1 for another string.  fs_tools_noise_name is the inverse. */
+int fs_tools_parse_noise(const char *s, int *out);
+const char *fs_tools_noise_name(int noise);
+
 #endif
