@@ -63,7 +63,9 @@ static const char usage_text[] =
     "FS_TUNE_WARMUP_MS=<ms> (0..10000) warms each candidate up, back to back, for at\n"
     "least that long before timing it (the clock and power state of sustained\n"
     "decoding; at B = 256 on an H200 ~15% above a burst's times; an experiment,\n"
-    "perf-notes 15c).  A run records it with its command line.\n";
+    "perf-notes 15c).  A run records it with its command line.\n"
+    "FS_TUNE_NOISE=group16 times each candidate with FS_NOISE_GROUP16 (it is verified\n"
+    "per token either way; an experiment, perf-notes 18); recorded likewise.\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
@@ -275,6 +277,9 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   if (wu && fs_tools_parse_int(wu, 0, 10000, &o->warmup_ms))
     return bad("FS_TUNE_WARMUP_MS=%s: the warm-up must be a whole number of milliseconds "
                "in 0..10000", wu);
+  const char *nz = getenv("FS_TUNE_NOISE");
+  if (nz && *nz && fs_tools_parse_noise(nz, &o->noise))
+    return bad("FS_TUNE_NOISE=%s: the noise timed is token or group16", nz);
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);

@@ -55,6 +55,7 @@ typedef struct tune_opts {
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
   int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none) */
+  int noise;                  /* FS_TUNE_NOISE: the fs_noise_mode timed (0: token) */
   int argc;
   char **argv;
 } tune_opts;
@@ -151,6 +152,7 @@ typedef struct tune_msg {
   int32_t dtype, hidden, vocab, batch;
   double cap_s;               /* JOB: timing cap */
   double warmup_ms;           /* JOB: least warm-up time (tune_opts.warmup_ms) */
+  int noise;                  /* JOB: the fs_noise_mode timed (tune_opts.noise) */
   uint64_t cubin_size;
   fs_variant variant;
   /* READY / RESULT */

@@ -334,6 +334,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.type = TUNE_MSG_JOB;
     job.cap_s = o->cap_s;
     job.warmup_ms = o->warmup_ms;
+    job.noise = o->noise;
     job.variant = it->v;
     job.cubin_size = src->cubin_size;
     const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
@@ -376,6 +377,10 @@ static int gpu_run(tune_session *s, tune_child *c) {
   if (o->warmup_ms > 0) { /* it changes every time measured: keep it with the run */
     size_t l = strlen(cmd);
     snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
+  }
+  if (o->noise) { /* so are the times of another noise */
+    size_t l = strlen(cmd);
+    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_NOISE=%s)", fs_tools_noise_name(o->noise));
   }
   fs_store_run run;
   memset(&run, 0, sizeof run);

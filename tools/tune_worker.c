@@ -39,7 +39,8 @@
 ** warmup_ms, fs-tune's FS_TUNE_WARMUP_MS, an experiment of perf-notes 15c:
 ** back-to-back warm-up runs for at least that long, so that a candidate is
 ** timed in the clock and power state of sustained decoding rather than a
-** burst), then runs with
+** burst; and with the job's noise, fs-tune's FS_TUNE_NOISE: the variant is
+** verified per token, then timed with that fs_noise_mode), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -537,7 +538,11 @@ static void do_job(worker *w, const tune_msg *m, const void *cubin, tune_msg *r)
       goto done;
     }
   }
-  if (time_variant(w, k, m->cap_s, m->warmup_ms, r)) goto done;
+  /* verified per token above and below; timed with the job's noise */
+  w->ctx->noise = m->noise;
+  const int timing_failed = time_variant(w, k, m->cap_s, m->warmup_ms, r);
+  w->ctx->noise = FS_NOISE_TOKEN;
+  if (timing_failed) goto done;
   /* Again after timing: a race may show only sometimes. */
   if (run_once(w, k, 0)) goto done;
   if (check(w, 0, w->otok[0], w->oscore[0], w->B, NULL, NULL)) {
