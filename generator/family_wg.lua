@@ -13,7 +13,7 @@
 --   tile_b  [b64]   batch rows per CTA = wgmma N
 --   tile_k  [k64]   hidden elements per stage (64-element boxes per operand)
 --   wgs     [g2]    consumer warpgroups
---   stages  [s4]    pipeline depth (5: the overlap mode only, perf-notes 18)
+--   stages  [s4]    pipeline depth
 --   cluster [c1]    CTAs per cluster sharing H by TMA multicast (1, 2)
 --   mode    [co|pp|ov] cooperative (the warpgroups split each tile),
 --                   ping-pong (each warpgroup its own tiles and chunk, so
@@ -31,7 +31,7 @@ local p_tile_v = common.num("v", "tile_v", { 64, 128, 256 })
 local p_tile_b = common.num("b", "tile_b", { 16, 32, 64, 128, 256 })
 local p_tile_k = common.num("k", "tile_k", { 64, 128 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
-local p_stages = common.num("s", "stages", { 2, 3, 4, 5, 6 })
+local p_stages = common.num("s", "stages", { 2, 3, 4, 6 })
 local p_cluster = common.num("c", "cluster", { 1, 2 })
 local p_mode = common.enum("mode", { coop = "co", pingpong = "pp", overlap = "ov" },
                            { "coop", "pingpong", "overlap" })
@@ -50,13 +50,10 @@ local function epi_b(v) return overlap(v) and v.tile_b or math.min(v.tile_b, v.e
 local function epi_v(v) return overlap(v) and v.tile_v or 64 * tile_wgs(v) end
 
 -- Stages (dense swizzled boxes) + one epilogue round of staged logits per
--- stream (4 floats of padding per column; the overlap mode's whole tile is
--- XOR-swizzled instead) + mbarriers + 1 KB of slack to align the boxes to
--- 1024 bytes.
+-- stream + mbarriers + 1 KB of slack to align the boxes to 1024 bytes.
 local function smem_bytes(v)
-  local pad = overlap(v) and 0 or 4
   return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2
-       + streams(v) * epi_b(v) * (epi_v(v) + pad) * 4 + 16 * v.stages + 1024
+       + streams(v) * epi_b(v) * (epi_v(v) + 4) * 4 + 16 * v.stages + 1024
 end
 
 fam.constraints = {
@@ -80,8 +77,6 @@ fam.constraints = {
     pred = function(v) return v.cluster == 1 or v.tile_b >= 64 end },
   { name = "narrow epilogue rounds only for batch tiles of 128+",
     pred = function(v) return v.epi == 128 or v.tile_b >= 128 end },
-  { name = "five stages only in the overlap mode (where the staged tile leaves room for 5, not 6)",
-    pred = function(v) return v.stages ~= 5 or overlap(v) end },
   { name = "overlap stages whole tiles (epi unused: 128)",
     pred = function(v) return not overlap(v) or v.epi == 128 end },
   { name = "shared memory fits the architecture (with the reduction's static flag)",

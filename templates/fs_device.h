@@ -112,18 +112,16 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
 ** into the lane's best: one Philox call per four tokens (two when PHASED: the
 ** token quads straddle the rows because vocab_offset is not a multiple of 4).
 ** Rows from v_end on are skipped.  Once the best has a number for its score
-** (all but a lane's first quad), a token takes its place by one fp32 compare.
-** Row r is staged at zcol[r ^ zx] (zx a multiple of 4: the column's swizzle
-** in a staging buffer without padding; 0 where there is none). */
+** (all but a lane's first quad), a token takes its place by one fp32 compare. */
 template <bool PHASED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
-                                                 int v_end, unsigned s, fs_best &best, int zx) {
+                                                 int v_end, unsigned s, fs_best &best) {
   const unsigned phase = (unsigned)p.vocab_offset & 3u;
   for (int r = r0; r < r1; r += 4) {
     const int v = vrow0 + r;
     if (v >= v_end) break;
-    const float4 z4 = *(const float4 *)(zcol + (r ^ zx));
+    const float4 z4 = *(const float4 *)(zcol + r);
     const float z[4] = {z4.x, z4.y, z4.z, z4.w};
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     float sc[4] = {z[0], z[1], z[2], z[3]};
@@ -160,11 +158,11 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
 /* fs_epilogue_rows for either phase of vocab_offset (a uniform branch). */
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
-                                             int v_end, unsigned s, fs_best &best, int zx = 0) {
+                                             int v_end, unsigned s, fs_best &best) {
   if ((unsigned)p.vocab_offset & 3u)
-    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, zx);
+    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
   else
-    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, zx);
+    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
 }
 
 /* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
@@ -186,9 +184,8 @@ __device__ __forceinline__ void fs_best_offer(fs_best &best, float sc, float z, 
 }
 
 /* The group of 16 global ids from tok0 (a multiple of 16) for sample s of
-** column c: its first nv (1..16) tokens are the staged rows row0 .. row0 +
-** nv - 1 (row r at zcol[r ^ zx], as in fs_epilogue_rows; 16-byte aligned
-** shared memory), the rest lie past the chunk.  With m the largest
+** column c: its first nv (1..16) tokens are staged at zg[0 .. nv) (16-byte
+** aligned shared memory), the rest lie past the chunk.  With m the largest
 ** logit and c2 = log2(e) / T, token i weighs 2^(z_i c2 - m c2) (0 for -inf
 ** and NaN logits); the running sums P_i of the weights, in token order, end
 ** at S; the group scores m / T + ln S + g (its Gumbel variate) and offers
@@ -196,13 +193,12 @@ __device__ __forceinline__ void fs_best_offer(fs_best &best, float sc, float z, 
 ** zero, so that P_15 = S exceeds it).  A group without finite mass (m is
 ** +-inf or NaN, or m c2 overflows) offers its first token equal to m (the
 ** first token when m is NaN) with score m / T (m when that is NaN). */
-__device__ __forceinline__ void fs_fold_group(const float *zcol, int row0, int zx,
-                                              const fs_col &c, unsigned tok0, int nv, unsigned s,
-                                              fs_best &best) {
+__device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, unsigned tok0,
+                                              int nv, unsigned s, fs_best &best) {
   float w[16];
 #pragma unroll
   for (int q = 0; q < 4; q++) {
-    const float4 z4 = *(const float4 *)(zcol + ((row0 + 4 * q) ^ zx));
+    const float4 z4 = *(const float4 *)(zg + 4 * q);
     w[4 * q] = z4.x, w[4 * q + 1] = z4.y, w[4 * q + 2] = z4.z, w[4 * q + 3] = z4.w;
   }
   if (nv < 16) {
@@ -235,20 +231,20 @@ __device__ __forceinline__ void fs_fold_group(const float *zcol, int row0, int z
     sc = m * c.inv_t;
     if (sc != sc) sc = m;
   }
-  fs_best_offer(best, sc, zcol[(row0 + n) ^ zx], tok0 + (unsigned)n);
+  fs_best_offer(best, sc, zg[n], tok0 + (unsigned)n);
 }
 
 /* Groups k = part + TPC j, j in [j0, j1), of a column whose ng groups of 16
-** rows are staged from zcol (rows vrow0 + 16 k ..; swizzle zx as in
-** fs_epilogue_rows); groups from v_end on are skipped. */
+** rows are staged at zcol[16 k ..] (rows vrow0 + 16 k ..); groups from v_end
+** on are skipped. */
 __device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *zcol,
                                                const fs_col &c, int part, int j0, int j1,
                                                int ng, int vrow0, int v_end, unsigned s,
-                                               fs_best &best, int zx = 0) {
+                                               fs_best &best) {
   for (int j = j0; j < j1; j++) {
     const int k = part + TPC * j, v = vrow0 + 16 * k;
     if (k >= ng || v >= v_end) break;
-    fs_fold_group(zcol, 16 * k, zx, c, (unsigned)(p.vocab_offset + v), min(16, v_end - v), s,
+    fs_fold_group(zcol + 16 * k, c, (unsigned)(p.vocab_offset + v), min(16, v_end - v), s,
                   best);
   }
 }
@@ -261,12 +257,12 @@ __device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *
 ** part + TPC, ... with FS_NOISE_GROUP16. */
 __device__ __forceinline__ void fs_fold_part(const fs_params &p, const float *zcol,
                                              const fs_col &c, int part, int vrow0, int v_end,
-                                             unsigned s, fs_best &best, int zx = 0) {
+                                             unsigned s, fs_best &best) {
   if (p.noise && !c.greedy)
     fs_fold_groups(p, zcol, c, part, 0, FS_LANE_GROUPS(TPC * RPT), TPC * RPT / 16, vrow0, v_end,
-                   s, best, zx);
+                   s, best);
   else
-    fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best, zx);
+    fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best);
 }
 
 /* The TPC consecutive lanes that share column c combine their bests
@@ -295,18 +291,17 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
 }
 
 /* The epilogue of one vocab tile for one thread: rows [r0, r0 + RPT) of
-** column c, staged from zcol (fp32 logits of rows vrow0 + r; row r at
-** zcol[r ^ zx], fs_epilogue_rows),
+** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r),
 ** for every sample, into candidate (c.b, s, chunk); t == 0 starts the
 ** chunk's candidate.  All lanes of the warp must call it together.
 ** The noise is fs_gumbel_fast (fs_rng.h): within 2^-17 of the exact
 ** function of the same bits (2^-16 of the CPU reference's libm logs). */
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
                                             const fs_col &c, int r0, int vrow0, int v_end,
-                                            int t, int chunk, bool leader, int zx = 0) {
+                                            int t, int chunk, bool leader) {
   for (int s = 0; s < p.num_samples; s++) {
     fs_best best = fs_best_none();
-    fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best, zx);
+    fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best);
     fs_candidate_put(p, c, s, chunk, t > 0, leader, fs_best_key(best), best.z);
   }
 }

@@ -40,11 +40,6 @@
 ** keep their bests in registers across tiles; the candidate is stored once,
 ** at the chunk's end.  Several samples per
 ** row take the staged tile's epilogue right after staging (not hidden).
-** The whole staged tile has no padding: column c's rows are stored
-** XOR-swizzled, row r at r ^ 4 (c & 7), which keeps the staging's stores and
-** the fold's 16-byte loads as free of bank conflicts as the 4-float padding
-** per column of the other modes, and saves its 2 KB at 128 columns, so that
-** a fifth stage of a 128 x 128 tile fits (perf-notes 18).
 **
 ** With two consumer warpgroups the producer is a whole warpgroup (one
 ** thread issues the copies) so that setmaxnreg can move registers from it
@@ -134,13 +129,7 @@
 #define W_BOX (TILE_V * 64)           /* elements of one W box */
 #define H_BOX (TILE_B * 64)
 #define STAGE_ELEMS (KB * (W_BOX + H_BOX))
-#if OVERLAP
-#define ZP EPI_V                      /* floats per staged column: XOR-swizzled rows */
-#define ZX(c) (((c) & 7) << 2)        /* the row swizzle of staged column c */
-#else
-#define ZP (EPI_V + 4)                /* padded against bank conflicts */
-#define ZX(c) 0
-#endif
+#define ZP (EPI_V + 4)
 #define TPC (ETHREADS / EPI_B)
 #define RPT (EPI_V / TPC)
 #define NACC (TILE_B / 2)             /* fp32 accumulators per m64 block and thread */
@@ -264,24 +253,19 @@ __device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
 
 /* Stages this thread's accumulators of columns [nb * EPI_B, (nb + 1) *
 ** EPI_B) of m64 blocks mb0 .. mb1-1 into the staging buffer sZs: rows row,
-** row + 8 (XOR-swizzled by ZX of the column) of columns 8c + 2 (lane & 3)
-** (+1).  Column and row parities repeat every four accumulators, and ZX
-** every 8 columns: four base addresses, constant offsets (an index
-** expression per store makes ptxas keep 64 addresses live). */
+** row + 8 of columns 8c + 2 (lane & 3) (+1); one base address, constant
+** offsets (an index expression per store makes ptxas keep 64 addresses
+** live). */
 __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NACC], int mb0,
                                           int mb1, int nb) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   [[maybe_unused]] const int g = warp >> 2; /* STAGE_ROW ignores it in ping-pong */
 #pragma unroll
   for (int mb = mb0; mb < mb1; mb++) {
-    const int row = STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2), col = 2 * (lane & 3);
-    float *zst[4]; /* accumulator q & 3: column col + (q & 1), row + 8 ((q >> 1) & 1) */
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      zst[i] = sZs + (col + (i & 1)) * ZP + ((row + 8 * (i >> 1)) ^ ZX(col + (i & 1)));
+    float *const zst = sZs + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
     for (int qq = 0; qq < EPI_B / 2; qq++)
-      zst[qq & 3][(qq >> 2) * 8 * ZP] = acc[mb][nb * EPI_B / 2 + qq];
+      zst[((qq >> 2) * 8 + (qq & 1)) * ZP + 8 * ((qq >> 1) & 1)] = acc[mb][nb * EPI_B / 2 + qq];
   }
 }
 
@@ -382,11 +366,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const int q = debt / KT; /* 1 unless the units outnumber KT */
         debt -= q * KT;
         if (grouped) {
-          fs_fold_groups(p, zcol, col, epart, gj, gj + q, EPI_V / 16, vprev, sp.v_end, 0u, best,
-                         ZX(ecol));
+          fs_fold_groups(p, zcol, col, epart, gj, gj + q, EPI_V / 16, vprev, sp.v_end, 0u, best);
           gj += q;
         } else {
-          fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best, ZX(ecol));
+          fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best);
           r += 4 * q;
         }
       }
@@ -396,13 +379,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     stage_acc(sZ, acc, 0, MB, 0);
     epilogue_sync(0);
     if (!fused)
-      fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0,
-                  ZX(ecol));
+      fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0);
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best,
-                   ZX(ecol));
+      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best);
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);
