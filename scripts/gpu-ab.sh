@@ -12,6 +12,7 @@
 # table row (fused, cuBLAS's matmul and the separate samplers on fs-bench's
 # tensors, median of REPS=10 with L2 flushed), so the logits have fs-bench's
 # spread (std ~1, fs-demo's ~21) and the mm column is the same run's.
+# NOISE=group16 runs every call with FS_NOISE_GROUP16 (--noise).
 #
 # A case is model:batch:temperature:variant (the variant without its
 # fsamp_<dtype>_sm90a_ prefix).  Prints one line per (round, case, build)
@@ -49,12 +50,12 @@ for r in $(seq 1 "$ROUNDS"); do
       if [ "${BENCH:-0}" = 1 ]; then
         out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --reps "${REPS:-10}" 2>&1) || rc=$?
+              --reps "${REPS:-10}" ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep -E "^ *$b +[0-9]" <<<"$out" | head -1 || true)
       else
         out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --iters "$ITERS" --check 0 2>&1) || rc=$?
+              --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep 'per call' <<<"$out" | head -1 || true)
       fi
       printf '== round=%s %s %s %s\n%s\n' "$r" "$c" "$name" "rc=$rc" "$out" >> "$runs"
