@@ -208,7 +208,8 @@ typedef enum fs_noise_mode {
 
 /* Sets how fs_sample() / fs_sample_tp() calls on ctx draw (an fs_noise_mode);
 ** FS_NOISE_TOKEN until set.  Takes effect at the next call, with the same
-** kernels (no compilation).  FS_INVALID_ARGUMENT for another value. */
+** kernels (no compilation); a CUDA graph keeps the noise of the calls it
+** captured.  FS_INVALID_ARGUMENT for another value. */
 int fs_context_set_noise(fs_context *ctx, int noise);
 
 /* ---- tensor parallelism: W sharded along the vocabulary -------------------- */
