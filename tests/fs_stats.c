@@ -187,3 +187,21 @@ void fs_stats_softmax(const double *z, int n, double temperature, double *p) {
   }
   for (i = 0; i < n; i++) p[i] /= sum;
 }
+
+void fs_stats_max_only_law(const double *z, int n, long long vocab_offset, double temperature,
+                           double *q) {
+  const long long voff = vocab_offset;
+  const double T = temperature;
+  double tot = 0.0, zmax = -INFINITY;
+  for (int v = 0; v < n; v++) zmax = z[v] > zmax ? z[v] : zmax;
+  for (long long k = voff / 16; k * 16 < voff + n; k++) {
+    const int lo = (int)(k * 16 > voff ? k * 16 - voff : 0);
+    const int hi = (int)(k * 16 + 16 < voff + n ? k * 16 + 16 - voff : n);
+    double m = -INFINITY, S = 0.0;
+    for (int v = lo; v < hi; v++) m = z[v] > m ? z[v] : m;
+    for (int v = lo; v < hi; v++) S += exp((z[v] - m) / T);
+    for (int v = lo; v < hi; v++) q[v] = exp((m - zmax) / T) * exp((z[v] - m) / T) / S;
+  }
+  for (int v = 0; v < n; v++) tot += q[v];
+  for (int v = 0; v < n; v++) q[v] /= tot;
+}

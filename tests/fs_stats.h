@@ -84,4 +84,14 @@ double fs_stats_chi2_critical(double dof, double alpha);
 void fs_stats_softmax(const double *z, int n, double temperature,
                       double *p /* OUT [n] */);
 
+/* q[i] (i < n) = the law of a broken FS_NOISE_GROUP16 sampler, for the group
+** tests to reject: it picks the group of 16 global ids (z[i] is the logit of
+** id vocab_offset + i; partial groups at both ends) with probability
+** proportional to exp(m / temperature), m the group's max logit (forgetting
+** ln S, the log of the group's weight sum), then token i inside it with
+** probability w_i / S, w_i = exp((z_i - m) / temperature): every
+** within-group ratio is right.  temperature > 0; z finite. */
+void fs_stats_max_only_law(const double *z, int n, long long vocab_offset, double temperature,
+                           double *q /* OUT [n] */);
+
 #endif /* FS_STATS_H */

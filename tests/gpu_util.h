@@ -427,4 +427,38 @@ static inline int gu_sample_fetch(fs_context *ctx, const fs_problem *p,
   return st;
 }
 
+/* ---- counting draws ------------------------------------------------------------ */
+
+/* The draws of a distribution test: `calls` fs_sample calls on the device
+** problem dp (o holds its B * S entries) at temperature T with num_samples
+** S, seed `seed`, per-row seeds at d_seeds when d_seeds != 0, and offset
+** 1000003 * call, each checked by gu_sample_fetch as "<name> call <call>"
+** (a failing call ends the loop).  Adds every token's count, by its local id
+** token - vocab_offset, to counts[0 .. V) and returns the number of tokens
+** outside [vocab_offset, vocab_offset + V). */
+static inline long gu_count_draws(fs_context *ctx, const fs_problem *dp, gu_outputs *o,
+                                  float T, int S, unsigned long long seed,
+                                  CUdeviceptr d_seeds, int calls, const char *name,
+                                  int64_t vocab_offset, int V, int64_t *counts) {
+  long out_of_range = 0;
+  for (int call = 0; call < calls; call++) {
+    fs_sampling s;
+    memset(&s, 0, sizeof s);
+    s.temperature = T;
+    s.num_samples = S;
+    s.seed = seed;
+    s.offset = 1000003ull * (unsigned long long)call;
+    if (d_seeds) s.seeds = (const uint64_t *)gu_ptr(d_seeds);
+    char what[160];
+    snprintf(what, sizeof what, "%s call %d", name, call);
+    if (gu_sample_fetch(ctx, dp, &s, o, NULL, what) != FS_OK) break;
+    for (size_t i = 0; i < o->n; i++) {
+      const int64_t v = (int64_t)o->h_tokens[i] - vocab_offset;
+      if (v < 0 || v >= V) out_of_range++;
+      else counts[v]++;
+    }
+  }
+  return out_of_range;
+}
+
 #endif /* FS_GPU_UTIL_H */

@@ -3,12 +3,16 @@
 ** GPU, test_tp_nccl over several): B rows of H and a V-row W (bf16, fixed
 ** seed), per-row temperatures with greedy rows mixed in, two samples per
 ** row, uneven shard boundaries, and the unsharded draw every rank must
-** reproduce bitwise.  Header-only (static), like gpu_util.h.
+** reproduce bitwise; and ranks as threads on one GPU (test_tp, test_group),
+** each with its own context and stream, reducing through the host.
+** Header-only (static), like gpu_util.h.
 */
 #ifndef FS_TP_UTIL_H
 #define FS_TP_UTIL_H
 
 #include "gpu_util.h"
+
+#include <pthread.h>
 
 #define TP_MAXR 8
 enum { TP_B = 6, TP_D = 512, TP_V = 30011, TP_S = 2, TP_NITEMS = TP_B * TP_S };
@@ -94,6 +98,97 @@ static inline int tp_mismatches(fs_context *ctx, gu_outputs *o, const gu_outputs
                 who, i, o->h_tokens[i], (unsigned long long)o->h_keys[i], o->h_logits[i],
                 ref->h_tokens[i], (unsigned long long)ref->h_keys[i], ref->h_logits[i]);
     }
+  return mism;
+}
+
+/* ---- ranks as threads on one GPU ------------------------------------------ */
+
+/* What the R ranks of one sharded call share. */
+typedef struct tp_shared {
+  int R;
+  pthread_barrier_t bar;
+  void *host[TP_MAXR]; /* each rank's staged buffer */
+} tp_shared;
+
+/* One rank: its own context and stream on GPU 0, its shard and outputs. */
+typedef struct tp_rank {
+  tp_shared *sh;
+  int rank;
+  fs_context *ctx;
+  CUstream stream;
+  fs_problem p;
+  fs_sampling s;
+  fs_outputs o;
+  gu_outputs go; /* o's arrays */
+  int status;
+  char err[512];
+} tp_rank;
+
+/* All-reduce through the host (user is the calling tp_rank): correct, slow,
+** and enough to exercise the library's TP logic with real concurrent ranks
+** on one GPU.  Returns 0, or 1 if a driver call or malloc failed. */
+static inline int tp_host_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
+  tp_rank *r = user;
+  tp_shared *sh = r->sh;
+  const fs_cu_api *cu = r->ctx->cu;
+  size_t bytes = count * (op == FS_REDUCE_MAX_U64 ? 8 : 4);
+  if (cu->cuStreamSynchronize((CUstream)stream)) return 1;
+  if (cu->cuMemcpyDtoH(sh->host[r->rank], (CUdeviceptr)(uintptr_t)buf, bytes)) return 1;
+  pthread_barrier_wait(&sh->bar);
+  void *out = malloc(bytes);
+  if (!out) return 1;
+  for (size_t i = 0; i < count; i++) {
+    if (op == FS_REDUCE_MAX_U64) {
+      uint64_t m = 0;
+      for (int k = 0; k < sh->R; k++) {
+        uint64_t v = ((uint64_t *)sh->host[k])[i];
+        if (v > m) m = v;
+      }
+      ((uint64_t *)out)[i] = m;
+    } else {
+      float sum = 0;
+      for (int k = 0; k < sh->R; k++) sum += ((float *)sh->host[k])[i];
+      ((float *)out)[i] = sum;
+    }
+  }
+  pthread_barrier_wait(&sh->bar); /* everyone has read every buffer */
+  int bad = cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)buf, out, bytes) != CUDA_SUCCESS;
+  free(out);
+  return bad;
+}
+
+/* Rank k of sh: its staging buffer, a new context on GPU 0 with a
+** non-blocking stream, the shard [start[k], start[k + 1]) of u's W (bf16,
+** vocab_offset start[k]) with u's sampling, and poisoned outputs. */
+static inline void tp_rank_open(tp_rank *r, tp_shared *sh, int k, const tp_unsharded *u,
+                                const int *start) {
+  memset(r, 0, sizeof *r);
+  r->sh = sh;
+  r->rank = k;
+  sh->host[k] = gu_malloc(TP_NITEMS * 8);
+  REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
+  gu_push(r->ctx);
+  GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
+  gu_pop(r->ctx);
+  r->p = (fs_problem){TP_B, TP_D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16,
+                      gu_ptr(u->dh), 0, gu_ptr(u->dw + (CUdeviceptr)start[k] * TP_D * 2), 0};
+  r->s = u->s;
+  tp_outputs(r->ctx, &r->go);
+  r->o = gu_outputs_api(&r->go);
+}
+
+/* After the rank's thread has joined: CHECKs its status, counts its
+** mismatches against ref (tp_mismatches, reported as `who`), and frees
+** what tp_rank_open made.  Returns the mismatches. */
+static inline int tp_rank_close(tp_rank *r, const gu_outputs *ref, const char *who) {
+  CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
+  const int mism = tp_mismatches(r->ctx, &r->go, ref, who);
+  gu_outputs_free(r->ctx, &r->go);
+  gu_push(r->ctx);
+  r->ctx->cu->cuStreamDestroy(r->stream);
+  gu_pop(r->ctx);
+  fs_context_destroy(r->ctx);
+  free(r->sh->host[r->rank]);
   return mism;
 }
 

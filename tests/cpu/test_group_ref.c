@@ -32,81 +32,12 @@
 #include "fs_rng.h"
 #include "fs_stats.h"
 #include "fs_test.h"
+#include "ref_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- problems (as in test_reference.c) ------------------------------------ */
-
-typedef struct prob {
-  fs_problem p;
-  uint16_t *h, *w; /* owned, 64-byte aligned */
-} prob;
-
-static void *xalloc(size_t bytes) {
-  void *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
-  REQUIRE(ptr != NULL);
-  return ptr;
-}
-
-static uint16_t encode(int dtype, double x) {
-  return dtype == FS_DTYPE_BF16 ? fs_test_f2bf((float)x) : fs_test_f2h((float)x);
-}
-static double decode(int dtype, uint16_t x) {
-  return dtype == FS_DTYPE_BF16 ? (double)fs_test_bf2f(x) : (double)fs_test_h2f(x);
-}
-
-/* [rows, stride]: uniform(lo, hi) in the first D columns, NaN padding. */
-static void fill(uint16_t *m, int dtype, int rows, int D, long long stride,
-                 double lo, double hi, unsigned long long *st) {
-  const uint16_t nan = dtype == FS_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
-  for (long long r = 0; r < rows; r++)
-    for (long long k = 0; k < stride; k++)
-      m[r * stride + k] =
-          k < D ? encode(dtype, lo + (hi - lo) * 0.5 * (fs_test_uniform(st) + 1.0))
-                : nan;
-}
-
-static void prob_make(prob *pr, int dtype, int B, int D, int V, long long hs,
-                      long long ws, long long voff, double scale,
-                      unsigned long long *st) {
-  memset(pr, 0, sizeof *pr);
-  pr->p.batch = B;
-  pr->p.hidden = D;
-  pr->p.vocab = V;
-  pr->p.vocab_offset = voff;
-  pr->p.dtype = dtype;
-  pr->p.hidden_stride = hs;
-  pr->p.weight_stride = ws;
-  const long long hse = hs ? hs : D, wse = ws ? ws : D;
-  pr->h = xalloc(sizeof(uint16_t) * (size_t)(B * hse));
-  pr->w = xalloc(sizeof(uint16_t) * (size_t)(V * wse));
-  fill(pr->h, dtype, B, D, hse, -scale, scale, st);
-  fill(pr->w, dtype, V, D, wse, -scale, scale, st);
-  pr->p.hidden_states = pr->h;
-  pr->p.weight = pr->w;
-}
-
-static void prob_free(prob *pr) {
-  free(pr->h);
-  free(pr->w);
-}
-
-/* z[v] for row b in double, k in increasing order (exact products). */
-static void oracle_logits(const fs_problem *p, int b, double *z) {
-  const long long hs = p->hidden_stride ? p->hidden_stride : p->hidden;
-  const long long ws = p->weight_stride ? p->weight_stride : p->hidden;
-  const uint16_t *h = (const uint16_t *)p->hidden_states + b * hs;
-  for (int v = 0; v < p->vocab; v++) {
-    const uint16_t *w = (const uint16_t *)p->weight + v * ws;
-    double acc = 0.0;
-    for (int k = 0; k < p->hidden; k++)
-      acc += decode(p->dtype, h[k]) * decode(p->dtype, w[k]);
-    z[v] = acc;
-  }
-}
 
 /* ---- the oracle: FS_NOISE_GROUP16 from its definition --------------------- */
 
@@ -210,27 +141,6 @@ static gdraw oracle_gdraw(const fs_problem *p, const fs_sampling *s,
 
 /* ---- outputs ---------------------------------------------------------------- */
 
-typedef struct outs {
-  int32_t *tokens;
-  float *logits;
-  uint64_t *keys;
-} outs;
-
-static outs outs_new(size_t n) {
-  outs o;
-  o.tokens = xalloc(n * sizeof(int32_t));
-  o.logits = xalloc(n * sizeof(float));
-  o.keys = xalloc(n * sizeof(uint64_t));
-  return o;
-}
-static void outs_free(outs *o) {
-  free(o->tokens);
-  free(o->logits);
-  free(o->keys);
-}
-
-static int float_bits_equal(float a, float b) { return memcmp(&a, &b, 4) == 0; }
-
 /* The key's score equals the double score rounded to fp32, within 1 ulp (the
 ** reference may associate m / T + ln S + g differently). */
 static int key_score_ok(uint64_t key, double score) {
@@ -248,8 +158,8 @@ static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
                                  const char *what) {
   const int B = p->batch, S = s->num_samples, V = p->vocab;
   const size_t n = (size_t)B * S;
-  outs o = outs_new(n), t = outs_new(n), legacy = outs_new(n);
-  double *z = xalloc(sizeof(double) * V);
+  ref_outs o = ref_outs_new(n), t = ref_outs_new(n), legacy = ref_outs_new(n);
+  double *z = ref_xalloc(sizeof(double) * V);
   int st = fs_reference_sample_noise(p, s, FS_NOISE_GROUP16, o.tokens, o.logits, o.keys);
   CHECK_MSG(st == FS_OK, "%s: %s", what, fs_last_error(NULL));
   if (st != FS_OK) goto done;
@@ -261,14 +171,14 @@ static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
             "%s: FS_NOISE_TOKEN differs from fs_reference_sample", what);
   int bad = 0, rows_checked = 0;
   for (int b = 0; b < B; b++) {
-    oracle_logits(p, b, z);
+    ref_oracle_logits(p, b, z);
     const float T = s->temperatures ? s->temperatures[b] : s->temperature;
     const int greedy = !(T > 0.0f);
     for (int smp = 0; smp < S; smp++) {
       const size_t i = (size_t)b * S + smp;
       const gdraw d = oracle_gdraw(p, s, z, b, smp);
       g_draws_checked++;
-      const int ok = o.tokens[i] == d.token && float_bits_equal(o.logits[i], (float)d.z) &&
+      const int ok = o.tokens[i] == d.token && ref_float_bits_equal(o.logits[i], (float)d.z) &&
                      fs_key_token(o.keys[i]) == (uint32_t)d.token &&
                      key_score_ok(o.keys[i], d.score);
       if (!ok && bad++ < 5)
@@ -280,7 +190,7 @@ static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
       /* Greedy rows: the FS_NOISE_TOKEN draw, bit for bit. */
       if (greedy)
         CHECK_MSG(o.tokens[i] == t.tokens[i] && o.keys[i] == t.keys[i] &&
-                      float_bits_equal(o.logits[i], t.logits[i]),
+                      ref_float_bits_equal(o.logits[i], t.logits[i]),
                   "%s: greedy row %d sample %d: group mode %d %016llx, token mode %d "
                   "%016llx", what, b, smp, (int)o.tokens[i], (unsigned long long)o.keys[i],
                   (int)t.tokens[i], (unsigned long long)t.keys[i]);
@@ -320,15 +230,14 @@ static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
   CHECK(memcmp(t.tokens, o.tokens, n * 4) == 0);
 done:
   free(z);
-  outs_free(&o);
-  outs_free(&t);
-  outs_free(&legacy);
+  ref_outs_free(&o);
+  ref_outs_free(&t);
+  ref_outs_free(&legacy);
 }
 
 static void test_random_problems(void) {
   static const int Ds[] = {8, 16, 40, 64};
   static const int Vs[] = {1, 7, 16, 45, 50, 257, 1000};
-  static const float Ts[] = {0.0f, -1.0f, NAN, 0.25f, 1.0f, 3.0f};
   unsigned long long st = 0x67726f7570ull;
   for (int it = 0; it < 60; it++) {
     const int dtype = it & 1 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
@@ -337,29 +246,16 @@ static void test_random_problems(void) {
     const long long hs = it % 4 == 0 ? 0 : D + 8 * (long long)(fs_test_rand(&st) % 3);
     const long long ws = it % 4 == 1 ? 0 : D + 8 * (long long)(fs_test_rand(&st) % 3 + 1);
     const long long voff = it % 3 == 0 ? 32 : it % 3 == 1 ? ((FS_MAX_VOCAB - V) & ~15LL) : 0;
-    prob pr;
-    prob_make(&pr, dtype, B, D, V, hs, ws, voff, 2.0 / sqrt(sqrt(D)), &st);
+    ref_prob pr;
+    ref_prob_make(&pr, dtype, B, D, V, hs, ws, voff, 2.0 / sqrt(sqrt(D)), &st);
     float temps[6];
     uint64_t seeds[6], offs[6];
-    for (int b = 0; b < B; b++) {
-      temps[b] = Ts[fs_test_rand(&st) % 6];
-      seeds[b] = fs_test_rand(&st);
-      offs[b] = fs_test_rand(&st);
-    }
-    fs_sampling s;
-    memset(&s, 0, sizeof s);
-    s.num_samples = 1 + (int)(fs_test_rand(&st) % 24);
-    s.temperature = it % 5 == 0 ? 0.0f : 0.7f;
-    s.temperatures = it % 2 ? temps : NULL;
-    s.seed = fs_test_rand(&st);
-    s.seeds = it % 3 == 2 ? seeds : NULL;
-    s.offset = it % 4 == 3 ? (1ull << 32) + 5 : (uint64_t)it;
-    s.offsets = it % 4 == 2 ? offs : NULL;
+    const fs_sampling s = ref_random_sampling(it, B, 24, temps, seeds, offs, &st);
     char what[128];
     snprintf(what, sizeof what, "problem %d (%s B=%d D=%d V=%d off=%lld S=%d)", it,
              dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", B, D, V, voff, (int)s.num_samples);
     check_against_oracle(&pr.p, &s, what);
-    prob_free(&pr);
+    ref_prob_free(&pr);
   }
 }
 
@@ -368,8 +264,8 @@ static void test_random_problems(void) {
 static void test_greedy(void) {
   unsigned long long st = 0x6772656479ull;
   enum { B = 6, D = 32, V = 90, S = 3 };
-  prob pr;
-  prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 160, 1.0, &st);
+  ref_prob pr;
+  ref_prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 160, 1.0, &st);
   const float temps[B] = {0.0f, 1.0f, -1.0f, NAN, 0.5f, -0.0f};
   int32_t tg[B * S], tt[B * S];
   float lg[B * S], lt[B * S];
@@ -381,22 +277,22 @@ static void test_greedy(void) {
     REQUIRE(fs_reference_sample_noise(&pr.p, &s, FS_NOISE_TOKEN, tt, lt, kt) == FS_OK);
     for (int b = 0; b < B; b++) {
       if (temps[b] > 0.0f) continue;
-      oracle_logits(&pr.p, b, z);
+      ref_oracle_logits(&pr.p, b, z);
       int arg = 0;
       for (int v = 1; v < V; v++)
         if (z[v] > z[arg]) arg = v;
       for (int t = 0; t < S; t++) {
         const int i = b * S + t;
         CHECK_MSG(tg[i] == 160 + arg && tg[i] == tt[i] && kg[i] == kt[i] &&
-                      float_bits_equal(lg[i], lt[i]),
+                      ref_float_bits_equal(lg[i], lt[i]),
                   "greedy row %d (T=%g) sample %d: group %d, token mode %d, argmax %d",
                   b, (double)temps[b], t, (int)tg[i], (int)tt[i], 160 + arg);
         CHECK(fs_key_token(kg[i]) == (uint32_t)tg[i] &&
-              float_bits_equal(fs_key_score(kg[i]), (float)z[arg]));
+              ref_float_bits_equal(fs_key_score(kg[i]), (float)z[arg]));
       }
     }
   }
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 3. masking: -inf, NaN and +inf logits -------------------------------------------- */
@@ -404,24 +300,24 @@ static void test_greedy(void) {
 static void test_masking(void) {
   unsigned long long st = 0x6d61736bull;
   enum { B = 3, D = 16, V = 60, S = 2000 };
-  prob pr;
+  ref_prob pr;
   /* H > 0, so one infinite entry of a W row makes that logit infinite. */
-  prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 0, 0.5, &st);
-  fill(pr.h, FS_DTYPE_BF16, B, D, D, 0.1, 1.0, &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 0, 0.5, &st);
+  ref_fill(pr.h, FS_DTYPE_BF16, B, D, D, 0.1, 1.0, &st);
   /* Rows 20 and 21 would otherwise dominate their group and the row. */
-  for (int k = 0; k < D; k++) pr.w[20 * D + k] = pr.w[21 * D + k] = encode(FS_DTYPE_BF16, 1.0);
+  for (int k = 0; k < D; k++) pr.w[20 * D + k] = pr.w[21 * D + k] = ref_encode(FS_DTYPE_BF16, 1.0);
   pr.w[20 * D + 3] = 0xFF80; /* -inf: z = -inf */
   pr.w[21 * D + 7] = 0x7FC0; /* NaN: z = NaN */
   pr.w[5 * D + 0] = 0xFF80;  /* -inf in group 0 */
   for (int k = 0; k < D; k++) pr.w[47 * D + k] = 0xFF80; /* a whole -inf row, last of group 2 */
   const float temps[B] = {1.0f, 2.0f, 0.3f};
   fs_sampling s = {0.0f, temps, S, 4242u, NULL, 9u, NULL};
-  int32_t *tok = xalloc(sizeof(int32_t) * B * S);
-  float *lg = xalloc(sizeof(float) * B * S);
-  uint64_t *key = xalloc(sizeof(uint64_t) * B * S);
+  int32_t *tok = ref_xalloc(sizeof(int32_t) * B * S);
+  float *lg = ref_xalloc(sizeof(float) * B * S);
+  uint64_t *key = ref_xalloc(sizeof(uint64_t) * B * S);
   REQUIRE(fs_reference_sample_noise(&pr.p, &s, FS_NOISE_GROUP16, tok, lg, key) == FS_OK);
   double z[V];
-  oracle_logits(&pr.p, 0, z);
+  ref_oracle_logits(&pr.p, 0, z);
   CHECK(z[20] == -INFINITY && isnan(z[21]) && z[5] == -INFINITY && z[47] == -INFINITY);
   int hits = 0, drawn16_31 = 0;
   for (int i = 0; i < B * S; i++) {
@@ -435,7 +331,7 @@ static void test_masking(void) {
 
   /* +inf: rows 37 and 39 (group 2) and 50 (group 3): always 37, score +inf,
   ** sampled or greedy. */
-  for (int k = 0; k < D; k++) pr.w[47 * D + k] = encode(FS_DTYPE_BF16, 0.25);
+  for (int k = 0; k < D; k++) pr.w[47 * D + k] = ref_encode(FS_DTYPE_BF16, 0.25);
   pr.w[37 * D + 2] = pr.w[39 * D + 0] = pr.w[50 * D + 5] = 0x7F80;
   const float temps2[B] = {1.0f, 0.0f, 0.05f};
   s.temperatures = temps2;
@@ -450,7 +346,7 @@ static void test_masking(void) {
   REQUIRE(fs_reference_row_noise(&pr.p, &s, FS_NOISE_GROUP16, 0, 0, &r) == FS_OK);
   CHECK(r.token == 37 && r.score == INFINITY && r.logit == INFINITY);
   /* Only group 3's +inf left: token 50. */
-  pr.w[37 * D + 2] = pr.w[39 * D + 0] = encode(FS_DTYPE_BF16, 0.25);
+  pr.w[37 * D + 2] = pr.w[39 * D + 0] = ref_encode(FS_DTYPE_BF16, 0.25);
   REQUIRE(fs_reference_sample_noise(&pr.p, &s, FS_NOISE_GROUP16, tok, NULL, key) == FS_OK);
   bad = 0;
   for (int i = 0; i < B * S; i++) bad += tok[i] != 50 || key[i] != fs_pack_key(INFINITY, 50u);
@@ -458,7 +354,7 @@ static void test_masking(void) {
   free(tok);
   free(lg);
   free(key);
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 4. shards cut at multiples of 16 ------------------------------------------------- */
@@ -470,8 +366,8 @@ static void test_sharding(void) {
   for (int it = 0; it < 4; it++) {
     const int dtype = it & 1 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
     const long long base = it * 4800LL, ws = D + 8 * it;
-    prob pr;
-    prob_make(&pr, dtype, B, D, V, 0, ws, base, 0.5, &st);
+    ref_prob pr;
+    ref_prob_make(&pr, dtype, B, D, V, 0, ws, base, 0.5, &st);
     const float temps[B] = {1.0f, 0.0f, 0.5f, 2.0f, 1.0f};
     uint64_t seeds[B], offs[B];
     for (int b = 0; b < B; b++) {
@@ -505,11 +401,11 @@ static void test_sharding(void) {
     }
     for (int i = 0; i < B * S; i++)
       CHECK_MSG(best[i] == key[i] && fs_key_token(best[i]) == (uint32_t)tok[i] &&
-                    float_bits_equal(best_lg[i], lg[i]),
+                    ref_float_bits_equal(best_lg[i], lg[i]),
                 "shards %d row %d sample %d: max key %016llx (token %u), unsharded "
                 "%016llx (token %d)", it, i / S, i % S, (unsigned long long)best[i],
                 (unsigned)fs_key_token(best[i]), (unsigned long long)key[i], (int)tok[i]);
-    prob_free(&pr);
+    ref_prob_free(&pr);
   }
 }
 
@@ -517,8 +413,8 @@ static void test_sharding(void) {
 
 static void test_bad_input(void) {
   unsigned long long st = 0x626164ull;
-  prob pr;
-  prob_make(&pr, FS_DTYPE_BF16, 2, 16, 40, 0, 0, 8, 0.5, &st);
+  ref_prob pr;
+  ref_prob_make(&pr, FS_DTYPE_BF16, 2, 16, 40, 0, 0, 8, 0.5, &st);
   fs_sampling s = {1.0f, NULL, 1, 1u, NULL, 0u, NULL};
   int32_t tok[2];
   fs_ref_result r;
@@ -547,7 +443,7 @@ static void test_bad_input(void) {
               "row, noise=%d: \"%s\"", bad_noise[i], fs_last_error(NULL));
   }
   printf("noise=1000: \"%s\"\n", fs_last_error(NULL));
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 6. the law: chi-square ------------------------------------------------------------- */
@@ -555,25 +451,6 @@ static void test_bad_input(void) {
 #define LAW_D 32
 #define LAW_ROWS 8
 #define LAW_S 50000 /* 8 rows x 50,000 samples = 4e5 draws per case */
-
-/* The law of a sampler that picks group k with probability proportional to
-** exp(m_k / T) (forgetting ln S_k) and then token i inside it with
-** probability w_i / S_k: a plausible bug that keeps every within-group
-** ratio right. */
-static void max_only_law(const double *z, int V, long long voff, double T, double *q) {
-  double tot = 0.0, zmax = -INFINITY;
-  for (int v = 0; v < V; v++) zmax = z[v] > zmax ? z[v] : zmax;
-  for (long long k = voff / 16; k * 16 < voff + V; k++) {
-    const int lo = (int)(k * 16 > voff ? k * 16 - voff : 0);
-    const int hi = (int)(k * 16 + 16 < voff + V ? k * 16 + 16 - voff : V);
-    double m = -INFINITY, S = 0.0;
-    for (int v = lo; v < hi; v++) m = z[v] > m ? z[v] : m;
-    for (int v = lo; v < hi; v++) S += exp((z[v] - m) / T);
-    for (int v = lo; v < hi; v++) q[v] = exp((m - zmax) / T) * exp((z[v] - m) / T) / S;
-  }
-  for (int v = 0; v < V; v++) tot += q[v];
-  for (int v = 0; v < V; v++) q[v] /= tot;
-}
 
 /* The relative error of the most likely token's probability (mass moved
 ** from or to all others in proportion) that the test detects with
@@ -600,18 +477,18 @@ static void test_law(void) {
   static const float Ts[] = {0.5f, 1.0f, 2.0f};
   static const struct { int V; long long voff; int dtype; } shapes[2] = {
       {45, 32, FS_DTYPE_BF16}, {50, 0, FS_DTYPE_FP16}};
-  int32_t *tok = xalloc(sizeof(int32_t) * LAW_ROWS * LAW_S);
+  int32_t *tok = ref_xalloc(sizeof(int32_t) * LAW_ROWS * LAW_S);
   for (int sh = 0; sh < 2; sh++) {
     const int V = shapes[sh].V;
     const long long voff = shapes[sh].voff;
     unsigned long long st = 0x6c617731ull + (unsigned long long)sh;
-    prob pr;
+    ref_prob pr;
     /* entries uniform in (-0.7, 0.7): logits of sd ~0.9 */
-    prob_make(&pr, shapes[sh].dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, 0.7, &st);
+    ref_prob_make(&pr, shapes[sh].dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, 0.7, &st);
     for (int b = 1; b < LAW_ROWS; b++)
       memcpy(pr.h + b * LAW_D, pr.h, sizeof(uint16_t) * LAW_D);
     double z[64], p[64], q[64], q2[64];
-    oracle_logits(&pr.p, 0, z);
+    ref_oracle_logits(&pr.p, 0, z);
     /* The rows share H and the seed; their offsets make them independent. */
     uint64_t seeds[LAW_ROWS], offs[LAW_ROWS];
     for (int b = 0; b < LAW_ROWS; b++) {
@@ -631,7 +508,7 @@ static void test_law(void) {
       const double N = (double)LAW_ROWS * LAW_S;
       fs_stats_softmax(z, V, T, p);
       fs_stats_softmax(z, V, 1.15 * T, q);
-      max_only_law(z, V, voff, T, q2);
+      fs_stats_max_only_law(z, V, voff, T, q2);
       const fs_chi2 good = fs_stats_chi2_gof(counts, p, V);
       const fs_chi2 bad = fs_stats_chi2_gof(counts, q, V);
       const fs_chi2 bad2 = fs_stats_chi2_gof(counts, q2, V);
@@ -652,7 +529,7 @@ static void test_law(void) {
       CHECK_MSG(bad2.p < 1e-6, "V=%d T=%g: fails to reject the max-only law: p=%g", V, T, bad2.p);
       CHECK(pow1 > 0.999999 && pow2 > 0.999999);
     }
-    prob_free(&pr);
+    ref_prob_free(&pr);
   }
   free(tok);
 }

@@ -22,84 +22,14 @@
 #include "fs_rng.h"
 #include "fs_stats.h"
 #include "fs_test.h"
+#include "ref_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- problems ---------------------------------------------------------- */
-
-typedef struct prob {
-  fs_problem p;
-  uint16_t *h, *w; /* owned, 64-byte aligned */
-} prob;
-
-static void *xalloc(size_t bytes) {
-  void *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
-  REQUIRE(ptr != NULL);
-  return ptr;
-}
-
-static uint16_t encode(int dtype, double x) {
-  return dtype == FS_DTYPE_BF16 ? fs_test_f2bf((float)x) : fs_test_f2h((float)x);
-}
-static double decode(int dtype, uint16_t x) {
-  return dtype == FS_DTYPE_BF16 ? (double)fs_test_bf2f(x) : (double)fs_test_h2f(x);
-}
-
-/* Fills an [rows, stride] matrix with uniform(-scale, scale) values in its
-** first D columns and NaN in the padding, which the reference must not
-** read. */
-static void fill(uint16_t *m, int dtype, int rows, int D, long long stride,
-                 double scale, unsigned long long *st) {
-  const uint16_t nan = dtype == FS_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
-  for (long long r = 0; r < rows; r++)
-    for (long long k = 0; k < stride; k++)
-      m[r * stride + k] =
-          k < D ? encode(dtype, scale * fs_test_uniform(st)) : nan;
-}
-
-static void prob_make(prob *pr, int dtype, int B, int D, int V, long long hs,
-                      long long ws, long long voff, double scale,
-                      unsigned long long *st) {
-  memset(pr, 0, sizeof *pr);
-  pr->p.batch = B;
-  pr->p.hidden = D;
-  pr->p.vocab = V;
-  pr->p.vocab_offset = voff;
-  pr->p.dtype = dtype;
-  pr->p.hidden_stride = hs;
-  pr->p.weight_stride = ws;
-  const long long hse = hs ? hs : D, wse = ws ? ws : D;
-  pr->h = xalloc(sizeof(uint16_t) * (size_t)(B * hse));
-  pr->w = xalloc(sizeof(uint16_t) * (size_t)(V * wse));
-  fill(pr->h, dtype, B, D, hse, scale, st);
-  fill(pr->w, dtype, V, D, wse, scale, st);
-  pr->p.hidden_states = pr->h;
-  pr->p.weight = pr->w;
-}
-
-static void prob_free(prob *pr) {
-  free(pr->h);
-  free(pr->w);
-}
-
 /* ---- the oracle -------------------------------------------------------------- */
-
-/* z[v] for row b, straight from the definition. */
-static void oracle_logits(const fs_problem *p, int b, double *z) {
-  const long long hs = p->hidden_stride ? p->hidden_stride : p->hidden;
-  const long long ws = p->weight_stride ? p->weight_stride : p->hidden;
-  const uint16_t *h = (const uint16_t *)p->hidden_states + b * hs;
-  for (int v = 0; v < p->vocab; v++) {
-    const uint16_t *w = (const uint16_t *)p->weight + v * ws;
-    double acc = 0.0;
-    for (int k = 0; k < p->hidden; k++)
-      acc += decode(p->dtype, h[k]) * decode(p->dtype, w[k]);
-    z[v] = acc;
-  }
-}
 
 typedef struct draw {
   int32_t token, second;    /* global ids; second = -1 when V == 1 */
@@ -136,44 +66,23 @@ static draw oracle_draw(const fs_problem *p, const fs_sampling *s,
 
 /* ---- 1. random problems against the oracle ------------------------------------ */
 
-typedef struct outs {
-  int32_t *tokens;
-  float *logits;
-  uint64_t *keys;
-} outs;
-
-static outs outs_new(size_t n) {
-  outs o;
-  o.tokens = xalloc(n * sizeof(int32_t));
-  o.logits = xalloc(n * sizeof(float));
-  o.keys = xalloc(n * sizeof(uint64_t));
-  return o;
-}
-static void outs_free(outs *o) {
-  free(o->tokens);
-  free(o->logits);
-  free(o->keys);
-}
-
-static int float_bits_equal(float a, float b) { return memcmp(&a, &b, 4) == 0; }
-
 /* Runs the reference on (p, s) and compares every output with the oracle;
 ** checks fs_reference_row on up to `row_checks` (b, sample) pairs. */
 static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
                                  int row_checks, const char *what) {
   const int B = p->batch, S = s->num_samples, V = p->vocab;
-  outs o = outs_new((size_t)B * S);
-  double *z = xalloc(sizeof(double) * V), *sc = xalloc(sizeof(double) * V);
+  ref_outs o = ref_outs_new((size_t)B * S);
+  double *z = ref_xalloc(sizeof(double) * V), *sc = ref_xalloc(sizeof(double) * V);
   int st = fs_reference_sample(p, s, o.tokens, o.logits, o.keys);
   CHECK_MSG(st == FS_OK, "%s: %s", what, fs_last_error(NULL));
   int bad = 0, checked = 0;
   for (int b = 0; b < B; b++) {
-    oracle_logits(p, b, z);
+    ref_oracle_logits(p, b, z);
     for (int t = 0; t < S; t++) {
       const draw d = oracle_draw(p, s, z, b, t, sc);
       const size_t i = (size_t)b * S + t;
       const uint64_t key = fs_pack_key((float)d.score, (uint32_t)d.token);
-      if (o.tokens[i] != d.token || !float_bits_equal(o.logits[i], (float)d.z) ||
+      if (o.tokens[i] != d.token || !ref_float_bits_equal(o.logits[i], (float)d.z) ||
           o.keys[i] != key) {
         if (bad++ < 5)
           fprintf(stderr, "%s: b=%d s=%d token %d want %d, logit %.9g want "
@@ -197,19 +106,18 @@ static void check_against_oracle(const fs_problem *p, const fs_sampling *s,
   CHECK_MSG(bad == 0, "%s: %d of %d outputs differ from the oracle", what, bad,
             B * S);
   /* Optional outputs are optional. */
-  int32_t *t2 = xalloc(sizeof(int32_t) * (size_t)B * S);
+  int32_t *t2 = ref_xalloc(sizeof(int32_t) * (size_t)B * S);
   CHECK(fs_reference_sample(p, s, t2, NULL, NULL) == FS_OK);
   CHECK(memcmp(t2, o.tokens, sizeof(int32_t) * (size_t)B * S) == 0);
   free(t2);
   free(z);
   free(sc);
-  outs_free(&o);
+  ref_outs_free(&o);
 }
 
 static void test_random_problems(void) {
   static const int Ds[] = {8, 16, 40, 64, 136};
   static const int Vs[] = {1, 2, 7, 100, 257};
-  static const float Ts[] = {0.0f, -1.0f, NAN, 0.25f, 1.0f, 3.0f};
   unsigned long long st = 0x7265666572ull;
   for (int it = 0; it < 40; it++) {
     const int dtype = it & 1 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
@@ -219,31 +127,18 @@ static void test_random_problems(void) {
     const long long ws = it % 4 == 1 ? 0 : D + 8 * (long long)(fs_test_rand(&st) % 3 + 1);
     const long long voff = it % 3 == 0 ? 1000 + it
                          : it % 3 == 1 ? FS_MAX_VOCAB - V : 0;
-    prob pr;
+    ref_prob pr;
     /* Logits of a few units, so sampled rows are neither flat nor one-hot. */
-    prob_make(&pr, dtype, B, D, V, hs, ws, voff, 2.0 / sqrt(sqrt(D)), &st);
+    ref_prob_make(&pr, dtype, B, D, V, hs, ws, voff, 2.0 / sqrt(sqrt(D)), &st);
     float temps[9];
     uint64_t seeds[9], offs[9];
-    for (int b = 0; b < B; b++) {
-      temps[b] = Ts[fs_test_rand(&st) % 6];
-      seeds[b] = fs_test_rand(&st);
-      offs[b] = fs_test_rand(&st);
-    }
-    fs_sampling s;
-    memset(&s, 0, sizeof s);
-    s.num_samples = 1 + (int)(fs_test_rand(&st) % 5);
-    s.temperature = it % 5 == 0 ? 0.0f : 0.7f;
-    s.temperatures = it % 2 ? temps : NULL;
-    s.seed = fs_test_rand(&st);
-    s.seeds = it % 3 == 2 ? seeds : NULL;
-    s.offset = it % 4 == 3 ? (1ull << 32) + 5 : (uint64_t)it;
-    s.offsets = it % 4 == 2 ? offs : NULL;
+    const fs_sampling s = ref_random_sampling(it, B, 5, temps, seeds, offs, &st);
     char what[128];
     snprintf(what, sizeof what, "problem %d (%s B=%d D=%d V=%d S=%d)", it,
              dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", B, D, V,
              (int)s.num_samples);
     check_against_oracle(&pr.p, &s, 8, what);
-    prob_free(&pr);
+    ref_prob_free(&pr);
   }
 }
 
@@ -252,13 +147,13 @@ static void test_random_problems(void) {
 static void test_greedy_and_ties(void) {
   unsigned long long st = 0x67726565ull;
   enum { B = 5, D = 32, V = 50 };
-  prob pr;
-  prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 77, 1.0, &st);
+  ref_prob pr;
+  ref_prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 77, 1.0, &st);
   /* Rows 3 and 10 of W equal H's row 0, scaled up: an exact greedy tie
   ** for row 0 that the smaller id must win. */
   for (int k = 0; k < D; k++) {
-    const double x = 4.0 * decode(FS_DTYPE_BF16, pr.h[k]);
-    pr.w[3 * D + k] = pr.w[10 * D + k] = encode(FS_DTYPE_BF16, x);
+    const double x = 4.0 * ref_decode(FS_DTYPE_BF16, pr.h[k]);
+    pr.w[3 * D + k] = pr.w[10 * D + k] = ref_encode(FS_DTYPE_BF16, x);
   }
   const float temps[B] = {0.0f, 1.0f, -1.0f, NAN, 1.0f};
   fs_sampling s;
@@ -273,7 +168,7 @@ static void test_greedy_and_ties(void) {
     s.seed = 99u + (uint64_t)o;
     REQUIRE(fs_reference_sample(&pr.p, &s, tok, NULL, NULL) == FS_OK);
     for (int b = 0; b < B; b++) {
-      oracle_logits(&pr.p, b, z);
+      ref_oracle_logits(&pr.p, b, z);
       int arg = 0;
       for (int v = 1; v < V; v++)
         if (z[v] > z[arg]) arg = v;
@@ -296,7 +191,7 @@ static void test_greedy_and_ties(void) {
     distinct_ok += distinct > 0;
   }
   CHECK(distinct_ok == 2);
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 3. slots, batch size and seeds --------------------------------------------- */
@@ -304,12 +199,12 @@ static void test_greedy_and_ties(void) {
 static void test_slots(void) {
   unsigned long long st = 0x736c6f74ull;
   enum { D = 64, V = 300, S = 4 };
-  prob one, eight, thirteen;
+  ref_prob one, eight, thirteen;
   for (int it = 0; it < 6; it++) {
     const int dtype = it & 1 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
-    prob_make(&one, dtype, 1, D, V, D + 8, 0, 5000, 0.6, &st);
-    prob_make(&eight, dtype, 8, D, V, D + 8, 0, 5000, 0.6, &st);
-    prob_make(&thirteen, dtype, 13, D, V, 0, 0, 5000, 0.6, &st);
+    ref_prob_make(&one, dtype, 1, D, V, D + 8, 0, 5000, 0.6, &st);
+    ref_prob_make(&eight, dtype, 8, D, V, D + 8, 0, 5000, 0.6, &st);
+    ref_prob_make(&thirteen, dtype, 13, D, V, 0, 0, 5000, 0.6, &st);
     memcpy(eight.w, one.w, sizeof(uint16_t) * V * D);
     memcpy(thirteen.w, one.w, sizeof(uint16_t) * V * D);
     memcpy(eight.h + 5 * (D + 8), one.h, sizeof(uint16_t) * D);
@@ -338,22 +233,22 @@ static void test_slots(void) {
     REQUIRE(fs_reference_sample(&thirteen.p, &b8t, tok13, lg13, k13) == FS_OK);
     for (int t = 0; t < S; t++) {
       CHECK_MSG(tok8[5 * S + t] == tok1[t] && k8[5 * S + t] == k1[t] &&
-                    float_bits_equal(lg8[5 * S + t], lg1[t]),
+                    ref_float_bits_equal(lg8[5 * S + t], lg1[t]),
                 "it %d sample %d: slot 5 of 8 drew %d, B=1 drew %d", it, t,
                 (int)tok8[5 * S + t], (int)tok1[t]);
       CHECK_MSG(tok13[12 * S + t] == tok1[t] && k13[12 * S + t] == k1[t],
                 "it %d sample %d: slot 12 of 13 drew %d, B=1 drew %d", it, t,
                 (int)tok13[12 * S + t], (int)tok1[t]);
     }
-    prob_free(&one);
-    prob_free(&eight);
-    prob_free(&thirteen);
+    ref_prob_free(&one);
+    ref_prob_free(&eight);
+    ref_prob_free(&thirteen);
   }
 
   /* Eight identical rows: a scalar seed keys the noise by row, per-row
   ** seeds (all equal) do not. */
-  prob id;
-  prob_make(&id, FS_DTYPE_BF16, 8, D, V, 0, 0, 0, 0.3, &st);
+  ref_prob id;
+  ref_prob_make(&id, FS_DTYPE_BF16, 8, D, V, 0, 0, 0, 0.3, &st);
   for (int b = 1; b < 8; b++) memcpy(id.h + b * D, id.h, sizeof(uint16_t) * D);
   uint64_t same_seed[8], same_off[8];
   for (int b = 0; b < 8; b++) { same_seed[b] = 4242u; same_off[b] = 7u; }
@@ -372,7 +267,7 @@ static void test_slots(void) {
   CHECK_MSG(scalar_pairs_equal <= 3, "scalar seed: %d of 28 equal",
             scalar_pairs_equal);
   CHECK(perrow_pairs_differ == 0);
-  prob_free(&id);
+  ref_prob_free(&id);
 }
 
 /* ---- 4. sharding ---------------------------------------------------------------- */
@@ -384,8 +279,8 @@ static void test_sharding(void) {
   for (int it = 0; it < 4; it++) {
     const int dtype = it & 1 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
     const long long base = it * 100000LL, ws = D + 8 * it;
-    prob pr;
-    prob_make(&pr, dtype, B, D, V, 0, ws, base, 0.5, &st);
+    ref_prob pr;
+    ref_prob_make(&pr, dtype, B, D, V, 0, ws, base, 0.5, &st);
     const float temps[B] = {1.0f, 0.0f, 0.5f, 2.0f, 1.0f, -1.0f};
     uint64_t seeds[B], offs[B];
     for (int b = 0; b < B; b++) {
@@ -413,12 +308,12 @@ static void test_sharding(void) {
     }
     for (int i = 0; i < B * S; i++)
       CHECK_MSG(best[i] == key[i] && fs_key_token(best[i]) == (uint32_t)tok[i] &&
-                    float_bits_equal(best_lg[i], lg[i]),
+                    ref_float_bits_equal(best_lg[i], lg[i]),
                 "shard %d row %d sample %d: max key %016llx (token %u), "
                 "unsharded %016llx (token %d)", it, i / S, i % S,
                 (unsigned long long)best[i], (unsigned)fs_key_token(best[i]),
                 (unsigned long long)key[i], (int)tok[i]);
-    prob_free(&pr);
+    ref_prob_free(&pr);
   }
 }
 
@@ -432,14 +327,14 @@ static void test_sharding(void) {
 static void test_law(void) {
   unsigned long long st = 0x6c6177ull;
   static const float Ts[] = {0.5f, 1.0f, 2.0f};
-  prob pr;
+  ref_prob pr;
   /* bf16 entries uniform in (-0.9, 0.9): logits with sd ~2.4. */
-  prob_make(&pr, FS_DTYPE_BF16, LAW_ROWS, LAW_D, LAW_V, 0, 0, 3000, 0.9, &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, LAW_ROWS, LAW_D, LAW_V, 0, 0, 3000, 0.9, &st);
   for (int b = 1; b < LAW_ROWS; b++)
     memcpy(pr.h + b * LAW_D, pr.h, sizeof(uint16_t) * LAW_D);
   double z[LAW_V], p[LAW_V], q[LAW_V];
-  oracle_logits(&pr.p, 0, z);
-  int32_t *tok = xalloc(sizeof(int32_t) * LAW_ROWS * LAW_S);
+  ref_oracle_logits(&pr.p, 0, z);
+  int32_t *tok = ref_xalloc(sizeof(int32_t) * LAW_ROWS * LAW_S);
   /* The rows share H and the seed; their offsets make them independent. */
   uint64_t seeds[LAW_ROWS], offs[LAW_ROWS];
   for (int b = 0; b < LAW_ROWS; b++) {
@@ -474,30 +369,30 @@ static void test_law(void) {
     CHECK(power > 0.999999);
   }
   free(tok);
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 6. chunked passes ------------------------------------------------------------ */
 
 static void test_chunks(void) {
   unsigned long long st = 0x6368756eull;
-  prob pr;
+  ref_prob pr;
   /* D = 4096: the reference decodes H 64 rows at a time, so B = 70 takes two
   ** blocks. */
-  prob_make(&pr, FS_DTYPE_FP16, 70, 4096, 9, 0, 4104, 10, 0.05, &st);
+  ref_prob_make(&pr, FS_DTYPE_FP16, 70, 4096, 9, 0, 4104, 10, 0.05, &st);
   fs_sampling s = {1.0f, NULL, 2, 5u, NULL, 6u, NULL};
   check_against_oracle(&pr.p, &s, 30, "70 rows of D=4096");
-  prob_free(&pr);
+  ref_prob_free(&pr);
   /* 20 rows x 60000 samples exceed one pass of results (2^20): two passes
   ** over the samples. */
-  prob_make(&pr, FS_DTYPE_BF16, 20, 8, 5, 0, 0, 0, 1.0, &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, 20, 8, 5, 0, 0, 0, 1.0, &st);
   fs_sampling m = {0.8f, NULL, 60000, 77u, NULL, 0u, NULL};
-  int32_t *tok = xalloc(sizeof(int32_t) * 20 * 60000);
+  int32_t *tok = ref_xalloc(sizeof(int32_t) * 20 * 60000);
   REQUIRE(fs_reference_sample(&pr.p, &m, tok, NULL, NULL) == FS_OK);
   double z[5], sc[5];
   int bad = 0;
   for (int b = 0; b < 20; b++) {
-    oracle_logits(&pr.p, b, z);
+    ref_oracle_logits(&pr.p, b, z);
     for (int t = 0; t < 60000; t += 997) {
       bad += tok[b * 60000 + t] != oracle_draw(&pr.p, &m, z, b, t, sc).token;
       bad += tok[b * 60000 + 59999 - t] !=
@@ -506,7 +401,7 @@ static void test_chunks(void) {
   }
   CHECK_MSG(bad == 0, "many samples: %d draws differ", bad);
   free(tok);
-  prob_free(&pr);
+  ref_prob_free(&pr);
 }
 
 /* ---- 7. the statistics themselves --------------------------------------------------- */

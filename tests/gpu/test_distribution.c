@@ -140,24 +140,10 @@ static void run_case(fs_context *ctx, const dist_case *c, int index) {
   gu_outputs_alloc(ctx, &o, (size_t)DB * DS, 0, 0);
   int64_t *counts = calloc(DV, sizeof *counts);
   REQUIRE(counts);
-  long out_of_range = 0;
-  for (int call = 0; call < DCALLS; call++) {
-    fs_sampling s;
-    memset(&s, 0, sizeof s);
-    s.temperature = c->T;
-    s.num_samples = DS;
-    s.seed = 0x5EEDF00Dull + (unsigned long long)index;
-    s.offset = 1000003ull * (unsigned long long)call;
-    if (c->per_row_seeds) s.seeds = (const uint64_t *)gu_ptr(d_seeds);
-    char what[96];
-    snprintf(what, sizeof what, "%s call %d", c->name, call);
-    if (gu_sample_fetch(ctx, &dp, &s, &o, NULL, what) != FS_OK) break;
-    for (size_t i = 0; i < o.n; i++) {
-      const int64_t v = (int64_t)o.h_tokens[i] - lm.vocab_offset;
-      if (v < 0 || v >= DV) out_of_range++;
-      else counts[v]++;
-    }
-  }
+  const long out_of_range =
+      gu_count_draws(ctx, &dp, &o, c->T, DS, 0x5EEDF00Dull + (unsigned long long)index,
+                     c->per_row_seeds ? d_seeds : 0, DCALLS, c->name, lm.vocab_offset, DV,
+                     counts);
   CHECK_MSG(out_of_range == 0, "%s: %ld tokens outside [%lld, %lld)", c->name,
             out_of_range, (long long)lm.vocab_offset,
             (long long)(lm.vocab_offset + DV));

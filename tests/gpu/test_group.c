@@ -63,6 +63,7 @@
 #include "fs_stats.h"
 #include "gpu_family.h"
 #include "gpu_util.h"
+#include "pathwise_util.h"
 #include "tp_util.h"
 
 #include <math.h>
@@ -83,23 +84,10 @@
 
 /* ---- 1. pathwise ------------------------------------------------------------ */
 
-enum { TEMPS_SCALAR = 0, TEMPS_MIX = 1 };
-
 static float mix_temperature(int b) {
   static const float t[7] = {0.5f, 0.0f, 1.0f, -1.0f, 2.0f, NAN, 0.05f};
   return t[b % 7];
 }
-
-typedef struct pw_case {
-  const char *name;
-  int B, D, V, dtype;
-  int64_t vocab_offset;
-  int temps;
-  float T;
-  int per_row_seeds;
-  int S, calls;
-  int strided;
-} pw_case;
 
 static const pw_case cases[] = {
     {"b1_d4096_vbig_bf16_t1", 1, 4096, V_BIG, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 1.0f, 0, 3, 2, 0},
@@ -127,30 +115,6 @@ static const pw_case cases[] = {
 static long g_draws, g_mismatches, g_ties, g_boundary, g_printed;
 static double g_ref_seconds;
 
-typedef struct row_params {
-  int greedy;
-  double T;
-  uint64_t seed, offset;
-  uint32_t tag;
-} row_params;
-
-static row_params row_of(const fs_sampling *hs, int b) {
-  row_params r;
-  const float t = hs->temperatures ? hs->temperatures[b] : hs->temperature;
-  r.greedy = !(t > 0.0f);
-  r.T = (double)t;
-  r.seed = hs->seeds ? hs->seeds[b] : hs->seed;
-  r.offset = hs->offsets ? hs->offsets[b] : hs->offset;
-  r.tag = hs->seeds ? 0u : (uint32_t)b + 1u;
-  return r;
-}
-
-/* The fp32 accumulation bound of a logit with sum |h w| = a (test_pathwise.c). */
-static double dz_of(int D, double a) {
-  const double gd = 2.0 * D / 16777216.0;
-  return gd * a / (1.0 - gd);
-}
-
 /* One group of one (row, sample), exactly, with its tolerances. */
 typedef struct grp {
   int64_t k;            /* group index: global ids [16k, 16k + 16) */
@@ -162,7 +126,7 @@ typedef struct grp {
   double pick_tol;      /* 2 (dzmax / T)(1 + 2^-20) + 2^-18 */
 } grp;
 
-static void group_eval(const gu_lmhead *lm, const row_params *rp, int b, int s,
+static void group_eval(const gu_lmhead *lm, const pw_row_params *rp, int b, int s,
                        int64_t k, grp *g) {
   const int64_t voff = lm->vocab_offset;
   g->k = k;
@@ -173,7 +137,7 @@ static void group_eval(const gu_lmhead *lm, const row_params *rp, int b, int s,
   for (int i = 0; i < n; i++) {
     double a;
     g->z[i] = gu_logit(lm, b, g->lo + i, &a);
-    g->dz[i] = dz_of(lm->D, a);
+    g->dz[i] = pw_dz(lm->D, a);
     if (g->z[i] > m) m = g->z[i];
     if (g->dz[i] > dzmax) dzmax = g->dz[i];
   }
@@ -203,7 +167,7 @@ static int64_t group_of(int64_t token) { return token / 16; }
 static double greedy_score(const gu_lmhead *lm, int b, int v, double *tol) {
   double a;
   const double z = gu_logit(lm, b, v, &a);
-  *tol = dz_of(lm->D, a);
+  *tol = pw_dz(lm->D, a);
   return z;
 }
 
@@ -215,7 +179,7 @@ static void compare(const pw_case *c, const gu_lmhead *lm, const fs_sampling *hs
   const int64_t voff = lm->vocab_offset;
   grp G, R;
   for (int b = 0; b < B; b++) {
-    const row_params rp = row_of(hs, b);
+    const pw_row_params rp = pw_row_of(hs, b);
     for (int s = 0; s < S; s++) {
       const size_t i = (size_t)b * S + (size_t)s;
       const int32_t gt = o->h_tokens[i], rt = ref[i];
@@ -309,18 +273,10 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
   const size_t n = (size_t)B * S;
   REQUIRE(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
   gu_lmhead lm;
-  gu_lmhead_init(&lm, B, c->D, c->V, c->dtype, c->vocab_offset, c->strided ? c->D + 16 : 0,
-                 c->strided ? c->D + 8 : 0, gu_w_scale(c->D, 2.0),
-                 0x67520000ull + (unsigned long long)index);
-  gu_lmhead_upload(ctx, &lm);
+  pw_head_init(ctx, &lm, c, 0x67520000ull + (unsigned long long)index);
   const fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
-  float *temps = gu_malloc(sizeof(float) * (size_t)B);
-  uint64_t *seeds = gu_malloc(sizeof(uint64_t) * (size_t)B);
-  uint64_t *offsets = gu_malloc(sizeof(uint64_t) * (size_t)B);
-  for (int b = 0; b < B; b++) temps[b] = mix_temperature(b);
-  CUdeviceptr d_temps = gu_upload_new(ctx, temps, sizeof(float) * (size_t)B);
-  CUdeviceptr d_seeds = gu_alloc(ctx, sizeof(uint64_t) * (size_t)B);
-  CUdeviceptr d_offsets = gu_alloc(ctx, sizeof(uint64_t) * (size_t)B);
+  pw_rows rows;
+  pw_rows_init(ctx, &rows, B, mix_temperature);
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   int32_t *ref = gu_malloc(sizeof(int32_t) * n);
@@ -329,26 +285,7 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
   unsigned long long rs = 0x67C0FFEEull * (unsigned long long)(index + 1);
   for (int call = 0; call < c->calls; call++) {
     fs_sampling hs, ds;
-    memset(&hs, 0, sizeof hs);
-    hs.temperature = c->T;
-    hs.num_samples = S;
-    hs.seed = 0x0123456789ABCDEFull ^ ((unsigned long long)call << 40) ^ (unsigned long long)index;
-    hs.offset = ((unsigned long long)(call + 1) << 32) | (unsigned long long)(call * 7919 + index);
-    if (c->temps == TEMPS_MIX) hs.temperatures = temps;
-    if (c->per_row_seeds) {
-      for (int b = 0; b < B; b++) {
-        seeds[b] = fs_test_rand(&rs);
-        offsets[b] = fs_test_rand(&rs) >> (b % 3 ? 0 : 40);
-      }
-      gu_upload(ctx, d_seeds, seeds, sizeof(uint64_t) * (size_t)B);
-      gu_upload(ctx, d_offsets, offsets, sizeof(uint64_t) * (size_t)B);
-      hs.seeds = seeds;
-      hs.offsets = offsets;
-    }
-    ds = hs;
-    ds.temperatures = hs.temperatures ? (const float *)gu_ptr(d_temps) : NULL;
-    ds.seeds = hs.seeds ? (const uint64_t *)gu_ptr(d_seeds) : NULL;
-    ds.offsets = hs.offsets ? (const uint64_t *)gu_ptr(d_offsets) : NULL;
+    pw_call_sampling(ctx, c, index, call, &rows, &rs, &hs, &ds);
     char what[160];
     snprintf(what, sizeof what, "%s call %d", c->name, call);
     if (gu_sample_fetch(ctx, &dp, &ds, &o, NULL, what) != FS_OK) break;
@@ -368,23 +305,13 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
   g_ref_seconds += t_ref;
   free(ref);
   gu_outputs_free(ctx, &o);
-  gu_free(ctx, d_temps);
-  gu_free(ctx, d_seeds);
-  gu_free(ctx, d_offsets);
-  free(temps);
-  free(seeds);
-  free(offsets);
+  pw_rows_free(ctx, &rows);
   gu_lmhead_free(ctx, &lm);
 }
 
 static void test_pathwise(fs_context *ctx) {
   const double t0 = gu_now();
-  const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  for (int i = 0; i < ncases; i++) {
-    fs_context *c = gu_family_context(ctx, cases[i].dtype, cases[i].B);
-    run_case(c, &cases[i], i);
-    gu_family_release(ctx, c);
-  }
+  pw_run_cases(ctx, cases, (int)(sizeof cases / sizeof cases[0]), run_case);
   const double agree = g_draws ? 1.0 - (double)g_mismatches / (double)g_draws : 0.0;
   printf("pathwise (group): %ld draws, %ld mismatches (%ld near-ties of group scores or "
          "greedy logits, %ld picks near a boundary), agreement %.5f%% (need >= 99.9%%); "
@@ -417,22 +344,6 @@ static const dist_case dcases[] = {
     {"fp16 T=1 per-row seeds", FS_DTYPE_FP16, 1.0f, 1, 4096},
 };
 
-/* The law of groups weighed by exp(m / T) alone, picked inside correctly. */
-static void max_only_law(const double *z, int V, int64_t voff, double T, double *q) {
-  double tot = 0.0, zmax = -INFINITY;
-  for (int v = 0; v < V; v++) zmax = z[v] > zmax ? z[v] : zmax;
-  for (int64_t k = voff / 16; k * 16 < voff + V; k++) {
-    const int lo = (int)(k * 16 > voff ? k * 16 - voff : 0);
-    const int hi = (int)(k * 16 + 16 < voff + V ? k * 16 + 16 - voff : V);
-    double m = -INFINITY, S = 0.0;
-    for (int v = lo; v < hi; v++) m = z[v] > m ? z[v] : m;
-    for (int v = lo; v < hi; v++) S += exp((z[v] - m) / T);
-    for (int v = lo; v < hi; v++) q[v] = exp((m - zmax) / T) * exp((z[v] - m) / T) / S;
-  }
-  for (int v = 0; v < V; v++) tot += q[v];
-  for (int v = 0; v < V; v++) q[v] /= tot;
-}
-
 static void dist_case_run(fs_context *ctx, const dist_case *c, int index) {
   REQUIRE(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
   gu_lmhead lm;
@@ -445,7 +356,7 @@ static void dist_case_run(fs_context *ctx, const dist_case *c, int index) {
   for (int v = 0; v < DV; v++) z[v] = gu_logit(&lm, 0, v, NULL);
   fs_stats_softmax(z, DV, (double)c->T, p);
   fs_stats_softmax(z, DV, (double)c->T * 1.05, q);
-  max_only_law(z, DV, c->vocab_offset, (double)c->T, q2);
+  fs_stats_max_only_law(z, DV, c->vocab_offset, (double)c->T, q2);
   uint64_t seeds[DB];
   unsigned long long rs = 0x67ABCDEFull + (unsigned long long)index;
   for (int b = 0; b < DB; b++) seeds[b] = fs_test_rand(&rs);
@@ -453,24 +364,11 @@ static void dist_case_run(fs_context *ctx, const dist_case *c, int index) {
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, (size_t)DB * DS, 0, 0);
   int64_t counts[DV] = {0};
-  long out_of_range = 0;
-  for (int call = 0; call < DCALLS; call++) {
-    fs_sampling s;
-    memset(&s, 0, sizeof s);
-    s.temperature = c->T;
-    s.num_samples = DS;
-    s.seed = 0x67EEDF00Dull + (unsigned long long)index;
-    s.offset = 1000003ull * (unsigned long long)call;
-    if (c->per_row_seeds) s.seeds = (const uint64_t *)gu_ptr(d_seeds);
-    char what[96];
-    snprintf(what, sizeof what, "distribution %s call %d", c->name, call);
-    if (gu_sample_fetch(ctx, &dp, &s, &o, NULL, what) != FS_OK) break;
-    for (size_t i = 0; i < o.n; i++) {
-      const int64_t v = (int64_t)o.h_tokens[i] - lm.vocab_offset;
-      if (v < 0 || v >= DV) out_of_range++;
-      else counts[v]++;
-    }
-  }
+  char name[64];
+  snprintf(name, sizeof name, "distribution %s", c->name);
+  const long out_of_range =
+      gu_count_draws(ctx, &dp, &o, c->T, DS, 0x67EEDF00Dull + (unsigned long long)index,
+                     c->per_row_seeds ? d_seeds : 0, DCALLS, name, lm.vocab_offset, DV, counts);
   CHECK_MSG(out_of_range == 0, "%s: %ld tokens out of range", c->name, out_of_range);
   int64_t N = 0;
   for (int v = 0; v < DV; v++) N += counts[v];
@@ -509,62 +407,12 @@ static void test_distribution(fs_context *ctx) {
 
 /* ---- 3. tensor parallelism on one GPU (as test_tp.c) ------------------------------ */
 
-typedef struct tp_shared {
-  int R;
-  pthread_barrier_t bar;
-  void *host[TP_MAXR];
-} tp_shared;
-
-typedef struct tp_rank {
-  tp_shared *sh;
-  int rank;
-  fs_context *ctx;
-  CUstream stream;
-  fs_problem p;
-  fs_sampling s;
-  fs_outputs o;
-  gu_outputs go;
-  int status;
-  char err[512];
-} tp_rank;
-
-/* All-reduce through the host (test_tp.c's). */
-static int host_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
-  tp_rank *r = user;
-  tp_shared *sh = r->sh;
-  const fs_cu_api *cu = r->ctx->cu;
-  size_t bytes = count * (op == FS_REDUCE_MAX_U64 ? 8 : 4);
-  if (cu->cuStreamSynchronize((CUstream)stream)) return 1;
-  if (cu->cuMemcpyDtoH(sh->host[r->rank], (CUdeviceptr)(uintptr_t)buf, bytes)) return 1;
-  pthread_barrier_wait(&sh->bar);
-  void *out = malloc(bytes);
-  if (!out) return 1;
-  for (size_t i = 0; i < count; i++) {
-    if (op == FS_REDUCE_MAX_U64) {
-      uint64_t m = 0;
-      for (int k = 0; k < sh->R; k++) {
-        uint64_t v = ((uint64_t *)sh->host[k])[i];
-        if (v > m) m = v;
-      }
-      ((uint64_t *)out)[i] = m;
-    } else {
-      float sum = 0;
-      for (int k = 0; k < sh->R; k++) sum += ((float *)sh->host[k])[i];
-      ((float *)out)[i] = sum;
-    }
-  }
-  pthread_barrier_wait(&sh->bar);
-  int bad = cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)buf, out, bytes) != CUDA_SUCCESS;
-  free(out);
-  return bad;
-}
-
 static void *rank_main(void *arg) {
   tp_rank *r = arg;
   r->status = fs_context_set_noise(r->ctx, FS_NOISE_GROUP16);
   if (!r->status) r->status = fs_prepare(r->ctx, &r->p, &r->s);
   if (!r->status)
-    r->status = fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, host_allreduce, r, (void *)r->stream);
+    r->status = fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r, (void *)r->stream);
   if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
   gu_sync(r->ctx);
   return NULL;
@@ -585,37 +433,14 @@ static void test_tp_group(fs_context *ctx) {
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk[TP_MAXR];
     pthread_t th[TP_MAXR];
-    for (int k = 0; k < R; k++) {
-      tp_rank *r = &rk[k];
-      memset(r, 0, sizeof *r);
-      r->sh = &sh;
-      r->rank = k;
-      sh.host[k] = gu_malloc(TP_NITEMS * 8);
-      REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
-      gu_push(r->ctx);
-      GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
-      gu_pop(r->ctx);
-      r->p = (fs_problem){TP_B, TP_D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16,
-                          gu_ptr(u.dh), 0, gu_ptr(u.dw + (CUdeviceptr)start[k] * TP_D * 2), 0};
-      r->s = u.s;
-      tp_outputs(r->ctx, &r->go);
-      r->o = gu_outputs_api(&r->go);
-    }
+    for (int k = 0; k < R; k++) tp_rank_open(&rk[k], &sh, k, &u, start);
     for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk[k]) == 0);
     for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
     int mism = 0;
     for (int k = 0; k < R; k++) {
-      tp_rank *r = &rk[k];
       char who[48];
       snprintf(who, sizeof who, "group R=%d rank %d", R, k);
-      CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
-      mism += tp_mismatches(r->ctx, &r->go, &u.ref, who);
-      gu_outputs_free(r->ctx, &r->go);
-      gu_push(r->ctx);
-      r->ctx->cu->cuStreamDestroy(r->stream);
-      gu_pop(r->ctx);
-      fs_context_destroy(r->ctx);
-      free(sh.host[k]);
+      mism += tp_rank_close(&rk[k], &u.ref, who);
     }
     CHECK_MSG(mism == 0, "group R=%d: %d mismatches", R, mism);
     printf("group TP R=%d (shards at multiples of 16): %s\n", R,
@@ -655,7 +480,7 @@ static void test_tp_group(fs_context *ctx) {
   memset(&r0, 0, sizeof r0);
   r0.sh = &one;
   r0.ctx = ctx;
-  st = fs_sample_tp(ctx, &bad, &u.s, &o, host_allreduce, &r0, NULL);
+  st = fs_sample_tp(ctx, &bad, &u.s, &o, tp_host_allreduce, &r0, NULL);
   CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(ctx), "vocab_offset"),
             "fs_sample_tp, group mode, vocab_offset 8: %s: %s", fs_status_string(st),
             fs_last_error(ctx));

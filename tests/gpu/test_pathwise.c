@@ -70,6 +70,7 @@
 #include "fs_reference.h"
 #include "gpu_family.h"
 #include "gpu_util.h"
+#include "pathwise_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -82,8 +83,6 @@
 #define MAX_PRINTED_MISMATCHES 12
 #define V_BIG 151937
 
-enum { TEMPS_SCALAR = 0, TEMPS_MIX = 1 };
-
 /* The per-row temperatures of TEMPS_MIX, by b % 7: greedy as 0, -1 and NaN
 ** (the header: a per-row value that is negative or NaN means greedy), and
 ** 0.7, whose reciprocal is not exact in fp32. */
@@ -91,17 +90,6 @@ static float mix_temperature(int b) {
   static const float t[7] = {0.5f, 0.0f, 1.0f, -1.0f, 2.0f, NAN, 0.7f};
   return t[b % 7];
 }
-
-typedef struct pw_case {
-  const char *name;
-  int B, D, V, dtype;
-  int64_t vocab_offset;
-  int temps;         /* TEMPS_SCALAR (T below) or TEMPS_MIX */
-  float T;
-  int per_row_seeds; /* seeds and offsets as per-row device arrays */
-  int S, calls;      /* num_samples; calls with different seeds/offsets */
-  int strided;       /* padded row strides */
-} pw_case;
 
 /* Every listed value of every parameter appears; the costly pairs (D=4096
 ** with V=151937, B=300 with V=151937) appear with small B, S and calls. */
@@ -150,35 +138,15 @@ static const pw_case cases[] = {
 static long g_draws, g_mismatches, g_printed;
 static double g_ref_seconds;
 
-/* One row's sampling parameters on the host (as the reference reads them). */
-typedef struct row_params {
-  int greedy;
-  double T;
-  uint64_t seed, offset;
-  uint32_t tag;
-} row_params;
-
-static row_params row_of(const fs_sampling *hs, int b) {
-  row_params r;
-  const float t = hs->temperatures ? hs->temperatures[b] : hs->temperature;
-  r.greedy = !(t > 0.0f);
-  r.T = (double)t;
-  r.seed = hs->seeds ? hs->seeds[b] : hs->seed;
-  r.offset = hs->offsets ? hs->offsets[b] : hs->offset;
-  r.tag = hs->seeds ? 0u : (uint32_t)b + 1u;
-  return r;
-}
-
 /* The exact perturbed score of local token v in row b, sample s, and its
 ** tolerance E (see the file comment).  *z_out, *dz_out: the logit and its
 ** fp32 accumulation bound. */
-static double exact_score(const gu_lmhead *lm, const row_params *rp, int b,
+static double exact_score(const gu_lmhead *lm, const pw_row_params *rp, int b,
                           int v, int s, double *tol, double *z_out,
                           double *dz_out) {
   double a;
   const double z = gu_logit(lm, b, v, &a);
-  const double gd = 2.0 * lm->D / 16777216.0;
-  const double dz = gd * a / (1.0 - gd);
+  const double dz = pw_dz(lm->D, a);
   double score, e;
   if (rp->greedy) {
     score = z;
@@ -205,7 +173,7 @@ static void compare(const pw_case *c, const gu_lmhead *lm,
   const int B = c->B, S = c->S;
   const fs_problem hp = gu_problem(lm, 0);
   for (int b = 0; b < B; b++) {
-    const row_params rp = row_of(hs, b);
+    const pw_row_params rp = pw_row_of(hs, b);
     for (int s = 0; s < S; s++) {
       const size_t i = (size_t)b * S + (size_t)s;
       const int32_t gt = o->h_tokens[i], rt = ref[i];
@@ -299,21 +267,13 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
   const double t0 = gu_now();
   gu_lmhead lm;
   /* logits of standard deviation ~2: a spread distribution at T = 1 */
-  gu_lmhead_init(&lm, B, c->D, c->V, c->dtype, c->vocab_offset,
-                 c->strided ? c->D + 16 : 0, c->strided ? c->D + 8 : 0,
-                 gu_w_scale(c->D, 2.0), 0x5EED0000ull + (unsigned long long)index);
-  gu_lmhead_upload(ctx, &lm);
+  pw_head_init(ctx, &lm, c, 0x5EED0000ull + (unsigned long long)index);
   const fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
   const double t_gen = gu_now() - t0;
 
   /* per-row arrays, host and device */
-  float *temps = gu_malloc(sizeof(float) * (size_t)B);
-  uint64_t *seeds = gu_malloc(sizeof(uint64_t) * (size_t)B);
-  uint64_t *offsets = gu_malloc(sizeof(uint64_t) * (size_t)B);
-  for (int b = 0; b < B; b++) temps[b] = mix_temperature(b);
-  CUdeviceptr d_temps = gu_upload_new(ctx, temps, sizeof(float) * (size_t)B);
-  CUdeviceptr d_seeds = gu_alloc(ctx, sizeof(uint64_t) * (size_t)B);
-  CUdeviceptr d_offsets = gu_alloc(ctx, sizeof(uint64_t) * (size_t)B);
+  pw_rows rows;
+  pw_rows_init(ctx, &rows, B, mix_temperature);
 
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
@@ -324,27 +284,7 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
   unsigned long long rs = 0xC0FFEEull * (unsigned long long)(index + 1);
   for (int call = 0; call < c->calls; call++) {
     fs_sampling hs, ds;
-    memset(&hs, 0, sizeof hs);
-    hs.temperature = c->T;
-    hs.num_samples = S;
-    /* seeds and offsets with high bits set, so both 32-bit halves matter */
-    hs.seed = 0x0123456789ABCDEFull ^ ((unsigned long long)call << 40) ^ (unsigned long long)index;
-    hs.offset = ((unsigned long long)(call + 1) << 32) | (unsigned long long)(call * 7919 + index);
-    if (c->temps == TEMPS_MIX) hs.temperatures = temps;
-    if (c->per_row_seeds) {
-      for (int b = 0; b < B; b++) {
-        seeds[b] = fs_test_rand(&rs);
-        offsets[b] = fs_test_rand(&rs) >> (b % 3 ? 0 : 40);
-      }
-      gu_upload(ctx, d_seeds, seeds, sizeof(uint64_t) * (size_t)B);
-      gu_upload(ctx, d_offsets, offsets, sizeof(uint64_t) * (size_t)B);
-      hs.seeds = seeds;
-      hs.offsets = offsets;
-    }
-    ds = hs;
-    ds.temperatures = hs.temperatures ? (const float *)gu_ptr(d_temps) : NULL;
-    ds.seeds = hs.seeds ? (const uint64_t *)gu_ptr(d_seeds) : NULL;
-    ds.offsets = hs.offsets ? (const uint64_t *)gu_ptr(d_offsets) : NULL;
+    pw_call_sampling(ctx, c, index, call, &rows, &rs, &hs, &ds);
 
     char what[160];
     snprintf(what, sizeof what, "%s call %d", c->name, call);
@@ -374,24 +314,14 @@ static void run_case(fs_context *ctx, const pw_case *c, int index) {
 
   free(ref);
   gu_outputs_free(ctx, &o);
-  gu_free(ctx, d_temps);
-  gu_free(ctx, d_seeds);
-  gu_free(ctx, d_offsets);
-  free(temps);
-  free(seeds);
-  free(offsets);
+  pw_rows_free(ctx, &rows);
   gu_lmhead_free(ctx, &lm);
 }
 
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   const double t0 = gu_now();
-  const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  for (int i = 0; i < ncases; i++) {
-    fs_context *c = gu_family_context(ctx, cases[i].dtype, cases[i].B);
-    run_case(c, &cases[i], i);
-    gu_family_release(ctx, c);
-  }
+  pw_run_cases(ctx, cases, (int)(sizeof cases / sizeof cases[0]), run_case);
   const double agree = g_draws ? 1.0 - (double)g_mismatches / (double)g_draws : 0.0;
   printf("pathwise: %ld draws, %ld mismatches (each checked to be a near-tie), "
          "agreement %.5f%% (need >= 99.9%%); reference %.1f s, total %.1f s\n",

@@ -21,62 +21,11 @@
 #define MAXR TP_MAXR
 enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
 
-typedef struct tp_shared {
-  int R;
-  pthread_barrier_t bar;
-  void *host[MAXR];     /* each rank's staged buffer */
-} tp_shared;
-
-typedef struct tp_rank {
-  tp_shared *sh;
-  int rank;
-  fs_context *ctx;
-  CUstream stream;
-  fs_problem p;
-  fs_sampling s;
-  fs_outputs o;
-  gu_outputs go; /* o's arrays */
-  int status;
-  char err[512];
-} tp_rank;
-
-/* All-reduce through the host: correct, slow, and enough to exercise the
-** library's TP logic with real concurrent ranks on one GPU. */
-static int host_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
-  tp_rank *r = user;
-  tp_shared *sh = r->sh;
-  const fs_cu_api *cu = r->ctx->cu;
-  size_t bytes = count * (op == FS_REDUCE_MAX_U64 ? 8 : 4);
-  if (cu->cuStreamSynchronize((CUstream)stream)) return 1;
-  if (cu->cuMemcpyDtoH(sh->host[r->rank], (CUdeviceptr)(uintptr_t)buf, bytes)) return 1;
-  pthread_barrier_wait(&sh->bar);
-  void *out = malloc(bytes);
-  if (!out) return 1;
-  for (size_t i = 0; i < count; i++) {
-    if (op == FS_REDUCE_MAX_U64) {
-      uint64_t m = 0;
-      for (int k = 0; k < sh->R; k++) {
-        uint64_t v = ((uint64_t *)sh->host[k])[i];
-        if (v > m) m = v;
-      }
-      ((uint64_t *)out)[i] = m;
-    } else {
-      float sum = 0;
-      for (int k = 0; k < sh->R; k++) sum += ((float *)sh->host[k])[i];
-      ((float *)out)[i] = sum;
-    }
-  }
-  pthread_barrier_wait(&sh->bar); /* everyone has read every buffer */
-  int bad = cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)buf, out, bytes) != CUDA_SUCCESS;
-  free(out);
-  return bad;
-}
-
 static void *rank_main(void *arg) {
   tp_rank *r = arg;
   r->status = fs_prepare(r->ctx, &r->p, &r->s);
   if (!r->status)
-    r->status = fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, host_allreduce, r, (void *)r->stream);
+    r->status = fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r, (void *)r->stream);
   if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
   gu_sync(r->ctx);
   return NULL;
@@ -96,37 +45,14 @@ int main(void) {
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
     pthread_t th[MAXR];
-    for (int k = 0; k < R; k++) {
-      tp_rank *r = &rk_[k];
-      memset(r, 0, sizeof *r);
-      r->sh = &sh;
-      r->rank = k;
-      sh.host[k] = gu_malloc(NITEMS * 8);
-      REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
-      gu_push(r->ctx);
-      GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
-      gu_pop(r->ctx);
-      r->p = (fs_problem){B, D, start[k + 1] - start[k], start[k], FS_DTYPE_BF16, gu_ptr(u.dh), 0,
-                          gu_ptr(u.dw + (CUdeviceptr)start[k] * D * 2), 0};
-      r->s = u.s;
-      tp_outputs(r->ctx, &r->go);
-      r->o = gu_outputs_api(&r->go);
-    }
+    for (int k = 0; k < R; k++) tp_rank_open(&rk_[k], &sh, k, &u, start);
     for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk_[k]) == 0);
     for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
     int mism = 0;
     for (int k = 0; k < R; k++) {
-      tp_rank *r = &rk_[k];
       char who[32];
       snprintf(who, sizeof who, "R=%d rank %d", R, k);
-      CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
-      mism += tp_mismatches(r->ctx, &r->go, &u.ref, who);
-      gu_outputs_free(r->ctx, &r->go);
-      gu_push(r->ctx);
-      r->ctx->cu->cuStreamDestroy(r->stream);
-      gu_pop(r->ctx);
-      fs_context_destroy(r->ctx);
-      free(sh.host[k]);
+      mism += tp_rank_close(&rk_[k], &u.ref, who);
     }
     CHECK_MSG(mism == 0, "R=%d: %d mismatches", R, mism);
     printf("R=%d ranks (shards starting at", R);

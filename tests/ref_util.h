@@ -1,0 +1,150 @@
+/*
+** ref_util.h: host-side problems for the CPU reference tests
+** (tests/cpu/test_reference.c, test_group_ref.c): random bf16/fp16 H and W
+** with NaN in the row padding (the reference must not read it), the
+** oracle's logits in double straight from the definition, and output
+** buffers.  Header-only (static inline), like gpu_util.h: each test is one
+** source plus the harness.  Allocations that fail stop the test (REQUIRE).
+*/
+#ifndef FS_REF_UTIL_H
+#define FS_REF_UTIL_H
+
+#include "fs_test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* n bytes (rounded up to 64), 64-byte aligned; free() them. */
+static inline void *ref_xalloc(size_t bytes) {
+  void *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  REQUIRE(ptr != NULL);
+  return ptr;
+}
+
+/* x rounded to dtype's bits, and back: exactly what the reference decodes. */
+static inline uint16_t ref_encode(int dtype, double x) {
+  return dtype == FS_DTYPE_BF16 ? fs_test_f2bf((float)x) : fs_test_f2h((float)x);
+}
+static inline double ref_decode(int dtype, uint16_t x) {
+  return dtype == FS_DTYPE_BF16 ? (double)fs_test_bf2f(x) : (double)fs_test_h2f(x);
+}
+
+/* Fills an [rows, stride] matrix with uniform(lo, hi) values (one
+** fs_test_uniform() draw u each) in its first D columns and NaN in the
+** padding.  A symmetric range (lo == -hi) is hi * u, exactly; any other is
+** lo + (hi - lo) (u + 1) / 2. */
+static inline void ref_fill(uint16_t *m, int dtype, int rows, int D, long long stride,
+                            double lo, double hi, unsigned long long *st) {
+  const uint16_t nan = dtype == FS_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  for (long long r = 0; r < rows; r++)
+    for (long long k = 0; k < stride; k++) {
+      if (k >= D) {
+        m[r * stride + k] = nan;
+        continue;
+      }
+      const double u = fs_test_uniform(st);
+      m[r * stride + k] =
+          ref_encode(dtype, lo == -hi ? hi * u : lo + (hi - lo) * 0.5 * (u + 1.0));
+    }
+}
+
+/* A problem that owns its host H and W. */
+typedef struct ref_prob {
+  fs_problem p;
+  uint16_t *h, *w; /* owned, 64-byte aligned */
+} ref_prob;
+
+/* B rows of H and V rows of W, uniform(-scale, scale) (H first, from *st);
+** hs/ws of 0 mean D (packed rows), else padded with NaN. */
+static inline void ref_prob_make(ref_prob *pr, int dtype, int B, int D, int V, long long hs,
+                                 long long ws, long long voff, double scale,
+                                 unsigned long long *st) {
+  memset(pr, 0, sizeof *pr);
+  pr->p.batch = B;
+  pr->p.hidden = D;
+  pr->p.vocab = V;
+  pr->p.vocab_offset = voff;
+  pr->p.dtype = dtype;
+  pr->p.hidden_stride = hs;
+  pr->p.weight_stride = ws;
+  const long long hse = hs ? hs : D, wse = ws ? ws : D;
+  pr->h = ref_xalloc(sizeof(uint16_t) * (size_t)(B * hse));
+  pr->w = ref_xalloc(sizeof(uint16_t) * (size_t)(V * wse));
+  ref_fill(pr->h, dtype, B, D, hse, -scale, scale, st);
+  ref_fill(pr->w, dtype, V, D, wse, -scale, scale, st);
+  pr->p.hidden_states = pr->h;
+  pr->p.weight = pr->w;
+}
+
+static inline void ref_prob_free(ref_prob *pr) {
+  free(pr->h);
+  free(pr->w);
+}
+
+/* z[v] (v < vocab) for row b, straight from the definition: in double, k in
+** increasing order (each product is exact in double). */
+static inline void ref_oracle_logits(const fs_problem *p, int b, double *z /* OUT */) {
+  const long long hs = p->hidden_stride ? p->hidden_stride : p->hidden;
+  const long long ws = p->weight_stride ? p->weight_stride : p->hidden;
+  const uint16_t *h = (const uint16_t *)p->hidden_states + b * hs;
+  for (int v = 0; v < p->vocab; v++) {
+    const uint16_t *w = (const uint16_t *)p->weight + v * ws;
+    double acc = 0.0;
+    for (int k = 0; k < p->hidden; k++)
+      acc += ref_decode(p->dtype, h[k]) * ref_decode(p->dtype, w[k]);
+    z[v] = acc;
+  }
+}
+
+/* The three outputs of n draws. */
+typedef struct ref_outs {
+  int32_t *tokens;
+  float *logits;
+  uint64_t *keys;
+} ref_outs;
+
+static inline ref_outs ref_outs_new(size_t n) {
+  ref_outs o;
+  o.tokens = ref_xalloc(n * sizeof(int32_t));
+  o.logits = ref_xalloc(n * sizeof(float));
+  o.keys = ref_xalloc(n * sizeof(uint64_t));
+  return o;
+}
+static inline void ref_outs_free(ref_outs *o) {
+  free(o->tokens);
+  free(o->logits);
+  free(o->keys);
+}
+
+static inline int ref_float_bits_equal(float a, float b) { return memcmp(&a, &b, 4) == 0; }
+
+/* The sampling of random problem number `it` with B rows: per-row
+** temperatures (greedy 0, -1 and NaN among them), seeds and offsets drawn
+** from *st into the caller's temps, seeds and offs [B], num_samples
+** 1 + rand % max_samples, a scalar seed drawn last; `it` picks which
+** fields are scalar and which per-row (and greedy scalar rows, and an
+** offset past 2^32). */
+static inline fs_sampling ref_random_sampling(int it, int B, int max_samples, float *temps,
+                                              uint64_t *seeds, uint64_t *offs,
+                                              unsigned long long *st) {
+  static const float Ts[] = {0.0f, -1.0f, NAN, 0.25f, 1.0f, 3.0f};
+  for (int b = 0; b < B; b++) {
+    temps[b] = Ts[fs_test_rand(st) % 6];
+    seeds[b] = fs_test_rand(st);
+    offs[b] = fs_test_rand(st);
+  }
+  fs_sampling s;
+  memset(&s, 0, sizeof s);
+  s.num_samples = 1 + (int)(fs_test_rand(st) % (unsigned long long)max_samples);
+  s.temperature = it % 5 == 0 ? 0.0f : 0.7f;
+  s.temperatures = it % 2 ? temps : NULL;
+  s.seed = fs_test_rand(st);
+  s.seeds = it % 3 == 2 ? seeds : NULL;
+  s.offset = it % 4 == 3 ? (1ull << 32) + 5 : (uint64_t)it;
+  s.offsets = it % 4 == 2 ? offs : NULL;
+  return s;
+}
+
+#endif /* FS_REF_UTIL_H */
