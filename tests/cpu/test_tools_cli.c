@@ -69,6 +69,11 @@ int main(void) {
   expect(bench, ARGS("--flush", "evict"), 2, "--flush evict: the L2 flush is read", "or write", NULL);
   expect(bench, ARGS("--flush"), 2, "--flush: the option takes a value", NULL);
   expect(bench, ARGS("--flush", ""), 2, "--flush '': the L2 flush is read", NULL);
+  expect(bench, ARGS("--help"), 0, "--noise token|group16", NULL);
+  expect(bench, ARGS("--noise", "group8"), 2, "--noise group8: the noise is token", "or group16",
+         NULL);
+  expect(bench, ARGS("--noise", ""), 2, "--noise '': the noise is token", NULL);
+  expect(bench, ARGS("--noise"), 2, "--noise: the option takes a value", NULL);
   /* 65 batch sizes: one more than a run takes */
   char many[400] = "1";
   for (int i = 0; i < 64; i++) strcat(many, ",1");
@@ -87,6 +92,8 @@ int main(void) {
   expect(demo, ARGS("--model", "gpt-5"), 2, "--model gpt-5: not a preset", NULL);
   expect(demo, ARGS("--dtype", "fp8"), 2, "--dtype fp8: the element type is bf16 or fp16", NULL);
   expect(demo, ARGS("--shape", "D=64,V=9x"), 2, "--shape D=64,V=9x", NULL);
+  expect(demo, ARGS("--help"), 0, "--noise token|group16", NULL);
+  expect(demo, ARGS("--noise", "Group16"), 2, "--noise Group16: the noise is token", NULL);
 
   if (!fs_test_failures) {
     char cmd[4200];

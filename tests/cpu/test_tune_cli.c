@@ -88,6 +88,9 @@ static void test_usage(void) {
   expect("FS_TUNE_WARMUP_MS=150ms",
          run_env(NULL, "FS_TUNE_WARMUP_MS=150ms", (const char *const[]){"--dry-run", NULL}), 2,
          "FS_TUNE_WARMUP_MS=150ms", "0..10000", NULL);
+  expect("FS_TUNE_NOISE=gumbel",
+         run_env(NULL, "FS_TUNE_NOISE=gumbel", (const char *const[]){"--dry-run", NULL}), 2,
+         "FS_TUNE_NOISE=gumbel", "token or group16", NULL);
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
   expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
   expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
