@@ -31,7 +31,7 @@ def main(src, dst, group16=None):
     W, H, PAD = 460, 300, 55
     cols = 2
     rows = (len(panels) + cols - 1) // cols
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols * W}" height="{rows * H + 40}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols * W}" height="{rows * H + 56}" '
            'font-family="sans-serif" font-size="11">',
            '<rect width="100%" height="100%" fill="white"/>']
     for i, ((model, dtype), data) in enumerate(sorted(panels.items())):
@@ -65,10 +65,10 @@ def main(src, dst, group16=None):
                 d = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
                 dash = ' stroke-dasharray="4,3"' if k == "floor_us" else ""
                 out.append(f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
-    for j, (_, label, color) in enumerate(series):
-        x = 20 + j * 155
-        out.append(f'<rect x="{x}" y="{rows * H + 15}" width="14" height="4" fill="{color}"/>')
-        out.append(f'<text x="{x + 18}" y="{rows * H + 21}">{label}</text>')
+    for j, (_, label, color) in enumerate(series):  # legend: rows of three
+        x, y = 20 + (j % 3) * 200, rows * H + 15 + (j // 3) * 16
+        out.append(f'<rect x="{x}" y="{y}" width="14" height="4" fill="{color}"/>')
+        out.append(f'<text x="{x + 18}" y="{y + 6}">{label}</text>')
     out.append("</svg>")
     with open(dst, "w") as f:
         f.write("\n".join(out) + "\n")
