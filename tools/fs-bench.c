@@ -305,8 +305,7 @@ int main(int argc, char **argv) {
                       *v ? v : "''");
     } else if (!strcmp(k, "--noise")) {
       if (fs_tools_parse_noise(v, &noise))
-        return bad("--noise %s: the noise is token (one Gumbel variate per token) or group16",
-                   *v ? v : "''");
+        return bad("--noise %s: " FS_TOOLS_NOISE_RULE, *v ? v : "''");
     } else {
       if (!*v) return bad("--csv '': the path must not be empty");
       csv = v;

@@ -89,8 +89,7 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--seed %s: must be an unsigned 64-bit integer", v);
     } else if (!strcmp(k, "--noise")) {
       if (fs_tools_parse_noise(v, &a->noise))
-        return bad("--noise %s: the noise is token (one Gumbel variate per token) or group16",
-                   *v ? v : "''");
+        return bad("--noise %s: " FS_TOOLS_NOISE_RULE, *v ? v : "''");
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
     } else {

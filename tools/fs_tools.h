@@ -50,6 +50,8 @@ int fs_tools_parse_int(const char *s, long lo, long hi, int *out);
 /* "token" or "group16" -> FS_NOISE_TOKEN / FS_NOISE_GROUP16 in *out; 0, or
 ** -1 for another string.  fs_tools_noise_name is the inverse. */
 int fs_tools_parse_noise(const char *s, int *out);
+/* The rule a bad --noise value breaks, for the tools' messages. */
+#define FS_TOOLS_NOISE_RULE "the noise is token (one Gumbel variate per token) or group16"
 const char *fs_tools_noise_name(int noise);
 
 #endif
