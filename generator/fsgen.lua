@@ -18,11 +18,12 @@ local fsgen = {}
 fsgen.REVISION = "gen-1"
 
 -- Families, in enumeration order.
-local family_order = { "mma", "ws", "wg", "fma" }
+local family_order = { "mma", "ws", "wg", "wt", "fma" }
 local families = {
   mma = fs_require("generator/family_mma.lua"),
   ws = fs_require("generator/family_ws.lua"),
   wg = fs_require("generator/family_wg.lua"),
+  wt = fs_require("generator/family_wt.lua"),
   fma = fs_require("generator/family_fma.lua"),
 }
 fsgen.families = families

@@ -28,13 +28,13 @@ int fs_bucket(int batch) {
   return b;
 }
 
-/* At most one chunk per unit of work: a 16-row group, or for the wg family
-** (chunks of whole tiles) a tile, so a tiny vocabulary launches no CTAs
-** that could only write empty candidates (beyond those a cluster or a
+/* At most one chunk per unit of work: a 16-row group, or for the wg and wt
+** families (chunks of whole tiles) a tile, so a tiny vocabulary launches no
+** CTAs that could only write empty candidates (beyond those a cluster or a
 ** multi-chunk CTA rounds up to). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
-  const int units = strcmp(k->v.family, "wg") == 0 ? (vocab + k->v.tile_v - 1) / k->v.tile_v
-                                                   : (vocab + 15) / 16;
+  const int whole_tiles = strcmp(k->v.family, "wg") == 0 || strcmp(k->v.family, "wt") == 0;
+  const int units = whole_tiles ? (vocab + k->v.tile_v - 1) / k->v.tile_v : (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
   int g;
   if (k->v.cluster > 1) {
@@ -188,7 +188,7 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
-  /* The ws and wg families read W and H through TMA tensor maps. */
+  /* The ws, wg and wt families read W and H through TMA tensor maps. */
   CUtensorMap tw, th;
   void *args[] = {&prm, &tw, &th};
   if (k->is_tma) {

@@ -45,12 +45,13 @@ static const char *const unreachable[][2] = {
     {"mma", "64 to 256 threads per CTA"},
     /* the arch is not a family field (checked below with an sm_100 name) */
     {"wg", "wgmma exists on sm_90a only"},
+    {"wt", "wgmma exists on sm_90a only"},
     /* every ws variant is for sm_90+; the arch is not a family field */
     {"ws", "the architecture has cp.async.bulk and mbarrier tx-counts (sm_90+)"},
 };
 
 static void read_constraints(const char *dir) {
-  static const char *const fams[] = {"mma", "ws", "wg", "fma"};
+  static const char *const fams[] = {"mma", "ws", "wg", "wt", "fma"};
   for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
     char path[4200];
     snprintf(path, sizeof path, "%s/generator/family_%s.lua", dir, fams[f]);

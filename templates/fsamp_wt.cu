@@ -1,0 +1,468 @@
+/*
+** fsamp_wt.cu: fused LM-head sampling with transposed warpgroup MMA (wgmma,
+** sm_90a): the batch rows as the wgmma M, the vocabulary as N.
+**
+** The loads are those of fsamp_wg.cu: one producer thread streams, per
+** stage, TILE_K/64 boxes of [TILE_V rows x 64 elements] of W and [TILE_B x
+** 64] of H by TMA (128-byte swizzle, zero fill past the edges), completing
+** on the stage's "full" mbarrier; with CLUSTER = 2 the two CTAs of a
+** cluster (adjacent vocab chunks) share H by multicast.  The operands swap:
+** consumer warpgroup g issues wgmma m64nTILE_Vk16 with the m64 blocks g *
+** MB .. g * MB + MB - 1 of the H box as A and the whole W box as B.  A
+** thread's accumulators then hold, per m64 block, two batch rows (16 * warp
+** + lane / 4 and the row 8 below) and TILE_V / 4 of the tile's vocabulary
+** columns for each (8 i + 2 (lane % 4) + {0, 1}).  Sampling is a reduction
+** over the vocabulary, so it runs in registers and over the four lanes of
+** a quad: no logit is staged in shared memory (fsamp_wg.cu stages every
+** tile and folds it from there, 18-23% of its consumers' time at B = 256,
+** perf-notes 17b, 18c), and the whole shared memory is the ring.
+**
+** The noise is fs_device.h's, a function of the global token id:
+**  - per token (FS_NOISE_TOKEN): lanes 2l and 2l + 1 of a quad need halves
+**    of the same Philox quads of tokens, so each computes every other one
+**    and they swap halves by two shuffles (one Philox per four tokens, as in
+**    the staged families);
+**  - FS_NOISE_GROUP16: group k of a tile is its columns 16k .. 16k + 15, four
+**    per lane of a quad; fold_groups follows fs_fold_group's contract with
+**    the max, the running sums and the pick formed by quad shuffles.
+** Chunks of whole tiles, the bests kept in registers across a chunk's tiles
+** (one sample per row), the candidates and the last-CTA reduction are those
+** of fsamp_wg.cu.  The epilogue is not overlapped with the next tile's
+** wgmmas: it needs the accumulators, and there is no second set of them.
+*/
+
+/* ---- tunables (the generator overrides these) ---------------------------- */
+#ifndef FS_BF16
+#define FS_BF16 1          /* 1: bfloat16 inputs; 0: IEEE half */
+#endif
+#ifndef TILE_V
+#define TILE_V 128         /* vocab columns per tile: the wgmma N (64, 128, 256) */
+#endif
+#ifndef TILE_K
+#define TILE_K 64          /* hidden elements per stage: 64 * (boxes per operand) */
+#endif
+#ifndef WGS
+#define WGS 2              /* consumer warpgroups */
+#endif
+#ifndef MB
+#define MB 2               /* m64 blocks of batch rows per consumer warpgroup */
+#endif
+#ifndef STAGES
+#define STAGES 4           /* pipeline depth, 2..8 */
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1          /* CTAs per cluster sharing H by multicast: 1 or 2 */
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+/* ---- derived values and static checks ----------------------------------- */
+#define TILE_B (64 * WGS * MB)        /* batch rows per CTA */
+#define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
+#define CTHREADS (CWARPS * 32)
+#define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
+#define THREADS (CTHREADS + PTHREADS)
+#define KB (TILE_K / 64)              /* 64-element (128-byte) boxes per row and stage */
+#define W_BOX (TILE_V * 64)           /* elements of one W box */
+#define H_BOX (TILE_B * 64)
+#define STAGE_ELEMS (KB * (W_BOX + H_BOX))
+#define NACC (TILE_V / 2)             /* fp32 accumulators per m64 block and thread */
+#define NI (TILE_V / 8)               /* n8 column blocks: a lane's column pairs per row */
+/* fs_device.h's geometry: the TPC = 4 lanes of a quad share a batch row (its
+** fs_candidate_put combines them), each holding RPT of the tile's columns */
+#define TPC 4
+#define RPT (TILE_V / 4)
+
+static_assert(TILE_V == 64 || TILE_V == 128 || TILE_V == 256,
+              "TILE_V must be 64, 128 or 256 (whole quads of groups of 16 per tile)");
+static_assert(TILE_B <= 256, "a TMA box has at most 256 rows");
+static_assert(MB * NACC <= 128, "at most 128 fp32 accumulators per thread");
+static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizzle boxes)");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
+static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
+
+/* the producer leaves early (after setmaxnreg it has too few registers for
+** more): the tail reduction is the consumers' alone, on barrier 3 */
+#define FS_TAIL_SYNC() asm volatile("bar.sync 3, %0;\n" ::"n"(CTHREADS) : "memory")
+#define FS_RED_ITEMS (WGS == 2 ? 8 : 2)
+
+#include "fs_device.h"
+#include "fs_tma.h"
+#include "fs_wgmma.h"
+
+#define FS_CAT2(a, b) a##b
+#define FS_CAT(a, b) FS_CAT2(a, b)
+#define WGMMA FS_CAT(wgmma_n, TILE_V)
+
+/* The consumers of every CTA of the cluster are done with the stage. */
+__device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned rank) {
+  mbar_arrive(empty_slot);
+#if CLUSTER > 1
+  mbar_arrive_cluster(empty_slot, rank ^ 1u);
+#endif
+}
+
+/* The tiles of chunk c: n of them, tile j's box from row v0 + j * TILE_V;
+** the chunk's rows end before v_end (fsamp_wg.cu's rule: whole tiles, the
+** chunks balanced in tiles). */
+struct fs_span {
+  int v0, v_end, n;
+};
+__device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
+  const int T = (p.V + TILE_V - 1) / TILE_V;
+  const int t0 = (int)((long long)c * T / p.num_chunks);
+  const int t1 = (int)((long long)(c + 1) * T / p.num_chunks);
+  fs_span sp;
+  sp.v0 = t0 * TILE_V;
+  sp.v_end = min(t1 * TILE_V, p.V);
+  sp.n = t1 - t0;
+  return sp;
+}
+
+/* Fill `it` of the ring: waits until it is full and issues warpgroup g's
+** wgmmas into acc (overwriting acc when first), committed as one group. */
+__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem *smem,
+                                          unsigned long long *full, int it, int g, bool first) {
+  const int slot = it % STAGES;
+  mbar_wait(full + slot, (it / STAGES) & 1);
+  const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+  wgmma_fence();
+#pragma unroll
+  for (int kb = 0; kb < KB; kb++) {
+    const unsigned long long dw = wgmma_desc(sW + kb * W_BOX);
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++) {
+      const unsigned long long dh = wgmma_desc(sH + kb * H_BOX + (g * MB + mb) * 64 * 64);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
+        WGMMA(acc[mb], dh + 2 * kk, dw + 2 * kk, !first || (kb | kk) != 0);
+    }
+  }
+  wgmma_commit();
+}
+
+/* k-step kt of a tile: its wgmmas issued, then the previous stage's awaited
+** (one group stays in flight) and its slot released; mma_drain ends the
+** tile (`it` = the fills consumed so far). */
+__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], const fs_elem *smem,
+                                         unsigned long long *full, unsigned long long *empty,
+                                         int it, int kt, unsigned rank) {
+  mma_stage(acc, smem, full, it, threadIdx.x >> 7, kt == 0);
+  if (kt > 0) {
+    wgmma_wait<1>();
+    if ((threadIdx.x & 31) == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
+  }
+}
+__device__ __forceinline__ void mma_drain(unsigned long long *empty, int it, unsigned rank) {
+  wgmma_wait<0>();
+  if ((threadIdx.x & 31) == 0) release(empty + (it - 1) % STAGES, rank);
+}
+
+/* The batch row (within the CTA's tile) of accumulator half h of block mb. */
+__device__ __forceinline__ int acc_row(int mb, int h) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  return ((warp >> 2) * MB + mb) * 64 + (warp & 3) * 16 + (lane >> 2) + 8 * h;
+}
+
+/* Word j (0..3) of a Philox output, without indexing (no local memory). */
+__device__ __forceinline__ unsigned fs_word(const fs_philox_out &r, unsigned j) {
+  return j == 0 ? r.v[0] : j == 1 ? r.v[1] : j == 2 ? r.v[2] : r.v[3];
+}
+
+/* Folds one row's accumulators a[4 i + 2 h + e] (tile column 8 i + 2 q + e,
+** q = lane % 4: global id tok0 + column, W row vrow0 + column) into the
+** lane's best in increasing token order; columns from v_end on are skipped.
+** noise (warp-uniform): the words of sample s are formed (a lane whose row
+** is greedy ignores them); active: this lane's row takes this path (the
+** others run its shuffles only).  Unphased (tok0 % 4 == 0), lane q computes
+** the Philox quad of pair i + (q & 1) and the two lanes of a pair swap the
+** halves they need; PHASED computes both quads a lane's pair straddles. */
+template <bool PHASED>
+__device__ __forceinline__ void fold_tokens(const float (&a)[NACC], int h, const fs_col &c,
+                                            unsigned tok0, int vrow0, int v_end, bool noise,
+                                            bool active, unsigned s, fs_best &best) {
+  const unsigned q = threadIdx.x & 3u, odd = q & 1u;
+  const bool whole = vrow0 + TILE_V <= v_end;
+  const bool use_noise = noise && !c.greedy;
+#pragma unroll
+  for (int i = 0; i < NI; i += 2) {
+    unsigned w[2][2] = {{0u, 0u}, {0u, 0u}}; /* words of pair i + d, token e */
+    if (noise) {
+      if (PHASED) {
+#pragma unroll
+        for (int d = 0; d < 2; d++) {
+          const unsigned t = tok0 + 8u * (unsigned)(i + d) + 2u * q;
+          const fs_philox_out r0 = fs_noise_quad(c.seed, c.off, t >> 2, s, c.tag);
+          const fs_philox_out r1 = fs_noise_quad(c.seed, c.off, (t >> 2) + 1u, s, c.tag);
+          w[d][0] = fs_word(r0, t & 3u);
+          w[d][1] = (t & 3u) == 3u ? r1.v[0] : fs_word(r0, (t & 3u) + 1u);
+        }
+      } else {
+        const unsigned quad = (tok0 >> 2) + 2u * ((unsigned)i + odd) + (q >> 1);
+        const fs_philox_out r = fs_noise_quad(c.seed, c.off, quad, s, c.tag);
+        const unsigned x0 = __shfl_xor_sync(0xffffffffu, odd ? r.v[0] : r.v[2], 1);
+        const unsigned x1 = __shfl_xor_sync(0xffffffffu, odd ? r.v[1] : r.v[3], 1);
+        w[0][0] = odd ? x0 : r.v[0];
+        w[0][1] = odd ? x1 : r.v[1];
+        w[1][0] = odd ? r.v[2] : x0;
+        w[1][1] = odd ? r.v[3] : x1;
+      }
+    }
+    if (!active) continue;
+#pragma unroll
+    for (int d = 0; d < 2; d++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const float z = a[4 * (i + d) + 2 * h + e];
+        const int col = 8 * (i + d) + 2 * (int)q + e;
+        const float sc = use_noise ? fmaf(z, c.inv_t, fs_gumbel_fast(w[d][e])) : z;
+        if (whole && best.s == best.s) {
+          if (sc > best.s) best.s = sc, best.z = z, best.tok = tok0 + (unsigned)col;
+        } else if (vrow0 + col < v_end) {
+          fs_best_offer(best, sc, z, tok0 + (unsigned)col);
+        }
+      }
+  }
+}
+
+/* FS_NOISE_GROUP16 over one row's accumulators (fs_fold_group's contract):
+** group k of the tile is columns 16 k .. 16 k + 15, pairs i = 2k and 2k + 1
+** of the quad (lane q: 16 k + 2 q + {0, 1} and 16 k + 8 + 2 q + {0, 1}).
+** The running sums in token order come from the quad's pair sums by one
+** chain that every lane of the quad computes alike, so they never decrease
+** and end at S exactly.  Lane q computes the Philox words of group k0 + q
+** of each four, shared by shuffles.  active: this lane's row takes the
+** grouped noise (the others run the shuffles only). */
+__device__ __forceinline__ void fold_groups(const float (&a)[NACC], int h, const fs_col &c,
+                                            unsigned tok0, int vrow0, int v_end, unsigned s,
+                                            bool active, fs_best &best) {
+  const unsigned q = threadIdx.x & 3u, qb = threadIdx.x & 28u;
+  const float c2 = c.inv_t * 1.44269504088896341f;
+  const float ninf = __int_as_float(0xff800000);
+#pragma unroll
+  for (int k0 = 0; k0 < TILE_V / 16; k0 += 4) {
+    const fs_philox_out r = fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k0 + q, s, c.tag);
+    const float gq = fs_gumbel_fast(r.v[0]), uq = fs_group_uniform(r.v[1]);
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      const int k = k0 + t, nv = v_end - (vrow0 + 16 * k); /* the group's tokens inside */
+      const float g = __shfl_sync(0xffffffffu, gq, qb | (unsigned)t);
+      const float u = __shfl_sync(0xffffffffu, uq, qb | (unsigned)t);
+      const int pos[4] = {2 * (int)q, 2 * (int)q + 1, 8 + 2 * (int)q, 9 + 2 * (int)q};
+      const float z[4] = {a[8 * k + 2 * h], a[8 * k + 2 * h + 1], a[8 * k + 4 + 2 * h],
+                          a[8 * k + 4 + 2 * h + 1]};
+      float w[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) w[e] = pos[e] < nv ? z[e] : ninf; /* -inf: no mass */
+      float m = fmaxf(fmaxf(w[0], w[1]), fmaxf(w[2], w[3]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2)); /* NaN only if all are */
+      const float mc = m * c2;
+      float x[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[e] = fmaxf(fs_ex2_approx(fmaf(w[e], c2, -mc)), 0.0f);
+      const float pa = x[0] + x[1], pb = x[2] + x[3];
+      /* the chain: E[j] = the sum of tokens before pair j (j = 0..3 the
+      ** first halves, 4..7 the second), E[8] = S */
+      float E[9];
+      E[0] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; j++) E[j + 1] = E[j] + __shfl_sync(0xffffffffu, pa, qb | (unsigned)j);
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        E[j + 5] = E[j + 4] + __shfl_sync(0xffffffffu, pb, qb | (unsigned)j);
+      const float S = E[8];
+      /* this lane's running sums; its pairs start at E[q] and E[4 + q] */
+      const float ea = q == 0 ? E[0] : q == 1 ? E[1] : q == 2 ? E[2] : E[3];
+      const float eb = q == 0 ? E[4] : q == 1 ? E[5] : q == 2 ? E[6] : E[7];
+      const float ea1 = q == 0 ? E[1] : q == 1 ? E[2] : q == 2 ? E[3] : E[4];
+      const float eb1 = q == 0 ? E[5] : q == 1 ? E[6] : q == 2 ? E[7] : E[8];
+      const float tz = __fmul_rz(u, S);
+      /* tokens i < 15 with P_i <= tz: P of this lane's four, the last one
+      ** (token 15, lane 3's) left out */
+      int n = (ea + x[0] <= tz) + (ea1 <= tz) + (eb + x[2] <= tz) + (q != 3u && eb1 <= tz);
+      n += __shfl_xor_sync(0xffffffffu, n, 1);
+      n += __shfl_xor_sync(0xffffffffu, n, 2);
+      /* without finite mass: the first token equal to m (0 when m is NaN) */
+      int f = 16;
+#pragma unroll
+      for (int e = 3; e >= 0; e--)
+        if (w[e] == m) f = min(f, pos[e]);
+      f = min(f, __shfl_xor_sync(0xffffffffu, f, 1));
+      f = min(f, __shfl_xor_sync(0xffffffffu, f, 2));
+      const bool finite = fabsf(mc) < __int_as_float(0x7f800000);
+      const int pick = finite ? n : (f == 16 ? 0 : f);
+      const int pe = (pick >= 8 ? 2 : 0) + (pick & 1); /* its element in the owner lane */
+      const float zl = pe == 0 ? z[0] : pe == 1 ? z[1] : pe == 2 ? z[2] : z[3];
+      const float zp = __shfl_sync(0xffffffffu, zl, qb | (unsigned)((pick & 7) >> 1));
+      float sc;
+      if (finite) {
+        sc = fmaf(m, c.inv_t, fmaf(0.69314718f, fs_lg2_approx(S), g));
+      } else {
+        sc = m * c.inv_t;
+        if (sc != sc) sc = m;
+      }
+      if (active && nv > 0) fs_best_offer(best, sc, zp, tok0 + (unsigned)(16 * k + pick));
+    }
+  }
+}
+
+/* One row's accumulators (half h of a[]), sample s, into the lane's best:
+** grouped rows (FS_NOISE_GROUP16 and T > 0) by fold_groups, the others by
+** fold_tokens; every lane of the warp calls it (the shuffles). */
+__device__ __forceinline__ void fold_row(const fs_params &p, const float (&a)[NACC], int h,
+                                         const fs_col &c, int vrow0, int v_end, unsigned s,
+                                         fs_best &best) {
+  const unsigned tok0 = (unsigned)(p.vocab_offset + vrow0);
+  const bool grouped = p.noise && !c.greedy;
+  if (__any_sync(0xffffffffu, grouped))
+    fold_groups(a, h, c, tok0, vrow0, v_end, s, grouped, best);
+  if (__any_sync(0xffffffffu, !grouped)) {
+    const bool noise = !p.noise && __any_sync(0xffffffffu, !c.greedy);
+    if (tok0 & 3u)
+      fold_tokens<true>(a, h, c, tok0, vrow0, v_end, noise, !grouped, s, best);
+    else
+      fold_tokens<false>(a, h, c, tok0, vrow0, v_end, noise, !grouped, s, best);
+  }
+}
+
+/* The consumer warpgroups: wgmma over each stage of each of the nt tiles of
+** chunk blockIdx.x (the last ones past its rows when the cluster's peer has
+** more), then the tile's epilogue from the accumulators.  One sample per
+** row: a thread keeps its best of each of its 2 MB rows across the tiles
+** and stores the candidates once, at the chunk's end; several: each tile's
+** candidates folded into the stored ones. */
+__device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
+                                        unsigned long long *full, unsigned long long *empty,
+                                        int nt, int KT, int b0, unsigned rank) {
+  const int chunk = blockIdx.x;
+  const fs_span sp = chunk_span(p, chunk);
+  const bool fused = p.num_samples == 1, leader = (threadIdx.x & 3) == 0;
+  fs_best best[MB][2];
+#pragma unroll
+  for (int mb = 0; mb < MB; mb++) best[mb][0] = best[mb][1] = fs_best_none();
+  float acc[MB][NACC];
+#pragma unroll
+  for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+    for (int i = 0; i < NACC; i++) acc[mb][i] = 0.0f;
+
+  int it = 0; /* fills of the ring consumed */
+  for (int j = 0; j < nt; j++) {
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, smem, full, empty, it, kt, rank);
+    mma_drain(empty, it, rank);
+    const int vrow0 = sp.v0 + j * TILE_V;
+    for (int s = 0; s < p.num_samples; s++) {
+      /* opaque per sample: what derives from the tile's position (each
+      ** column's token, its test against v_end) is computed where used, not
+      ** hoisted out of this loop into registers (which spilled) */
+      int vr = vrow0, ve = sp.v_end;
+      asm volatile("" : "+r"(vr), "+r"(ve));
+#pragma unroll
+      for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          /* the row's parameters, loaded per tile (L1 hits), not held */
+          const fs_col col = fs_col_load(p, b0 + acc_row(mb, h));
+          fs_best b = fused ? best[mb][h] : fs_best_none();
+          fold_row(p, acc[mb], h, col, vr, ve, (unsigned)s, b);
+          if (fused)
+            best[mb][h] = b;
+          else
+            fs_candidate_put(p, col, s, chunk, j > 0, leader, fs_best_key(b), b.z);
+        }
+    }
+  }
+  /* the chunk's candidates (an empty chunk's are empty) */
+  if (fused || nt == 0)
+    for (int s = 0; s < p.num_samples; s++)
+#pragma unroll
+      for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          fs_candidate_put(p, fs_col_load(p, b0 + acc_row(mb, h)), s, chunk, false, leader,
+                           fused ? fs_best_key(best[mb][h]) : 0ull,
+                           fused ? best[mb][h].z : 0.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap tmW,
+           const __grid_constant__ fs_tmap tmH) {
+  /* 128-byte swizzled boxes need 1024-byte aligned destinations (fsamp_wg.cu) */
+  extern __shared__ __align__(16) unsigned char fs_smem_raw[];
+  fs_elem *smem = (fs_elem *)fs_smem_align1024(fs_smem_raw);
+  unsigned long long *full = (unsigned long long *)(smem + STAGES * STAGE_ELEMS); /* [STAGES] */
+  unsigned long long *empty = full + STAGES;                                      /* [STAGES] */
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b0 = blockIdx.y * TILE_B;
+  const fs_span sp = chunk_span(p, blockIdx.x);
+  int nt = sp.n;
+#if CLUSTER > 1
+  const unsigned rank = cluster_rank();
+  /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
+  nt = max(nt, chunk_span(p, blockIdx.x ^ 1).n);
+#else
+  const unsigned rank = 0;
+#endif
+  const int KT = (p.D + TILE_K - 1) / TILE_K;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, CWARPS * CLUSTER);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+#if CLUSTER > 1
+  cluster_sync(); /* the peer's barriers exist before anything lands in them */
+#else
+  __syncthreads();
+#endif
+
+  if (warp >= CWARPS) {
+    /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
+#if WGS == 2
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+#endif
+    if (warp == CWARPS && lane == 0) {
+      int it = 0;
+      for (int j = 0; j < nt; j++)
+        for (int kt = 0; kt < KT; kt++, it++) {
+          const int slot = it % STAGES, k0 = kt * TILE_K;
+          mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+          mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
+          fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+#pragma unroll
+          for (int kb = 0; kb < KB; kb++) {
+            tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, sp.v0 + j * TILE_V, full + slot);
+#if CLUSTER > 1
+            tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
+                                  k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
+                                  (unsigned short)((1u << CLUSTER) - 1u));
+#else
+            tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
+#endif
+          }
+        }
+    }
+#if CLUSTER > 1
+    __syncwarp();
+    cluster_sync(); /* stay until the peer no longer signals this CTA */
+#endif
+    return;
+  }
+  /* ---- consumers ---- */
+#if WGS == 2
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+#endif
+  consume(p, smem, full, empty, nt, KT, b0, rank);
+  fs_last_cta_reduce(p, b0, CTHREADS);
+#if CLUSTER > 1
+  __syncwarp();
+  cluster_sync();
+#endif
+}
+
+FS_DEFINE_REDUCE_KERNEL
