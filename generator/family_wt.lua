@@ -31,10 +31,11 @@ fam.params = { p_tile_v, p_tile_b, p_tile_k, p_wgs, p_stages, p_cluster }
 
 local function mb(v) return v.tile_b // (64 * v.wgs) end
 
--- Stages (dense swizzled boxes) + mbarriers + 1 KB of slack to align the
--- boxes to 1024 bytes; no staging buffer.
+-- Stages (dense swizzled boxes) + mbarriers + each consumer thread's best
+-- of each of its rows (12 bytes, 4 per batch row) + 1 KB of slack to align
+-- the boxes to 1024 bytes; no staging buffer.
 local function smem_bytes(v)
-  return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2 + 16 * v.stages + 1024
+  return v.stages * (v.tile_v + v.tile_b) * v.tile_k * 2 + 16 * v.stages + 48 * v.tile_b + 1024
 end
 
 fam.constraints = {

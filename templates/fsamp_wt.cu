@@ -15,20 +15,26 @@
 ** over the vocabulary, so it runs in registers and over the four lanes of
 ** a quad: no logit is staged in shared memory (fsamp_wg.cu stages every
 ** tile and folds it from there, 18-23% of its consumers' time at B = 256,
-** perf-notes 17b, 18c), and the whole shared memory is the ring.
+** perf-notes 17b, 18c), and the shared memory is the ring.
 **
-** The noise is fs_device.h's, a function of the global token id:
-**  - per token (FS_NOISE_TOKEN): lanes 2l and 2l + 1 of a quad need halves
-**    of the same Philox quads of tokens, so each computes every other one
-**    and they swap halves by two shuffles (one Philox per four tokens, as in
-**    the staged families);
+** The epilogue, per tile and row of the thread:
+**  - greedy rows of whole tiles: fold_greedy, unrolled, three instructions
+**    per logit;
+**  - per-token noise (FS_NOISE_TOKEN): lanes 2l and 2l + 1 of a quad need
+**    halves of the same Philox quads of tokens, so each computes every other
+**    one and they swap halves by two shuffles (one Philox per four tokens,
+**    as in the staged families);
 **  - FS_NOISE_GROUP16: group k of a tile is its columns 16k .. 16k + 15, four
-**    per lane of a quad; fold_groups follows fs_fold_group's contract with
+**    per lane of a quad; fold_group follows fs_fold_group's contract with
 **    the max, the running sums and the pick formed by quad shuffles.
-** Chunks of whole tiles, the bests kept in registers across a chunk's tiles
-** (one sample per row), the candidates and the last-CTA reduction are those
-** of fsamp_wg.cu.  The epilogue is not overlapped with the next tile's
-** wgmmas: it needs the accumulators, and there is no second set of them.
+** The noisy paths are loops that pick a group's values out of the
+** accumulators by a switch of constant indices (group_vals): unrolled, their
+** code ran from instruction-cache misses (perf-notes 19a).  Chunks of whole
+** tiles, the candidates and the last-CTA reduction are those of
+** fsamp_wg.cu; a thread's best per row (one sample per row) is kept across a
+** chunk's tiles in shared memory.  The epilogue is not overlapped with the
+** next tile's wgmmas: it needs the accumulators, and the registers hold one
+** set of them (128 of a consumer's 168).
 */
 
 /* ---- tunables (the generator overrides these) ---------------------------- */
@@ -68,7 +74,6 @@
 #define H_BOX (TILE_B * 64)
 #define STAGE_ELEMS (KB * (W_BOX + H_BOX))
 #define NACC (TILE_V / 2)             /* fp32 accumulators per m64 block and thread */
-#define NI (TILE_V / 8)               /* n8 column blocks: a lane's column pairs per row */
 /* fs_device.h's geometry: the TPC = 4 lanes of a quad share a batch row (its
 ** fs_candidate_put combines them), each holding RPT of the tile's columns */
 #define TPC 4
@@ -120,35 +125,45 @@ __device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
   return sp;
 }
 
+/* A matrix descriptor (fs_wgmma.h's wgmma_desc) from its low word: the low
+** word of the 1024-byte aligned base is (shared address >> 4) | (1 << 16);
+** offsets within the shared window add to the 14-bit address field
+** without carries, so that the per-wgmma arithmetic stays 32-bit and
+** uniform (64-bit adds of per-thread descriptors, moved to uniform registers
+** per wgmma, took 15 M of the mainloop's 60 M instructions: perf-notes 19a). */
+#define DESC_HI (64u | (1u << 30)) /* stride byte offset 1024 >> 4, 128-byte swizzle */
+__device__ __forceinline__ unsigned long long desc_of(unsigned lo) {
+  return ((unsigned long long)DESC_HI << 32) | lo;
+}
+
 /* Fill `it` of the ring: waits until it is full and issues warpgroup g's
-** wgmmas into acc (overwriting acc when first), committed as one group. */
-__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem *smem,
+** wgmmas into acc (overwriting acc when first), committed as one group;
+** base: the descriptor low word of the ring's first stage. */
+__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
                                           unsigned long long *full, int it, int g, bool first) {
   const int slot = it % STAGES;
   mbar_wait(full + slot, (it / STAGES) & 1);
-  const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+  const unsigned dw = base + (unsigned)slot * (STAGE_ELEMS * 2 / 16);
+  const unsigned dh = dw + KB * W_BOX * 2 / 16 + (unsigned)(g * MB) * (64 * 64 * 2 / 16);
   wgmma_fence();
 #pragma unroll
-  for (int kb = 0; kb < KB; kb++) {
-    const unsigned long long dw = wgmma_desc(sW + kb * W_BOX);
+  for (int kb = 0; kb < KB; kb++)
 #pragma unroll
-    for (int mb = 0; mb < MB; mb++) {
-      const unsigned long long dh = wgmma_desc(sH + kb * H_BOX + (g * MB + mb) * 64 * 64);
+    for (int mb = 0; mb < MB; mb++)
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-        WGMMA(acc[mb], dh + 2 * kk, dw + 2 * kk, !first || (kb | kk) != 0);
-    }
-  }
+        WGMMA(acc[mb], desc_of(dh + (kb * H_BOX + mb * 64 * 64) * 2 / 16 + 2 * kk),
+              desc_of(dw + kb * W_BOX * 2 / 16 + 2 * kk), !first || (kb | kk) != 0);
   wgmma_commit();
 }
 
 /* k-step kt of a tile: its wgmmas issued, then the previous stage's awaited
 ** (one group stays in flight) and its slot released; mma_drain ends the
 ** tile (`it` = the fills consumed so far). */
-__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], const fs_elem *smem,
+__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], unsigned base,
                                          unsigned long long *full, unsigned long long *empty,
-                                         int it, int kt, unsigned rank) {
-  mma_stage(acc, smem, full, it, threadIdx.x >> 7, kt == 0);
+                                         int it, int kt, int g, unsigned rank) {
+  mma_stage(acc, base, full, it, g, kt == 0);
   if (kt > 0) {
     wgmma_wait<1>();
     if ((threadIdx.x & 31) == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
@@ -159,231 +174,306 @@ __device__ __forceinline__ void mma_drain(unsigned long long *empty, int it, uns
   if ((threadIdx.x & 31) == 0) release(empty + (it - 1) % STAGES, rank);
 }
 
-/* The batch row (within the CTA's tile) of accumulator half h of block mb. */
-__device__ __forceinline__ int acc_row(int mb, int h) {
+/* A thread's rows: r = 2 mb + h, the accumulator half h of m64 block mb. */
+#define NROWS (2 * MB)
+#define NG (TILE_V / 16) /* groups of 16 columns per tile row */
+
+/* The batch row (within the CTA's tile) of the thread's row r. */
+__device__ __forceinline__ int acc_row(int r) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return ((warp >> 2) * MB + mb) * 64 + (warp & 3) * 16 + (lane >> 2) + 8 * h;
+  return ((warp >> 2) * MB + (r >> 1)) * 64 + (warp & 3) * 16 + (lane >> 2) + 8 * (r & 1);
 }
+
+/* The lane's values of groups G c .. G c + G - 1 of its row G c / NG (G
+** divides NG): z[4 g + e] = tile column 16 k + 8 (e / 2) + 2 q + e % 2 of
+** group k = (G c + g) % NG (q = lane % 4).  A switch of constant indices,
+** so that the epilogue is a loop (its unrolled form, 4-8 K instructions per
+** row, ran from the instruction cache's misses: perf-notes 19a) while the
+** accumulators stay in registers. */
+#define FS_GV(c)                                                                   \
+  case c:                                                                          \
+    if constexpr ((c) < NROWS * NG / G) {                                          \
+    constexpr int c0_ = (c) * G;                                                   \
+    constexpr int m_ = (c0_ / NG / 2) < MB ? c0_ / NG / 2 : MB - 1;                \
+    constexpr int h_ = c0_ / NG % 2, k_ = c0_ % NG;                                \
+    _Pragma("unroll") for (int g_ = 0; g_ < G; g_++) {                             \
+      z[4 * g_] = acc[m_][8 * (k_ + g_) + 2 * h_];                                 \
+      z[4 * g_ + 1] = acc[m_][8 * (k_ + g_) + 2 * h_ + 1];                         \
+      z[4 * g_ + 2] = acc[m_][8 * (k_ + g_) + 4 + 2 * h_];                         \
+      z[4 * g_ + 3] = acc[m_][8 * (k_ + g_) + 5 + 2 * h_];                         \
+    }                                                                              \
+  } break;
+template <int G>
+__device__ __forceinline__ void group_vals(const float (&acc)[MB][NACC], int c,
+                                           float (&z)[4 * G]) {
+  static_assert(NG % G == 0 && NROWS * NG <= 32, "whole blocks of at most 32 groups");
+  switch (c) {
+    FS_GV(0) FS_GV(1) FS_GV(2) FS_GV(3) FS_GV(4) FS_GV(5) FS_GV(6) FS_GV(7)
+    FS_GV(8) FS_GV(9) FS_GV(10) FS_GV(11) FS_GV(12) FS_GV(13) FS_GV(14) FS_GV(15)
+    FS_GV(16) FS_GV(17) FS_GV(18) FS_GV(19) FS_GV(20) FS_GV(21) FS_GV(22) FS_GV(23)
+    FS_GV(24) FS_GV(25) FS_GV(26) FS_GV(27) FS_GV(28) FS_GV(29) FS_GV(30) FS_GV(31)
+  }
+}
+#undef FS_GV
 
 /* Word j (0..3) of a Philox output, without indexing (no local memory). */
 __device__ __forceinline__ unsigned fs_word(const fs_philox_out &r, unsigned j) {
   return j == 0 ? r.v[0] : j == 1 ? r.v[1] : j == 2 ? r.v[2] : r.v[3];
 }
 
-/* Folds one row's accumulators a[4 i + 2 h + e] (tile column 8 i + 2 q + e,
-** q = lane % 4: global id tok0 + column, W row vrow0 + column) into the
-** lane's best in increasing token order; columns from v_end on are skipped.
-** noise (warp-uniform): the words of sample s are formed (a lane whose row
-** is greedy ignores them); active: this lane's row takes this path (the
-** others run its shuffles only).  Unphased (tok0 % 4 == 0), lane q computes
-** the Philox quad of pair i + (q & 1) and the two lanes of a pair swap the
-** halves they need; PHASED computes both quads a lane's pair straddles. */
+/* Folds the lane's values z of group k of a row (tile column of z[e]: 16 k
+** + 8 (e / 2) + 2 q + e % 2, global id tok0 + column, W row vrow0 + column)
+** into the lane's best, in increasing token order; columns from v_end on
+** are skipped.  noise (warp-uniform): the words of sample s are formed (a
+** lane whose row is greedy ignores them); active: this lane's row takes
+** this path (the others run its shuffles only).  Unphased (tok0 % 4 == 0),
+** lanes 2l and 2l + 1 of the quad need halves of the same two Philox quads:
+** each computes one and they swap halves; PHASED computes the quads its two
+** pairs straddle. */
 template <bool PHASED>
-__device__ __forceinline__ void fold_tokens(const float (&a)[NACC], int h, const fs_col &c,
+__device__ __forceinline__ void fold_tokens(const float (&z)[4], int k, const fs_col &c,
                                             unsigned tok0, int vrow0, int v_end, bool noise,
                                             bool active, unsigned s, fs_best &best) {
   const unsigned q = threadIdx.x & 3u, odd = q & 1u;
-  const bool whole = vrow0 + TILE_V <= v_end;
-  const bool use_noise = noise && !c.greedy;
+  unsigned w[4] = {0u, 0u, 0u, 0u};
+  if (noise) {
+    if (PHASED) {
 #pragma unroll
-  for (int i = 0; i < NI; i += 2) {
-    unsigned w[2][2] = {{0u, 0u}, {0u, 0u}}; /* words of pair i + d, token e */
-    if (noise) {
-      if (PHASED) {
-#pragma unroll
-        for (int d = 0; d < 2; d++) {
-          const unsigned t = tok0 + 8u * (unsigned)(i + d) + 2u * q;
-          const fs_philox_out r0 = fs_noise_quad(c.seed, c.off, t >> 2, s, c.tag);
-          const fs_philox_out r1 = fs_noise_quad(c.seed, c.off, (t >> 2) + 1u, s, c.tag);
-          w[d][0] = fs_word(r0, t & 3u);
-          w[d][1] = (t & 3u) == 3u ? r1.v[0] : fs_word(r0, (t & 3u) + 1u);
-        }
-      } else {
-        const unsigned quad = (tok0 >> 2) + 2u * ((unsigned)i + odd) + (q >> 1);
-        const fs_philox_out r = fs_noise_quad(c.seed, c.off, quad, s, c.tag);
-        const unsigned x0 = __shfl_xor_sync(0xffffffffu, odd ? r.v[0] : r.v[2], 1);
-        const unsigned x1 = __shfl_xor_sync(0xffffffffu, odd ? r.v[1] : r.v[3], 1);
-        w[0][0] = odd ? x0 : r.v[0];
-        w[0][1] = odd ? x1 : r.v[1];
-        w[1][0] = odd ? r.v[2] : x0;
-        w[1][1] = odd ? r.v[3] : x1;
+      for (int d = 0; d < 2; d++) {
+        const unsigned t = tok0 + 16u * (unsigned)k + 8u * (unsigned)d + 2u * q;
+        const fs_philox_out r0 = fs_noise_quad(c.seed, c.off, t >> 2, s, c.tag);
+        const fs_philox_out r1 = fs_noise_quad(c.seed, c.off, (t >> 2) + 1u, s, c.tag);
+        w[2 * d] = fs_word(r0, t & 3u);
+        w[2 * d + 1] = (t & 3u) == 3u ? r1.v[0] : fs_word(r0, (t & 3u) + 1u);
       }
+    } else {
+      /* pair 2k + odd's quad: tokens 16 k + 8 odd + 4 (q / 2) .. + 3 */
+      const unsigned quad = (tok0 >> 2) + 4u * (unsigned)k + 2u * odd + (q >> 1);
+      const fs_philox_out r = fs_noise_quad(c.seed, c.off, quad, s, c.tag);
+      const unsigned x0 = __shfl_xor_sync(0xffffffffu, odd ? r.v[0] : r.v[2], 1);
+      const unsigned x1 = __shfl_xor_sync(0xffffffffu, odd ? r.v[1] : r.v[3], 1);
+      w[0] = odd ? x0 : r.v[0];
+      w[1] = odd ? x1 : r.v[1];
+      w[2] = odd ? r.v[2] : x0;
+      w[3] = odd ? r.v[3] : x1;
     }
-    if (!active) continue;
+  }
+  if (!active) return;
+  const bool use_noise = noise && !c.greedy;
+  float sc[4];
 #pragma unroll
-    for (int d = 0; d < 2; d++)
+  for (int e = 0; e < 4; e++) sc[e] = use_noise ? fmaf(z[e], c.inv_t, fs_gumbel_fast(w[e])) : z[e];
+  const unsigned t0 = tok0 + 16u * (unsigned)k + 2u * q; /* the token of z[0] */
+  if (vrow0 + TILE_V <= v_end && best.s == best.s) { /* one compare per token */
 #pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const float z = a[4 * (i + d) + 2 * h + e];
-        const int col = 8 * (i + d) + 2 * (int)q + e;
-        const float sc = use_noise ? fmaf(z, c.inv_t, fs_gumbel_fast(w[d][e])) : z;
-        if (whole && best.s == best.s) {
-          if (sc > best.s) best.s = sc, best.z = z, best.tok = tok0 + (unsigned)col;
-        } else if (vrow0 + col < v_end) {
-          fs_best_offer(best, sc, z, tok0 + (unsigned)col);
-        }
-      }
+    for (int e = 0; e < 4; e++)
+      if (sc[e] > best.s) best.s = sc[e], best.z = z[e], best.tok = t0 + 8u * (e >> 1) + (e & 1);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const unsigned off = 8u * (e >> 1) + (e & 1);
+      if (vrow0 + (int)(t0 - tok0 + off) < v_end) fs_best_offer(best, sc[e], z[e], t0 + off);
+    }
   }
 }
 
-/* FS_NOISE_GROUP16 over one row's accumulators (fs_fold_group's contract):
-** group k of the tile is columns 16 k .. 16 k + 15, pairs i = 2k and 2k + 1
-** of the quad (lane q: 16 k + 2 q + {0, 1} and 16 k + 8 + 2 q + {0, 1}).
-** The running sums in token order come from the quad's pair sums by one
-** chain that every lane of the quad computes alike, so they never decrease
-** and end at S exactly.  Lane q computes the Philox words of group k0 + q
-** of each four, shared by shuffles.  active: this lane's row takes the
-** grouped noise (the others run the shuffles only). */
-__device__ __forceinline__ void fold_groups(const float (&a)[NACC], int h, const fs_col &c,
-                                            unsigned tok0, int vrow0, int v_end, unsigned s,
-                                            bool active, fs_best &best) {
+/* FS_NOISE_GROUP16 for the lane's values z of group k of a row (fs_fold_group's
+** contract), with g and u the group's Gumbel variate and uniform: the max,
+** the running sums and the pick over the quad by shuffles.  The running sums
+** in token order come from the quad's pair sums by one chain that every
+** lane of the quad computes alike, so they never decrease and end at S
+** exactly.  active: this lane's row takes the grouped noise (the others run
+** the shuffles only). */
+__device__ __forceinline__ void fold_group(const float (&z)[4], int k, float g, float u,
+                                           const fs_col &c, unsigned tok0, int vrow0, int v_end,
+                                           bool active, fs_best &best) {
   const unsigned q = threadIdx.x & 3u, qb = threadIdx.x & 28u;
   const float c2 = c.inv_t * 1.44269504088896341f;
-  const float ninf = __int_as_float(0xff800000);
+  const int nv = v_end - (vrow0 + 16 * k); /* the group's tokens inside the chunk */
+  const int pos[4] = {2 * (int)q, 2 * (int)q + 1, 8 + 2 * (int)q, 9 + 2 * (int)q};
+  float w[4];
 #pragma unroll
-  for (int k0 = 0; k0 < TILE_V / 16; k0 += 4) {
-    const fs_philox_out r = fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k0 + q, s, c.tag);
-    const float gq = fs_gumbel_fast(r.v[0]), uq = fs_group_uniform(r.v[1]);
+  for (int e = 0; e < 4; e++) w[e] = pos[e] < nv ? z[e] : __int_as_float(0xff800000); /* no mass */
+  float m = fmaxf(fmaxf(w[0], w[1]), fmaxf(w[2], w[3]));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2)); /* NaN only if all are */
+  const float mc = m * c2;
+  float x[4];
 #pragma unroll
-    for (int t = 0; t < 4; t++) {
-      const int k = k0 + t, nv = v_end - (vrow0 + 16 * k); /* the group's tokens inside */
-      const float g = __shfl_sync(0xffffffffu, gq, qb | (unsigned)t);
-      const float u = __shfl_sync(0xffffffffu, uq, qb | (unsigned)t);
-      const int pos[4] = {2 * (int)q, 2 * (int)q + 1, 8 + 2 * (int)q, 9 + 2 * (int)q};
-      const float z[4] = {a[8 * k + 2 * h], a[8 * k + 2 * h + 1], a[8 * k + 4 + 2 * h],
-                          a[8 * k + 4 + 2 * h + 1]};
-      float w[4];
+  for (int e = 0; e < 4; e++) x[e] = fmaxf(fs_ex2_approx(fmaf(w[e], c2, -mc)), 0.0f);
+  const float pa = x[0] + x[1], pb = x[2] + x[3];
+  /* E[j]: the weight of the tokens before pair j (j = 0..3 the first
+  ** halves of the lanes, 4..7 the second); E[8] = S */
+  float E[9];
+  E[0] = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 4; e++) w[e] = pos[e] < nv ? z[e] : ninf; /* -inf: no mass */
-      float m = fmaxf(fmaxf(w[0], w[1]), fmaxf(w[2], w[3]));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2)); /* NaN only if all are */
-      const float mc = m * c2;
-      float x[4];
+  for (int j = 0; j < 4; j++) E[j + 1] = E[j] + __shfl_sync(0xffffffffu, pa, qb | (unsigned)j);
 #pragma unroll
-      for (int e = 0; e < 4; e++) x[e] = fmaxf(fs_ex2_approx(fmaf(w[e], c2, -mc)), 0.0f);
-      const float pa = x[0] + x[1], pb = x[2] + x[3];
-      /* the chain: E[j] = the sum of tokens before pair j (j = 0..3 the
-      ** first halves, 4..7 the second), E[8] = S */
-      float E[9];
-      E[0] = 0.0f;
+  for (int j = 0; j < 4; j++) E[j + 5] = E[j + 4] + __shfl_sync(0xffffffffu, pb, qb | (unsigned)j);
+  const float S = E[8];
+  const float ea = q == 0 ? E[0] : q == 1 ? E[1] : q == 2 ? E[2] : E[3];
+  const float ea1 = q == 0 ? E[1] : q == 1 ? E[2] : q == 2 ? E[3] : E[4];
+  const float eb = q == 0 ? E[4] : q == 1 ? E[5] : q == 2 ? E[6] : E[7];
+  const float eb1 = q == 0 ? E[5] : q == 1 ? E[6] : q == 2 ? E[7] : E[8];
+  const float tz = __fmul_rz(u, S);
+  /* the tokens i < 15 with P_i <= tz (token 15, lane 3's last, left out) */
+  int n = (ea + x[0] <= tz) + (ea1 <= tz) + (eb + x[2] <= tz) + (q != 3u && eb1 <= tz);
+  n += __shfl_xor_sync(0xffffffffu, n, 1);
+  n += __shfl_xor_sync(0xffffffffu, n, 2);
+  /* without finite mass: the first token equal to m (0 when m is NaN) */
+  int f = 16;
 #pragma unroll
-      for (int j = 0; j < 4; j++) E[j + 1] = E[j] + __shfl_sync(0xffffffffu, pa, qb | (unsigned)j);
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-        E[j + 5] = E[j + 4] + __shfl_sync(0xffffffffu, pb, qb | (unsigned)j);
-      const float S = E[8];
-      /* this lane's running sums; its pairs start at E[q] and E[4 + q] */
-      const float ea = q == 0 ? E[0] : q == 1 ? E[1] : q == 2 ? E[2] : E[3];
-      const float eb = q == 0 ? E[4] : q == 1 ? E[5] : q == 2 ? E[6] : E[7];
-      const float ea1 = q == 0 ? E[1] : q == 1 ? E[2] : q == 2 ? E[3] : E[4];
-      const float eb1 = q == 0 ? E[5] : q == 1 ? E[6] : q == 2 ? E[7] : E[8];
-      const float tz = __fmul_rz(u, S);
-      /* tokens i < 15 with P_i <= tz: P of this lane's four, the last one
-      ** (token 15, lane 3's) left out */
-      int n = (ea + x[0] <= tz) + (ea1 <= tz) + (eb + x[2] <= tz) + (q != 3u && eb1 <= tz);
-      n += __shfl_xor_sync(0xffffffffu, n, 1);
-      n += __shfl_xor_sync(0xffffffffu, n, 2);
-      /* without finite mass: the first token equal to m (0 when m is NaN) */
-      int f = 16;
-#pragma unroll
-      for (int e = 3; e >= 0; e--)
-        if (w[e] == m) f = min(f, pos[e]);
-      f = min(f, __shfl_xor_sync(0xffffffffu, f, 1));
-      f = min(f, __shfl_xor_sync(0xffffffffu, f, 2));
-      const bool finite = fabsf(mc) < __int_as_float(0x7f800000);
-      const int pick = finite ? n : (f == 16 ? 0 : f);
-      const int pe = (pick >= 8 ? 2 : 0) + (pick & 1); /* its element in the owner lane */
-      const float zl = pe == 0 ? z[0] : pe == 1 ? z[1] : pe == 2 ? z[2] : z[3];
-      const float zp = __shfl_sync(0xffffffffu, zl, qb | (unsigned)((pick & 7) >> 1));
-      float sc;
-      if (finite) {
-        sc = fmaf(m, c.inv_t, fmaf(0.69314718f, fs_lg2_approx(S), g));
-      } else {
-        sc = m * c.inv_t;
-        if (sc != sc) sc = m;
-      }
-      if (active && nv > 0) fs_best_offer(best, sc, zp, tok0 + (unsigned)(16 * k + pick));
-    }
+  for (int e = 3; e >= 0; e--)
+    if (w[e] == m) f = min(f, pos[e]);
+  f = min(f, __shfl_xor_sync(0xffffffffu, f, 1));
+  f = min(f, __shfl_xor_sync(0xffffffffu, f, 2));
+  const bool finite = fabsf(mc) < __int_as_float(0x7f800000);
+  const int pick = finite ? n : (f == 16 ? 0 : f);
+  const int pe = (pick >= 8 ? 2 : 0) + (pick & 1); /* its element in the owner lane */
+  const float zl = pe == 0 ? z[0] : pe == 1 ? z[1] : pe == 2 ? z[2] : z[3];
+  const float zp = __shfl_sync(0xffffffffu, zl, qb | (unsigned)((pick & 7) >> 1));
+  float sc;
+  if (finite) {
+    sc = fmaf(m, c.inv_t, fmaf(0.69314718f, fs_lg2_approx(S), g));
+  } else {
+    sc = m * c.inv_t;
+    if (sc != sc) sc = m;
   }
+  if (active && nv > 0) fs_best_offer(best, sc, zp, tok0 + (unsigned)(16 * k + pick));
 }
 
-/* One row's accumulators (half h of a[]), sample s, into the lane's best:
-** grouped rows (FS_NOISE_GROUP16 and T > 0) by fold_groups, the others by
-** fold_tokens; every lane of the warp calls it (the shuffles). */
-__device__ __forceinline__ void fold_row(const fs_params &p, const float (&a)[NACC], int h,
+/* A greedy row of a whole tile (half h of a[], tile columns 8 i + 2 q + e at
+** global ids tok0 + column) into a best that has a number for its score:
+** the first largest logit, three instructions per logit, unrolled (no
+** noise, so its code is small). */
+__device__ __forceinline__ void fold_greedy(const float (&a)[NACC], int h, unsigned tok0,
+                                            fs_best &best) {
+  float m = best.s;
+  int bc = -1; /* the column of a larger logit, if any */
+#pragma unroll
+  for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float z = a[4 * i + 2 * h + e];
+      if (z > m) m = z, bc = 8 * i + e;
+    }
+  if (bc >= 0) best.s = best.z = m, best.tok = tok0 + (unsigned)bc + 2u * (threadIdx.x & 3u);
+}
+
+/* Row r of the tile (its first W row vrow0), sample s, into the lane's best:
+** grouped rows (FS_NOISE_GROUP16 and T > 0) by fold_group, the others by
+** fold_tokens (greedy rows with noise false); lanes with skip (their row
+** left to fold_greedy) only run the shuffles.  Every lane of the warp calls
+** it.  Loops, not unrolled: group_vals picks each group's values. */
+__device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[MB][NACC], int r,
                                          const fs_col &c, int vrow0, int v_end, unsigned s,
-                                         fs_best &best) {
+                                         bool skip, fs_best &best) {
+  const unsigned q = threadIdx.x & 3u, qb = threadIdx.x & 28u;
   const unsigned tok0 = (unsigned)(p.vocab_offset + vrow0);
   const bool grouped = p.noise && !c.greedy;
-  if (__any_sync(0xffffffffu, grouped))
-    fold_groups(a, h, c, tok0, vrow0, v_end, s, grouped, best);
-  if (__any_sync(0xffffffffu, !grouped)) {
+  if (__any_sync(0xffffffffu, grouped)) {
+#pragma unroll 1
+    for (int k0 = 0; k0 < NG; k0 += 4) {
+      /* lane q draws the words of group k0 + q of each four */
+      const fs_philox_out rw =
+          fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k0 + q, s, c.tag);
+      const float gq = fs_gumbel_fast(rw.v[0]), uq = fs_group_uniform(rw.v[1]);
+      float z[16];
+      group_vals<4>(acc, (r * NG + k0) / 4, z);
+#pragma unroll
+      for (int t = 0; t < 4; t++) {
+        const float g = __shfl_sync(0xffffffffu, gq, qb | (unsigned)t);
+        const float u = __shfl_sync(0xffffffffu, uq, qb | (unsigned)t);
+        const float zt[4] = {z[4 * t], z[4 * t + 1], z[4 * t + 2], z[4 * t + 3]};
+        fold_group(zt, k0 + t, g, u, c, tok0, vrow0, v_end, grouped, best);
+      }
+    }
+  }
+  const bool tokens = !grouped && !skip;
+  if (__any_sync(0xffffffffu, tokens)) {
     const bool noise = !p.noise && __any_sync(0xffffffffu, !c.greedy);
-    if (tok0 & 3u)
-      fold_tokens<true>(a, h, c, tok0, vrow0, v_end, noise, !grouped, s, best);
-    else
-      fold_tokens<false>(a, h, c, tok0, vrow0, v_end, noise, !grouped, s, best);
+#pragma unroll 1
+    for (int k = 0; k < NG; k += 2) {
+      float z[8];
+      group_vals<2>(acc, (r * NG + k) / 2, z);
+#pragma unroll
+      for (int t = 0; t < 2; t++) {
+        const float zt[4] = {z[4 * t], z[4 * t + 1], z[4 * t + 2], z[4 * t + 3]};
+        if (tok0 & 3u)
+          fold_tokens<true>(zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
+        else
+          fold_tokens<false>(zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
+      }
+    }
   }
 }
 
 /* The consumer warpgroups: wgmma over each stage of each of the nt tiles of
 ** chunk blockIdx.x (the last ones past its rows when the cluster's peer has
-** more), then the tile's epilogue from the accumulators.  One sample per
-** row: a thread keeps its best of each of its 2 MB rows across the tiles
-** and stores the candidates once, at the chunk's end; several: each tile's
-** candidates folded into the stored ones. */
-__device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
+** more), then the tile's epilogue from the accumulators, row by row.  One
+** sample per row: a thread keeps its best of each of its NROWS rows across
+** the tiles, in shared memory (sbest[r][thread]; in registers they would
+** need the rows unrolled), and stores the candidates once, at the chunk's
+** end; several: each tile's candidates folded into the stored ones. */
+__device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem, fs_best *sbest,
                                         unsigned long long *full, unsigned long long *empty,
                                         int nt, int KT, int b0, unsigned rank) {
-  const int chunk = blockIdx.x;
+  const int chunk = blockIdx.x, tid = threadIdx.x;
   const fs_span sp = chunk_span(p, chunk);
-  const bool fused = p.num_samples == 1, leader = (threadIdx.x & 3) == 0;
-  fs_best best[MB][2];
-#pragma unroll
-  for (int mb = 0; mb < MB; mb++) best[mb][0] = best[mb][1] = fs_best_none();
+  const bool fused = p.num_samples == 1, leader = (tid & 3) == 0;
+#pragma unroll 1
+  for (int r = 0; r < NROWS; r++) sbest[r * CTHREADS + tid] = fs_best_none();
   float acc[MB][NACC];
 #pragma unroll
   for (int mb = 0; mb < MB; mb++)
 #pragma unroll
     for (int i = 0; i < NACC; i++) acc[mb][i] = 0.0f;
 
+  /* the warpgroup, broadcast so that the compiler keeps it (and the
+  ** descriptors) in uniform registers */
+  const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const unsigned base = ((smem_addr(smem) & 0x3FFFFu) >> 4) | (1u << 16);
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
-    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, smem, full, empty, it, kt, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, it, kt, g, rank);
     mma_drain(empty, it, rank);
     const int vrow0 = sp.v0 + j * TILE_V;
     for (int s = 0; s < p.num_samples; s++) {
-      /* opaque per sample: what derives from the tile's position (each
-      ** column's token, its test against v_end) is computed where used, not
-      ** hoisted out of this loop into registers (which spilled) */
-      int vr = vrow0, ve = sp.v_end;
-      asm volatile("" : "+r"(vr), "+r"(ve));
+      unsigned fastrows = 0u; /* rows left to fold_greedy */
+#pragma unroll 1
+      for (int r = 0; r < NROWS; r++) {
+        /* the row's parameters, loaded per tile (L1 hits), not held */
+        const fs_col col = fs_col_load(p, b0 + acc_row(r));
+        fs_best b = fused ? sbest[r * CTHREADS + tid] : fs_best_none();
+        /* greedy rows of whole tiles, once a best has a number: unrolled
+        ** (three instructions per logit) in fold_greedy below */
+        const bool fast = fused && col.greedy && vrow0 + TILE_V <= sp.v_end && b.s == b.s;
+        fastrows |= (unsigned)fast << r;
+        if (__any_sync(0xffffffffu, !fast))
+          fold_row(p, acc, r, col, vrow0, sp.v_end, (unsigned)s, fast, b);
+        if (fused)
+          sbest[r * CTHREADS + tid] = b;
+        else
+          fs_candidate_put(p, col, s, chunk, j > 0, leader, fs_best_key(b), b.z);
+      }
 #pragma unroll
-      for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          /* the row's parameters, loaded per tile (L1 hits), not held */
-          const fs_col col = fs_col_load(p, b0 + acc_row(mb, h));
-          fs_best b = fused ? best[mb][h] : fs_best_none();
-          fold_row(p, acc[mb], h, col, vr, ve, (unsigned)s, b);
-          if (fused)
-            best[mb][h] = b;
-          else
-            fs_candidate_put(p, col, s, chunk, j > 0, leader, fs_best_key(b), b.z);
+      for (int r = 0; r < NROWS; r++)
+        if (fastrows >> r & 1u) {
+          fs_best b = sbest[r * CTHREADS + tid];
+          fold_greedy(acc[r >> 1], r & 1, (unsigned)(p.vocab_offset + vrow0), b);
+          sbest[r * CTHREADS + tid] = b;
         }
     }
   }
   /* the chunk's candidates (an empty chunk's are empty) */
   if (fused || nt == 0)
     for (int s = 0; s < p.num_samples; s++)
-#pragma unroll
-      for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          fs_candidate_put(p, fs_col_load(p, b0 + acc_row(mb, h)), s, chunk, false, leader,
-                           fused ? fs_best_key(best[mb][h]) : 0ull,
-                           fused ? best[mb][h].z : 0.0f);
+#pragma unroll 1
+      for (int r = 0; r < NROWS; r++) {
+        const fs_best b = fused ? sbest[r * CTHREADS + tid] : fs_best_none();
+        fs_candidate_put(p, fs_col_load(p, b0 + acc_row(r)), s, chunk, false, leader,
+                         fs_best_key(b), b.z);
+      }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -394,6 +484,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   fs_elem *smem = (fs_elem *)fs_smem_align1024(fs_smem_raw);
   unsigned long long *full = (unsigned long long *)(smem + STAGES * STAGE_ELEMS); /* [STAGES] */
   unsigned long long *empty = full + STAGES;                                      /* [STAGES] */
+  fs_best *sbest = (fs_best *)(empty + STAGES); /* [NROWS][CTHREADS] */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b0 = blockIdx.y * TILE_B;
@@ -457,7 +548,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #if WGS == 2
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
-  consume(p, smem, full, empty, nt, KT, b0, rank);
+  consume(p, smem, sbest, full, empty, nt, KT, b0, rank);
   fs_last_cta_reduce(p, b0, CTHREADS);
 #if CLUSTER > 1
   __syncwarp();
