@@ -15,9 +15,10 @@
 # NOISE=group16 runs every call with FS_NOISE_GROUP16 (--noise).
 #
 # A case is model:batch:temperature:variant (the variant without its
-# fsamp_<dtype>_sm90a_ prefix).  Prints one line per (round, case, build)
+# fsamp_<dtype>_sm90a_ prefix; "-" runs the shipped default of the shape,
+# tuning-db/defaults).  Prints one line per (round, case, build)
 # and writes them to $OUT/ab.txt; the tuning database is off (FS_TUNING_DB=off),
-# so only FS_VARIANT chooses the kernel.  $OUT (default: a new temporary
+# so FS_VARIANT (or for "-" the shipped defaults) chooses the kernel.  $OUT (default: a new temporary
 # directory) also gets ab-runs.log, every run's whole output.
 set -euo pipefail
 : "${BINS:?BINS=\"name=path ...\" is required}"
@@ -44,16 +45,17 @@ done
 for r in $(seq 1 "$ROUNDS"); do
   for c in $CASES; do
     IFS=: read -r model b t v <<<"$c"
+    fv=""; [ "$v" = "-" ] || fv="fsamp_${DTYPE}_sm90a_$v" # empty: not forced
     for nb in $BINS; do
       name=${nb%%=*} bin=${nb#*=}
       rc=0
       if [ "${BENCH:-0}" = 1 ]; then
-        out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
+        out=$(FS_TUNING_DB=off FS_VARIANT="$fv" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
               --reps "${REPS:-10}" ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep -E "^ *$b +[0-9]" <<<"$out" | head -1 || true)
       else
-        out=$(FS_TUNING_DB=off FS_VARIANT="fsamp_${DTYPE}_sm90a_$v" \
+        out=$(FS_TUNING_DB=off FS_VARIANT="$fv" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
               --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep 'per call' <<<"$out" | head -1 || true)
