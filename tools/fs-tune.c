@@ -65,7 +65,13 @@ static const char usage_text[] =
     "decoding; at B = 256 on an H200 ~15% above a burst's times; an experiment,\n"
     "perf-notes 15c).  A run records it with its command line.\n"
     "FS_TUNE_NOISE=group16 times each candidate with FS_NOISE_GROUP16 (it is verified\n"
-    "per token either way; an experiment, perf-notes 18); recorded likewise.\n";
+    "per token either way; an experiment, perf-notes 18); recorded likewise.\n"
+    "FS_TUNE_GREEDY=1 times each candidate on greedy calls (T = 0) instead of sampled\n"
+    "ones (it is verified on both either way), for a deployment that decodes greedily:\n"
+    "its winners are the fastest greedy kernels (at B >= 128 on an H200 often the wt\n"
+    "family's, perf-notes 19) and serve every call of those shapes; recorded likewise.\n"
+    "Keep such runs in a database of their own (--db): a variant's latest measurement\n"
+    "counts, whichever calls it timed.\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
@@ -280,6 +286,10 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   const char *nz = getenv("FS_TUNE_NOISE");
   if (nz && *nz && fs_tools_parse_noise(nz, &o->noise))
     return bad("FS_TUNE_NOISE=%s: the noise timed is token or group16", nz);
+  const char *gr = getenv("FS_TUNE_GREEDY");
+  if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &o->greedy))
+    return bad("FS_TUNE_GREEDY=%s: must be 0 (time sampled calls, the default) or 1 (time "
+               "greedy calls)", gr);
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);

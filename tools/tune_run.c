@@ -335,6 +335,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.cap_s = o->cap_s;
     job.warmup_ms = o->warmup_ms;
     job.noise = o->noise;
+    job.greedy = o->greedy;
     job.variant = it->v;
     job.cubin_size = src->cubin_size;
     const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
@@ -381,6 +382,10 @@ static int gpu_run(tune_session *s, tune_child *c) {
   if (o->noise) { /* so are the times of another noise */
     size_t l = strlen(cmd);
     snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_NOISE=%s)", fs_tools_noise_name(o->noise));
+  }
+  if (o->greedy) { /* and of greedy calls */
+    size_t l = strlen(cmd);
+    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_GREEDY=1)");
   }
   fs_store_run run;
   memset(&run, 0, sizeof run);

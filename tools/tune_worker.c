@@ -40,7 +40,9 @@
 ** back-to-back warm-up runs for at least that long, so that a candidate is
 ** timed in the clock and power state of sustained decoding rather than a
 ** burst; and with the job's noise, fs-tune's FS_TUNE_NOISE: the variant is
-** verified per token, then timed with that fs_noise_mode), then runs with
+** verified per token, then timed with that fs_noise_mode; on the sampled
+** configuration, or with the job's greedy, fs-tune's FS_TUNE_GREEDY, on the
+** greedy one: verified on both either way), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -98,6 +100,10 @@ typedef struct worker {
   char msg[1024];
 } worker;
 
+/* The configurations every candidate is verified on: sampled (T = 1) and
+** greedy (CFG_GREEDY); timed on the first, or on the greedy one for a job
+** with greedy set. */
+#define CFG_GREEDY 1
 static const fs_sampling cfgs[NCFG] = {
     {1.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
     {0.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
@@ -457,14 +463,15 @@ static void stats(const double *t, int n, double *med, double *spread) {
   free(s);
 }
 
-/* Times k with cfg 0 (header comment).  Returns 0 or -1 with w->msg. */
-static int time_variant(worker *w, const fs_kernel *k, double cap_s, double warmup_ms,
+/* Times k with configuration cfg (header comment).  Returns 0 or -1 with
+** w->msg. */
+static int time_variant(worker *w, const fs_kernel *k, int cfg, double cap_s, double warmup_ms,
                         tune_msg *r) {
   fs_problem p;
   fs_sampling s;
   fs_outputs o;
   double t[MAX_RUNS];
-  make_call(w, 0, &p, &s, &o);
+  make_call(w, cfg, &p, &s, &o);
   const double t0 = fs_tools_now();
   int n = 0;
   do { /* WARMUPS runs, repeated until warmup_ms have passed */
@@ -540,7 +547,8 @@ static void do_job(worker *w, const tune_msg *m, const void *cubin, tune_msg *r)
   }
   /* verified per token above and below; timed with the job's noise */
   w->ctx->noise = m->noise;
-  const int timing_failed = time_variant(w, k, m->cap_s, m->warmup_ms, r);
+  const int timing_failed = time_variant(w, k, m->greedy ? CFG_GREEDY : 0, m->cap_s,
+                                         m->warmup_ms, r);
   w->ctx->noise = FS_NOISE_TOKEN;
   if (timing_failed) goto done;
   /* Again after timing: a race may show only sometimes. */

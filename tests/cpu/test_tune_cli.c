@@ -91,6 +91,12 @@ static void test_usage(void) {
   expect("FS_TUNE_NOISE=gumbel",
          run_env(NULL, "FS_TUNE_NOISE=gumbel", (const char *const[]){"--dry-run", NULL}), 2,
          "FS_TUNE_NOISE=gumbel", "token or group16", NULL);
+  expect("FS_TUNE_GREEDY=2",
+         run_env(NULL, "FS_TUNE_GREEDY=2", (const char *const[]){"--dry-run", NULL}), 2,
+         "FS_TUNE_GREEDY=2", "0 (time sampled calls", "1 (time greedy calls)", NULL);
+  expect("FS_TUNE_GREEDY=yes",
+         run_env(NULL, "FS_TUNE_GREEDY=yes", (const char *const[]){"--dry-run", NULL}), 2,
+         "FS_TUNE_GREEDY=yes", NULL);
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
   expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
   expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
