@@ -66,12 +66,13 @@ function fam.derive(v, a)
   common.persistent_lastcta(v)
 end
 
--- Not a built-in default (fsgen.default picks wg); a default for the
--- family's own use (a variant that is valid on sm_90a).
+-- The family's default for a bucket (fsgen.default does not pick this
+-- family; like fma's, it names a valid variant): at B = 128 and 256 the
+-- tiles of run U (perf-notes 19b), below a 64-row tile of one warpgroup.
 function fam.default(arch, dtype, B, D, V)
   local v = { tile_v = 128, tile_b = 256, tile_k = 64, wgs = 2, stages = 4, cluster = 1 }
-  if B <= 64 then v.tile_b, v.wgs, v.tile_v = 64, 1, 256
-  elseif B <= 128 then v.tile_b, v.tile_v = 128, 256 end
+  if B <= 64 then v.tile_b, v.wgs = 64, 1
+  elseif B <= 128 then v.tile_b, v.stages = 128, 6 end
   return v
 end
 
