@@ -176,8 +176,13 @@ int fs_sample(fs_context *ctx, const fs_problem *problem,
               const fs_sampling *sampling, const fs_outputs *outputs,
               void *stream);
 
-/* Writes the name of the kernel variant fs_sample() would run for this shape
-** into buf (NUL-terminated, truncated to bufsize) and how it was chosen. */
+/* Writes the name of the kernel variant fs_sample() would run for this call
+** into buf (NUL-terminated, truncated to bufsize) and how it was chosen.
+** A shape's batch bucket may have up to three tuned kernels: the one of
+** sampled calls, the one of greedy calls (sampling->temperature == 0 with
+** temperatures NULL) and the one of FS_NOISE_GROUP16 calls, where fs-tune
+** timed those (FS_TUNE_GREEDY=1, FS_TUNE_NOISE=group16); fs_prepare() loads
+** all of them, and a call runs the one of its kind (else the sampled one). */
 int fs_variant_name(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, char *buf, size_t bufsize);
 
@@ -207,8 +212,9 @@ typedef enum fs_noise_mode {
 } fs_noise_mode;
 
 /* Sets how fs_sample() / fs_sample_tp() calls on ctx draw (an fs_noise_mode);
-** FS_NOISE_TOKEN until set.  Takes effect at the next call, with the same
-** kernels (no compilation); a CUDA graph keeps the noise of the calls it
+** FS_NOISE_TOKEN until set.  Takes effect at the next call without
+** compilation (fs_prepare() loaded the kernels of both noises,
+** fs_variant_name()); a CUDA graph keeps the noise of the calls it
 ** captured.  FS_INVALID_ARGUMENT for another value. */
 int fs_context_set_noise(fs_context *ctx, int noise);
 

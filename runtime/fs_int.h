@@ -31,11 +31,26 @@ typedef struct fs_kernel {
   struct fs_kernel *next;
 } fs_kernel;
 
-/* A prepared shape: which kernel serves (dtype, D, V, batch bucket). */
+/* What a call is, for the choice of its kernel: the values of the tuning
+** database's fs_store_mode (tuned.c checks that they agree). */
+enum {
+  FS_CALL_TOKEN = 0,   /* sampled, FS_NOISE_TOKEN */
+  FS_CALL_GROUP16 = 1, /* sampled, FS_NOISE_GROUP16 */
+  FS_CALL_GREEDY = 2,  /* greedy: scalar temperature 0, no per-row temperatures */
+  FS_CALL_MODES = 3
+};
+
+/* The call mode of a call with sampling s on ctx (its noise mode). */
+int fs_call_mode(const fs_context *ctx, const fs_sampling *s);
+
+/* A prepared shape: which kernel serves (dtype, D, V, batch bucket) for each
+** call mode.  kernel[FS_CALL_TOKEN] is always set; another mode's is set
+** only when a tuning database has a winner of its own for that mode (exact
+** key) and it is another variant; NULL: the token kernel serves it. */
 typedef struct fs_plan {
   int dtype, hidden, vocab, bucket;
-  fs_kernel *kernel;
-  char how[192];          /* how the variant was chosen ("built-in default") */
+  fs_kernel *kernel[FS_CALL_MODES];
+  char how[FS_CALL_MODES][192]; /* how each was chosen ("built-in default") */
   struct fs_plan *next;
 } fs_plan;
 
@@ -94,11 +109,14 @@ int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin
 /* Unloads and forgets a loaded kernel (plans using it are dropped too). */
 void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 
-/* tuned.c: the tuned kernel for (shape, bucket) from the tuning databases,
-** loaded (and re-validated against `dflt` if it was tuned on another shape),
-** with how it was found; *out NULL when nothing tuned applies. */
-int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
-                    fs_kernel **out, char *how, size_t howlen);
+/* tuned.c: the tuned kernel for (shape, bucket) and call mode from the
+** tuning databases, loaded (and re-validated against `dflt` if it was tuned
+** on another shape), with how it was found; *out NULL when nothing tuned
+** applies.  FS_CALL_TOKEN follows the whole chain (exact, then nearest);
+** the other modes take exact keys only (their fallback is the token
+** kernel, not a guess from another shape). */
+int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
+                    const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen);
 /* The hash (16 hex digits into out) v's source would have if generated today
 ** under the revision `rev` (a stored one, up to any "+suffix"): the generated
 ** header names the revision, so today's source is hashed with that name put

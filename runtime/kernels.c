@@ -153,7 +153,9 @@ int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
 void fs_kernel_unload(fs_context *ctx, fs_kernel *k) {
   fs_kernel **pp;
   for (fs_plan **pl = &ctx->plans; *pl;) {
-    if ((*pl)->kernel == k) {
+    int uses = 0;
+    for (int m = 0; m < FS_CALL_MODES; m++) uses |= (*pl)->kernel[m] == k;
+    if (uses) {
       fs_plan *dead = *pl;
       *pl = dead->next;
       free(dead);

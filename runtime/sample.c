@@ -249,9 +249,16 @@ static fs_plan *find_plan(fs_context *ctx, const fs_problem *p) {
   return NULL;
 }
 
-/* Chooses and loads the kernel for (shape, bucket): FS_VARIANT if set, else
-** the tuning databases (tuned.c), else the generator's built-in default. */
-static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **out,
+int fs_call_mode(const fs_context *ctx, const fs_sampling *s) {
+  if (!s->temperatures && s->temperature == 0.0f) return FS_CALL_GREEDY;
+  return ctx->noise == FS_NOISE_GROUP16 ? FS_CALL_GROUP16 : FS_CALL_TOKEN;
+}
+
+/* Chooses and loads the kernel for (shape, bucket) and call mode: FS_VARIANT
+** if set, else the tuning databases (tuned.c), else the generator's built-in
+** default.  For a mode other than FS_CALL_TOKEN *out stays NULL unless a
+** database has a winner of that mode (the token kernel then serves). */
+static int choose(fs_context *ctx, const fs_problem *p, int bucket, int mode, fs_kernel **out,
                   char *how, size_t howlen) {
   char err[768];
   fs_variant v;
@@ -264,6 +271,8 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **
     if (st) return fs_err(ctx, st, "%s", err);
   }
   const char *forced = getenv("FS_VARIANT");
+  *out = NULL;
+  if (forced && *forced && mode != FS_CALL_TOKEN) return FS_OK;
   if (forced && *forced) {
     int st = fs_gen_parse(ctx->gen, forced, &v, err, sizeof err);
     if (st) return fs_err(ctx, st, "FS_VARIANT=%s: %s", forced, err);
@@ -276,40 +285,55 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, fs_kernel **
   int st = fs_gen_default(ctx->gen, arch, p->dtype, bucket, p->hidden, p->vocab, &v, err,
                           sizeof err);
   if (st) return fs_err(ctx, st, "%s", err);
-  FS_TRY(fs_tuned_choose(ctx, p, bucket, &v, out, how, howlen));
-  if (*out) return FS_OK;
+  FS_TRY(fs_tuned_choose(ctx, p, bucket, mode, &v, out, how, howlen));
+  if (*out || mode != FS_CALL_TOKEN) return FS_OK;
   snprintf(how, howlen, "built-in default");
   return fs_kernel_load(ctx, &v, out);
 }
 
-/* Prepares one bucket: choose, load, record a plan. */
+/* Prepares one bucket: choose and load its kernels, record a plan. */
 static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int samples,
                           fs_plan **out) {
   fs_problem q = *p;
   q.batch = bucket < p->batch ? bucket : p->batch;
   fs_plan *pl = find_plan(ctx, &q);
   if (!pl) {
-    char how[192];
-    fs_kernel *k = NULL;
-    FS_TRY(choose(ctx, &q, bucket, &k, how, sizeof how));
-    pl = calloc(1, sizeof *pl);
+    fs_plan np;
+    memset(&np, 0, sizeof np);
+    for (int m = 0; m < FS_CALL_MODES; m++) {
+      FS_TRY(choose(ctx, &q, bucket, m, &np.kernel[m], np.how[m], sizeof np.how[m]));
+      if (m > 0 && np.kernel[m] == np.kernel[0]) np.kernel[m] = NULL; /* the same serves */
+    }
+    pl = malloc(sizeof *pl);
     if (!pl) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a plan");
+    *pl = np;
     pl->dtype = p->dtype;
     pl->hidden = p->hidden;
     pl->vocab = p->vocab;
     pl->bucket = bucket;
-    pl->kernel = k;
-    snprintf(pl->how, sizeof pl->how, "%s", how);
     pl->next = ctx->plans;
     ctx->plans = pl;
     const char *lg = getenv("FS_LOG");
-    if (lg && *lg && strcmp(lg, "0"))
-      fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
-              p->hidden, p->vocab, bucket, k->v.name, how);
+    for (int m = 0; m < FS_CALL_MODES && lg && *lg && strcmp(lg, "0"); m++)
+      if (pl->kernel[m])
+        fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
+                p->hidden, p->vocab, bucket, pl->kernel[m]->v.name, pl->how[m]);
   }
-  FS_TRY(fs_workspace_reserve(ctx, bucket_need(ctx, pl->kernel, bucket, p->vocab, samples)));
+  size_t need = 0;
+  for (int m = 0; m < FS_CALL_MODES; m++)
+    if (pl->kernel[m]) {
+      const size_t n = bucket_need(ctx, pl->kernel[m], bucket, p->vocab, samples);
+      need = n > need ? n : need;
+    }
+  FS_TRY(fs_workspace_reserve(ctx, need));
   if (out) *out = pl;
   return FS_OK;
+}
+
+/* The plan's kernel for a call of sampling s, and how it was chosen. */
+static int plan_mode(const fs_context *ctx, const fs_plan *pl, const fs_sampling *s) {
+  const int m = fs_call_mode(ctx, s);
+  return pl->kernel[m] ? m : FS_CALL_TOKEN;
 }
 
 static int prepare_locked(fs_context *ctx, const fs_problem *p, int samples) {
@@ -340,8 +364,8 @@ int fs_prepare(fs_context *ctx, const fs_problem *problem, const fs_sampling *sa
 int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, CUstream stream,
                    fs_kernel **out) {
   fs_plan *pl = find_plan(ctx, p);
-  if (!pl || fs_workspace_need(ctx, pl->kernel, p->batch, p->vocab, s->num_samples) >
-                 ctx->workspace_bytes) {
+  if (!pl || fs_workspace_need(ctx, pl->kernel[plan_mode(ctx, pl, s)], p->batch, p->vocab,
+                               s->num_samples) > ctx->workspace_bytes) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -351,7 +375,7 @@ int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, C
                     p->vocab, p->batch, s->num_samples);
     FS_TRY(prepare_bucket(ctx, p, fs_bucket(p->batch), s->num_samples, &pl));
   }
-  *out = pl->kernel;
+  *out = pl->kernel[plan_mode(ctx, pl, s)];
   return FS_OK;
 }
 
@@ -386,6 +410,7 @@ int fs_variant_name(fs_context *ctx, const fs_problem *problem, const fs_samplin
     ctx->cu->cuCtxPopCurrent(&dummy);
     FS_TRY(st);
   }
-  snprintf(buf, bufsize, "%s (%s)", pl->kernel->v.name, pl->how);
+  const int m = plan_mode(ctx, pl, sampling);
+  snprintf(buf, bufsize, "%s (%s)", pl->kernel[m]->v.name, pl->how[m]);
   return FS_OK;
 }

@@ -9,6 +9,10 @@
 **   4. the nearest tuned shape of the same arch and dtype in either, which is
 **      re-validated on this GPU against the built-in default before use;
 **   5. the built-in default of the generator.
+** That is the chain of sampled calls with per-token noise (FS_CALL_TOKEN).
+** Greedy calls and FS_NOISE_GROUP16 calls have winners of their own where
+** fs-tune timed them (FS_TUNE_GREEDY=1, FS_TUNE_NOISE=group16): steps 2 and
+** 3 for that mode, else the token kernel serves them (sample.c).
 ** Databases are opened read-only on first use; one that is missing, corrupt
 ** or of another schema is skipped (FS_LOG=1 says why), never fatal.  A
 ** winner is used only if it was tuned with the current generator revision
@@ -194,20 +198,26 @@ static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choi
   return fs_kernel_load(ctx, v, out);
 }
 
-int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_variant *dflt,
-                    fs_kernel **out, char *how, size_t howlen) {
+_Static_assert((int)FS_CALL_TOKEN == (int)FS_STORE_MODE_TOKEN &&
+                   (int)FS_CALL_GROUP16 == (int)FS_STORE_MODE_GROUP16 &&
+                   (int)FS_CALL_GREEDY == (int)FS_STORE_MODE_GREEDY &&
+                   (int)FS_CALL_MODES == FS_STORE_MODES,
+               "call modes are the tuning database's modes");
+
+int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
+                    const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen) {
   char path[1024], arch[16];
   fs_variant v;
   accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden, 0};
   snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
-  fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket};
+  fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket, mode};
   user_db_path(path, sizeof path);
   fs_store *dbs[2];
   dbs[0] = open_db(&ctx->user_db, &ctx->user_db_tried, path);
   const char *d = getenv("FS_DEFAULTS_DB");
   dbs[1] = open_db(&ctx->defaults_db, &ctx->defaults_db_tried, d ? d : FS_DEFAULTS_PATH);
   static const char *const names[2] = {"tuning database", "shipped defaults"};
-  for (int nearest = 0; nearest < 2; nearest++)
+  for (int nearest = 0; nearest < (mode == FS_CALL_TOKEN ? 2 : 1); nearest++)
     for (int i = 0; i < 2; i++) {
       fs_store_choice c;
       memset(&c, 0, sizeof c);
@@ -228,8 +238,10 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, const fs_v
       st = load_choice(ctx, &v, &c, aa.same, &k);
       if (!st && c.match == FS_STORE_MATCH_NEAREST) st = revalidate(ctx, k, dflt, p, bucket);
       if (!st) {
-        snprintf(how, howlen, "%s, %s%s (D=%d V=%d B=%d)", names[i],
+        snprintf(how, howlen, "%s, %s%s%s (D=%d V=%d B=%d)", names[i],
                  c.match == FS_STORE_MATCH_EXACT ? "tuned" : "nearest tuned",
+                 mode == FS_CALL_TOKEN ? "" : mode == FS_CALL_GREEDY ? " for greedy calls"
+                                                                     : " for group16 noise",
                  c.cubin ? ", stored cubin" : "", c.hidden, c.vocab, c.bucket);
         *out = k;
       } else if (logging()) {

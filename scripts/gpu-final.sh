@@ -27,6 +27,13 @@
 #          for every model preset and dtype the shipped defaults hold (each at
 #          the buckets it has winners for; ~2-3 minutes instead of ~8); their
 #          reports come back as one rewin.tgz.
+#   greedy / group16  the winners of greedy calls (FS_TUNE_GREEDY=1) and of
+#          FS_NOISE_GROUP16 calls (FS_TUNE_NOISE=group16), stored as modes of
+#          their own beside the sampled winners: Qwen3-8B and Llama 3 70B bf16
+#          at MBATCHES (default 128,256), over MFILTER (default the wt family)
+#          plus the sampled winners of those buckets (from MERGE, else the
+#          shipped defaults), MBUDGET seconds per model (default 50); with
+#          MERGE the export is MERGE plus these winners.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call (or in the same one, on the export: FS_DEFAULTS_DB=$OUT/defaults.db
 # OUT=$OUT/bench SWEEP=only ..., a folder under $OUT so that it comes back).  At most
@@ -50,6 +57,7 @@ presets_list=$(./build/fs-tune --list-models)
 shape_of() { awk -v m="$1" '$1 == m { print $2, $3 }' <<< "$presets_list"; }
 # The shipped winners (or MERGE_DB's) of one shape ("D=.. V=..") in one
 # dtype: a "bucket variant" line per bucket.
+# (The sampled winners: lines of another mode carry " mode=..." after B=.)
 shipped() {
   ./build/fs-tune list --db "${MERGE_DB:-tuning-db/defaults/defaults.db}" |
     grep -F " $2 $1 B=" | sed -n 's/.* B=\([0-9]*\) -> \(fsamp_[^ ]*\) .*/\1 \2/p'
@@ -126,7 +134,20 @@ for step in $steps; do
     # at most 8 files come back from a device call
     (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
-  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, presets, rewin)" | tee -a "$log"
+  greedy|group16)
+    if [ "$step" = greedy ]; then menv=FS_TUNE_GREEDY=1; else menv=FS_TUNE_NOISE=group16; fi
+    mb=${MBATCHES:-128,256}
+    for model in qwen3-8b llama3-70b; do
+      # the sampled winners of these buckets compete too, timed on these calls
+      names=$(MERGE_DB="${MERGE:-}" shipped "$(shape_of "$model")" bf16 |
+              awk -v l=",$mb," 'index(l, "," $1 ",")' | awk '{ print $2 }' | sort -u | paste -sd, -)
+      filter=${MFILTER:-_wt_}${names:+,$names}
+      env "$menv" timeout $(( ${MBUDGET:-50} + 40 )) ./build/fs-tune --model "$model" --batch "$mb" \
+        --db $db --budget "${MBUDGET:-50}" --filter "$filter" \
+        --report "$out/tune-$step-$model.csv" < /dev/null 2>&1 | tail -8 | tee -a "$log"
+    done
+    tuned=1 ;;
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, presets, rewin, greedy, group16)" | tee -a "$log"
      exit 2 ;;
   esac
 done

@@ -1,7 +1,8 @@
 /*
 ** store_util.h: scratch-directory helpers shared by the tuning-database
-** tests (tests/cpu/test_store*.c) and raw one-row SQL queries used to look
-** at a file behind the store's back.  Header-only: each test is one source.
+** tests (tests/cpu/test_store*.c), raw one-row SQL queries used to look at a
+** file behind the store's back, and raw SQL scripts with the version-2 schema
+** to build older files by hand.  Header-only: each test is one source.
 */
 #ifndef FS_STORE_UTIL_H
 #define FS_STORE_UTIL_H
@@ -76,5 +77,74 @@ static inline const char *sql_text(const char *path, const char *sql) {
   sqlite3_close(db);
   return out;
 }
+
+/* Runs SQL text on a raw read-write connection (building files by hand). */
+static inline void sql_exec(const char *path, const char *sql) {
+  sqlite3 *db;
+  REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "sql: %s\n", msg ? msg : "?");
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+/* The version-2 schema (fs-tune before modes), exactly as
+** tuning-db/schema.c records it (RUNS_V2, MEASUREMENTS_V2,
+** INDEXES_AND_CUBINS_V2), for building version-2 files by hand. */
+#define STORE_V2_DDL                                                        \
+  "PRAGMA application_id = 0x46536462;\n"                                   \
+  "CREATE TABLE runs (\n"                                                   \
+  "  id INTEGER PRIMARY KEY,\n"                                             \
+  "  uuid TEXT NOT NULL UNIQUE,\n"                                          \
+  "  started_at TEXT NOT NULL,\n"                                           \
+  "  finished_at TEXT,\n"                                                   \
+  "  device_name TEXT NOT NULL,\n"                                          \
+  "  arch TEXT NOT NULL,\n"                                                 \
+  "  sm_count INTEGER,\n"                                                   \
+  "  driver_version INTEGER,\n"                                             \
+  "  nvrtc_version TEXT NOT NULL,\n"                                        \
+  "  generator_rev TEXT NOT NULL,\n"                                        \
+  "  host TEXT,\n"                                                          \
+  "  command_line TEXT\n"                                                   \
+  ");\n"                                                                    \
+  "CREATE TABLE measurements (\n"                                           \
+  "  id INTEGER PRIMARY KEY,\n"                                             \
+  "  run_id INTEGER NOT NULL REFERENCES runs(id),\n"                        \
+  "  dtype TEXT NOT NULL,\n"                                                \
+  "  hidden INTEGER NOT NULL CHECK (hidden > 0),\n"                         \
+  "  vocab INTEGER NOT NULL CHECK (vocab > 0),\n"                           \
+  "  bucket INTEGER NOT NULL CHECK (bucket > 0),\n"                         \
+  "  variant TEXT NOT NULL,\n"                                              \
+  "  params TEXT NOT NULL DEFAULT '',\n"                                    \
+  "  outcome TEXT NOT NULL CHECK (outcome IN\n"                             \
+  "    ('ok', 'compile-failed', 'run-failed', 'wrong', 'spills')),\n"       \
+  "  median_us REAL CHECK (outcome <> 'ok' OR median_us > 0),\n"            \
+  "  spread_us REAL,\n"                                                     \
+  "  samples INTEGER,\n"                                                    \
+  "  floor_us REAL,\n"                                                      \
+  "  registers INTEGER,\n"                                                  \
+  "  spills INTEGER,\n"                                                     \
+  "  smem_bytes INTEGER,\n"                                                 \
+  "  message TEXT,\n"                                                       \
+  "  source_hash TEXT,\n"                                                   \
+  "  measured_at TEXT NOT NULL,\n"                                          \
+  "  UNIQUE (run_id, dtype, hidden, vocab, bucket, variant)\n"              \
+  ");\n"                                                                    \
+  "CREATE INDEX runs_context ON runs(device_name, arch, generator_rev);\n"  \
+  "CREATE INDEX measurements_shape ON\n"                                    \
+  "  measurements(dtype, hidden, vocab, bucket);\n"                         \
+  "CREATE TABLE cubins (\n"                                                 \
+  "  id INTEGER PRIMARY KEY,\n"                                             \
+  "  variant TEXT NOT NULL,\n"                                              \
+  "  arch TEXT NOT NULL,\n"                                                 \
+  "  nvrtc_version TEXT NOT NULL,\n"                                        \
+  "  source_hash TEXT NOT NULL,\n"                                          \
+  "  cubin BLOB NOT NULL,\n"                                                \
+  "  created_at TEXT NOT NULL,\n"                                           \
+  "  UNIQUE (variant, arch, nvrtc_version, source_hash)\n"                  \
+  ");\n"                                                                    \
+  "PRAGMA user_version = 2;\n"
 
 #endif

@@ -55,6 +55,7 @@ static const char usage_text[] =
     "filters (show, export):\n"
     "  --model NAME | --shape D=..,V=..   --dtype bf16|fp16   --bucket N\n"
     "  --variant NAME   --device-name NAME   --arch sm_NN\n"
+    "  --mode token|group16|greedy   the calls a time is of (FS_TUNE_GREEDY, FS_TUNE_NOISE)\n"
     "\n"
     "Without a GPU (or with --dry-run) fs-tune compiles the space and says that\n"
     "timing needs a GPU.  Measurements are committed one by one: Ctrl-C loses\n"
@@ -65,13 +66,12 @@ static const char usage_text[] =
     "decoding; at B = 256 on an H200 ~15% above a burst's times; an experiment,\n"
     "perf-notes 15c).  A run records it with its command line.\n"
     "FS_TUNE_NOISE=group16 times each candidate with FS_NOISE_GROUP16 (it is verified\n"
-    "per token either way; an experiment, perf-notes 18); recorded likewise.\n"
-    "FS_TUNE_GREEDY=1 times each candidate on greedy calls (T = 0) instead of sampled\n"
-    "ones (it is verified on both either way), for a deployment that decodes greedily:\n"
-    "its winners are the fastest greedy kernels (at B >= 128 on an H200 often the wt\n"
-    "family's, perf-notes 19) and serve every call of those shapes; recorded likewise.\n"
-    "Keep such runs in a database of their own (--db): a variant's latest measurement\n"
-    "counts, whichever calls it timed.\n";
+    "per token either way, perf-notes 18); FS_TUNE_GREEDY=1 times greedy calls (T = 0;\n"
+    "verified on both either way).  Their times are stored as modes of their own\n"
+    "(group16, greedy; show --mode), so such a run adds winners beside the sampled\n"
+    "ones in the same database: fs_sample() runs a bucket's greedy winner for calls\n"
+    "with temperature 0 and its group16 winner under FS_NOISE_GROUP16 (at B >= 128 on\n"
+    "an H200 the greedy winners are often the wt family's, perf-notes 19, 20).\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
@@ -290,6 +290,8 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &o->greedy))
     return bad("FS_TUNE_GREEDY=%s: must be 0 (time sampled calls, the default) or 1 (time "
                "greedy calls)", gr);
+  o->mode = o->greedy ? FS_STORE_MODE_GREEDY
+                      : o->noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16 : FS_STORE_MODE_TOKEN;
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);
@@ -333,6 +335,11 @@ static int parse_db_args(int argc, char **argv, int allow_filters, db_args *a) {
       VALUE();
       if (fs_tools_parse_int(v, 1, FS_MAX_BATCH, &a->f.bucket))
         return bad("--bucket %s: a bucket is an integer in 1..%d", v, FS_MAX_BATCH);
+    } else if (allow_filters && !strcmp(k, "--mode")) {
+      VALUE();
+      if (fs_store_mode_parse(v) < 0)
+        return bad("--mode %s: the mode is token, group16 or greedy", v);
+      a->f.mode = v;
     } else if (allow_filters && !strcmp(k, "--variant")) {
       VALUE();
       a->f.variant = v;

@@ -57,6 +57,7 @@ typedef struct tune_opts {
   int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none) */
   int noise;                  /* FS_TUNE_NOISE: the fs_noise_mode timed (0: token) */
   int greedy;                 /* FS_TUNE_GREEDY: 1 times greedy calls (T = 0), 0 sampled */
+  int mode;                   /* the fs_store_mode the times are of (from the two above) */
   int argc;
   char **argv;
 } tune_opts;

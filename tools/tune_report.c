@@ -15,12 +15,14 @@
 
 void tune_report_table(tune_session *s) {
   const tune_opts *o = s->o;
-  printf("\nwinners for %s %s, %s D=%d V=%d (from %s):\n", s->device_name, s->arch_str,
-         o->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", o->D, o->V, o->db_path);
+  printf("\nwinners for %s %s, %s D=%d V=%d%s%s (from %s):\n", s->device_name, s->arch_str,
+         o->dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", o->D, o->V,
+         o->mode ? ", mode " : "", o->mode ? fs_store_mode_name(o->mode) : "", o->db_path);
   printf("%7s  %-52s %10s %8s %9s %10s %10s %9s\n", "bucket", "winner", "median_us", "spread",
          "floor_us", "floor/time", "candidates", "tuning_s");
   for (int b = 0; b < s->plan.nbuckets; b++) {
-    fs_store_key key = {s->device_name, s->arch_str, o->dtype, o->D, o->V, s->plan.buckets[b]};
+    fs_store_key key = {s->device_name, s->arch_str, o->dtype, o->D, o->V, s->plan.buckets[b],
+                        o->mode};
     fs_store_choice c;
     memset(&c, 0, sizeof c);
     int st = fs_store_winner(s->store, &key, &c);

@@ -140,6 +140,7 @@ static int record(tune_session *s, int b, const tune_item *it, const tune_item *
   m.hidden = s->o->D;
   m.vocab = s->o->V;
   m.bucket = s->plan.buckets[b];
+  m.mode = s->o->mode;
   m.variant = it->v.name;
   m.params = pbuf;
   m.source_hash = src->hash[0] ? src->hash : NULL;
@@ -284,7 +285,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     int prev = -1;
     if (!o->force &&
         fs_store_has_measurement(s->store, s->run_id, o->dtype, o->D, o->V, pl->buckets[b],
-                                 it->v.name, &prev) == FS_OK && prev >= 0) {
+                                 o->mode, it->v.name, &prev) == FS_OK && prev >= 0) {
       sum->skipped++;
       if (!isatty(1)) progress(s, b, k + 1, pl->norder[b], it->v.name, NULL, "measured before");
       continue;

@@ -1,7 +1,9 @@
 /*
 ** query.c: deriving winners from raw measurements, the runtime's lookup chain
-** (exact key -> nearest tuned shape of the same arch -> none), and the
-** listings behind `fs-tune list` and `fs-tune show`.
+** (exact key -> nearest tuned shape of the same arch and mode -> none), and the
+** listings behind `fs-tune list` and `fs-tune show`.  A key includes its
+** mode (what the times are of): each mode has its own winners and nearest
+** keys, but a failure in any mode disqualifies a variant in all.
 **
 ** Winners are computed on demand from the measurements of one key (an index
 ** lookup on the shape, a few hundred rows), never stored, so there is one
@@ -47,7 +49,7 @@ static int check_key(fs_store *s, const char *what, const fs_store_key *key) {
     return fs_store__err(s, FS_INVALID_ARGUMENT,
                          "%s: D=%d V=%d bucket=%d: each must be >= 1", what,
                          key->hidden, key->vocab, key->bucket);
-  return FS_OK;
+  return fs_store__check_mode(s, what, "key.mode", key->mode);
 }
 
 /* ---- the winner rule -------------------------------------------------------- */
@@ -63,36 +65,35 @@ static void free_candidates(candidate *c, int n) {
   free(c);
 }
 
-/* Binds ?1..?6 = device, arch, dtype, D, V, bucket. */
-static void bind_key(sqlite3_stmt *st, const char *device_name,
-                     const char *arch, int dtype, int hidden, int vocab,
-                     int bucket) {
-  fs_store__bind_text(st, 1, device_name);
-  fs_store__bind_text(st, 2, arch);
-  fs_store__bind_text(st, 3, fs_store_dtype_name(dtype));
-  sqlite3_bind_int(st, 4, hidden);
-  sqlite3_bind_int(st, 5, vocab);
-  sqlite3_bind_int(st, 6, bucket);
+/* Binds ?1..?7 = device, arch, dtype, D, V, bucket, mode. */
+static void bind_key(sqlite3_stmt *st, const fs_store_key *k) {
+  fs_store__bind_text(st, 1, k->device_name);
+  fs_store__bind_text(st, 2, k->arch);
+  fs_store__bind_text(st, 3, fs_store_dtype_name(k->dtype));
+  sqlite3_bind_int(st, 4, k->hidden);
+  sqlite3_bind_int(st, 5, k->vocab);
+  sqlite3_bind_int(st, 6, k->bucket);
+  fs_store__bind_text(st, 7, fs_store_mode_name(k->mode));
 }
 
+/* The shape's rows in every mode (?7, the mode, is left to the caller). */
 #define KEY_WHERE                                                          \
   " r.id = m.run_id AND r.device_name = ?1 AND r.arch = ?2"                \
   " AND m.dtype = ?3 AND m.hidden = ?4 AND m.vocab = ?5 AND m.bucket = ?6"
 
-/* Step 1: the revision; *found 0 when the key has no 'ok' row. */
-static int latest_revision(fs_store *s, const char *device_name,
-                           const char *arch, int dtype, int hidden, int vocab,
-                           int bucket, char *rev, size_t cap, int *found) {
+/* Step 1: the revision; *found 0 when the key has no 'ok' row in its mode. */
+static int latest_revision(fs_store *s, const fs_store_key *k, char *rev,
+                           size_t cap, int *found) {
   const char *what = "finding the latest tuned revision";
   sqlite3_stmt *st;
   *found = 0;
   FS_STORE_TRY(FS_STORE_PREPARE(
       s,
       "SELECT r.generator_rev FROM measurements m, runs r WHERE" KEY_WHERE
-      " AND m.outcome = 'ok'"
+      " AND m.mode = ?7 AND m.outcome = 'ok'"
       " ORDER BY r.started_at DESC, r.generator_rev DESC LIMIT 1",
       &st, what));
-  bind_key(st, device_name, arch, dtype, hidden, vocab, bucket);
+  bind_key(st, k);
   int status = FS_OK;
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
@@ -108,10 +109,13 @@ static int latest_revision(fs_store *s, const char *device_name,
 }
 
 /* Step 2: the eligible variants at `rev`, sorted by name (SQLite's BINARY
-** collation is memcmp order, the same as strcmp for our strings). */
-static int eligible(fs_store *s, const char *device_name, const char *arch,
-                    int dtype, int hidden, int vocab, int bucket,
-                    const char *rev, candidate **pCand, int *pN) {
+** collation is memcmp order, the same as strcmp for our strings).  The rows
+** read are the key's mode's 'ok' rows and the failures of every mode (fs-tune
+** verifies a candidate on every kind of call whatever it times, so a
+** failure in one mode disqualifies the variant in all); 'ok' rows of other
+** modes are not read at all. */
+static int eligible(fs_store *s, const fs_store_key *k, const char *rev,
+                    candidate **pCand, int *pN) {
   const char *what = "reading the measurements of a key";
   sqlite3_stmt *st;
   *pCand = NULL;
@@ -123,12 +127,12 @@ static int eligible(fs_store *s, const char *device_name, const char *arch,
       s,
       "SELECT m.variant, m.outcome, m.median_us, m.spread_us, m.id"
       " FROM measurements m, runs r WHERE" KEY_WHERE
-      " AND r.generator_rev = ?7"
+      " AND r.generator_rev = ?8 AND (m.mode = ?7 OR m.outcome <> 'ok')"
       " ORDER BY m.variant, m.outcome <> 'ok', m.measured_at DESC,"
       "  m.median_us, coalesce(m.spread_us, 0), r.uuid",
       &st, what));
-  bind_key(st, device_name, arch, dtype, hidden, vocab, bucket);
-  fs_store__bind_text(st, 7, rev);
+  bind_key(st, k);
+  fs_store__bind_text(st, 8, rev);
   candidate *cand = NULL;
   int n = 0, cap = 0, status = FS_OK, rc;
   char *cur = NULL;   /* the variant being read */
@@ -287,18 +291,18 @@ static int fill_choice(fs_store *s, int64_t id, const char *arch,
 }
 
 int fs_store__winner(fs_store *s, const char *device_name, const char *arch,
-                     int dtype, int hidden, int vocab, int bucket,
+                     int dtype, int hidden, int vocab, int bucket, int mode,
                      int load_cubin, fs_store_choice *c) {
   memset(c, 0, sizeof *c);
+  const fs_store_key k = {device_name, arch, dtype, hidden, vocab, bucket,
+                          mode};
   char rev[FS_STORE_SHORT_MAX + 1];
   int found;
-  FS_STORE_TRY(latest_revision(s, device_name, arch, dtype, hidden, vocab,
-                               bucket, rev, sizeof rev, &found));
+  FS_STORE_TRY(latest_revision(s, &k, rev, sizeof rev, &found));
   if (!found) return FS_OK;
   candidate *cand;
   int n;
-  FS_STORE_TRY(eligible(s, device_name, arch, dtype, hidden, vocab, bucket,
-                        rev, &cand, &n));
+  FS_STORE_TRY(eligible(s, &k, rev, &cand, &n));
   if (n == 0) {
     free_candidates(cand, n);
     return FS_OK;
@@ -321,6 +325,7 @@ int fs_store__winner(fs_store *s, const char *device_name, const char *arch,
   c->hidden = hidden;
   c->vocab = vocab;
   c->bucket = bucket;
+  c->mode = mode;
   return FS_OK;
 }
 
@@ -331,7 +336,8 @@ int fs_store_winner(fs_store *s, const fs_store_key *key, fs_store_choice *c) {
   memset(c, 0, sizeof *c);
   FS_STORE_TRY(check_key(s, "winner lookup", key));
   return fs_store__winner(s, key->device_name, key->arch, key->dtype,
-                          key->hidden, key->vocab, key->bucket, 1, c);
+                          key->hidden, key->vocab, key->bucket, key->mode, 1,
+                          c);
 }
 
 /* ---- nearest ------------------------------------------------------------------ */
@@ -374,10 +380,11 @@ int fs_store_nearest(fs_store *s, const fs_store_key *key,
       "SELECT DISTINCT r.device_name, m.hidden, m.vocab, m.bucket"
       " FROM measurements m, runs r"
       " WHERE r.id = m.run_id AND r.arch = ?1 AND m.dtype = ?2"
-      "   AND m.outcome = 'ok'",
+      "   AND m.mode = ?3 AND m.outcome = 'ok'",
       &st, what));
   fs_store__bind_text(st, 1, key->arch);
   fs_store__bind_text(st, 2, fs_store_dtype_name(key->dtype));
+  fs_store__bind_text(st, 3, fs_store_mode_name(key->mode));
   near_key *keys = NULL;
   int n = 0, cap = 0, status = FS_OK, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -416,7 +423,7 @@ int fs_store_nearest(fs_store *s, const fs_store_key *key,
   for (int i = 0; i < n; i++) {
     near_key *k = &keys[i];
     status = fs_store__winner(s, k->device_name, key->arch, key->dtype,
-                              k->hidden, k->vocab, k->bucket, 1, c);
+                              k->hidden, k->vocab, k->bucket, key->mode, 1, c);
     if (status) break;
     if (c->match == FS_STORE_MATCH_NONE) continue; /* nothing eligible */
     if (accept && !accept(arg, c)) {
@@ -448,12 +455,28 @@ int fs_store_lookup(fs_store *s, const fs_store_key *key,
 
 /* ---- listings ------------------------------------------------------------------ */
 
-/* Filter columns ?1..?7: device, arch, variant, dtype, D, V, bucket. */
+/* measurements m's mode as its fs_store_mode number, for listing modes in
+** enum order rather than by name (the schema's CHECK allows no other). */
+#define MODE_NUMBER_SQL                                                    \
+  "CASE m.mode WHEN 'token' THEN 0 WHEN 'group16' THEN 1"                 \
+  " WHEN 'greedy' THEN 2 ELSE -1 END"
+
+/* Filter columns ?1..?8: device, arch, variant, dtype, D, V, bucket,
+** mode. */
 #define FILTER_WHERE                                                       \
   " (?1 IS NULL OR r.device_name = ?1) AND (?2 IS NULL OR r.arch = ?2)"   \
   " AND (?3 IS NULL OR m.variant = ?3) AND (?4 IS NULL OR m.dtype = ?4)"  \
   " AND (?5 IS NULL OR m.hidden = ?5) AND (?6 IS NULL OR m.vocab = ?6)"   \
-  " AND (?7 IS NULL OR m.bucket = ?7)"
+  " AND (?7 IS NULL OR m.bucket = ?7) AND (?8 IS NULL OR m.mode = ?8)"
+
+int fs_store__check_filter(fs_store *s, const char *what,
+                           const fs_store_filter *f) {
+  if (f && f->mode && fs_store_mode_parse(f->mode) < 0)
+    return fs_store__err(s, FS_INVALID_ARGUMENT,
+                         "%s: filter mode '%.40s': must be token, group16 or "
+                         "greedy (NULL for every mode)", what, f->mode);
+  return FS_OK;
+}
 
 static void bind_filter(sqlite3_stmt *st, const fs_store_filter *f,
                         int with_variant) {
@@ -468,6 +491,7 @@ static void bind_filter(sqlite3_stmt *st, const fs_store_filter *f,
   if (f->hidden > 0) sqlite3_bind_int(st, 5, f->hidden);
   if (f->vocab > 0) sqlite3_bind_int(st, 6, f->vocab);
   if (f->bucket > 0) sqlite3_bind_int(st, 7, f->bucket);
+  fs_store__bind_text(st, 8, f->mode); /* checked: a mode name or NULL */
 }
 
 int fs_store__tuned_keys(fs_store *s, const fs_store_filter *filter,
@@ -475,20 +499,22 @@ int fs_store__tuned_keys(fs_store *s, const fs_store_filter *filter,
   const char *what = "listing tuned keys";
   *pKeys = NULL;
   *pCount = 0;
+  FS_STORE_TRY(fs_store__check_filter(s, what, filter));
   sqlite3_stmt *st;
   FS_STORE_TRY(FS_STORE_PREPARE(
       s,
       "SELECT DISTINCT r.device_name, r.arch, m.dtype, m.hidden, m.vocab,"
-      " m.bucket FROM measurements m, runs r"
+      " m.bucket, " MODE_NUMBER_SQL " FROM measurements m, runs r"
       " WHERE r.id = m.run_id AND m.outcome = 'ok' AND" FILTER_WHERE
-      " ORDER BY 1, 2, 3, 4, 5, 6",
+      " ORDER BY 1, 2, 3, 4, 5, 6, 7",
       &st, what));
   bind_filter(st, filter, 0);
   fs_store__tkey *keys = NULL;
   int n = 0, cap = 0, status = FS_OK, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int dtype = fs_store_dtype_parse(fs_store__col_text(st, 2));
-    if (dtype < 0) continue;
+    int mode = sqlite3_column_int(st, 6);
+    if (dtype < 0 || !fs_store_mode_name(mode)) continue;
     if (fs_store__grow((void **)&keys, &cap, n, sizeof *keys, 32)) {
       status = fs_store__err(s, FS_OUT_OF_MEMORY, "%s", what);
       break;
@@ -502,6 +528,7 @@ int fs_store__tuned_keys(fs_store *s, const fs_store_filter *filter,
     k->hidden = sqlite3_column_int(st, 3);
     k->vocab = sqlite3_column_int(st, 4);
     k->bucket = sqlite3_column_int(st, 5);
+    k->mode = mode;
     n++;
   }
   if (!status && rc != SQLITE_DONE)
@@ -521,6 +548,7 @@ int fs_store_list_winners(fs_store *s, const fs_store_filter *filter,
   if (!s) return FS_INVALID_ARGUMENT;
   if (!fn)
     return fs_store__err(s, FS_INVALID_ARGUMENT, "listing winners: fn is NULL");
+  FS_STORE_TRY(fs_store__check_filter(s, "listing winners", filter));
   fs_store__tkey *keys;
   int n;
   FS_STORE_TRY(fs_store__tuned_keys(s, filter, &keys, &n));
@@ -529,7 +557,7 @@ int fs_store_list_winners(fs_store *s, const fs_store_filter *filter,
   for (int i = 0; i < n; i++) {
     fs_store__tkey *k = &keys[i];
     status = fs_store__winner(s, k->device_name, k->arch, k->dtype, k->hidden,
-                              k->vocab, k->bucket, 0, &c);
+                              k->vocab, k->bucket, k->mode, 0, &c);
     if (status) break;
     if (c.match == FS_STORE_MATCH_NONE) continue;
     if (filter && filter->variant && strcmp(filter->variant, c.variant) != 0)
@@ -601,6 +629,7 @@ int fs_store_list_measurements(fs_store *s, const fs_store_filter *filter,
   if (!s) return FS_INVALID_ARGUMENT;
   const char *what = "listing measurements";
   if (!fn) return fs_store__err(s, FS_INVALID_ARGUMENT, "%s: fn is NULL", what);
+  FS_STORE_TRY(fs_store__check_filter(s, what, filter));
   sqlite3_stmt *st;
   FS_STORE_TRY(FS_STORE_PREPARE(
       s,
@@ -608,10 +637,11 @@ int fs_store_list_measurements(fs_store *s, const fs_store_filter *filter,
       " m.id, m.dtype, m.hidden, m.vocab, m.bucket, m.variant, m.params,"
       " m.source_hash, m.outcome, m.median_us, m.spread_us, m.samples,"
       " m.floor_us, m.registers, m.spills, m.smem_bytes, m.message,"
-      " m.measured_at"
+      " m.measured_at, " MODE_NUMBER_SQL
       " FROM measurements m, runs r WHERE r.id = m.run_id AND" FILTER_WHERE
       " ORDER BY r.device_name, r.arch, m.dtype, m.hidden, m.vocab, m.bucket,"
-      "  m.outcome <> 'ok', m.median_us, m.variant, r.started_at, r.uuid",
+      "  m.outcome <> 'ok', m.median_us, m.variant, r.started_at, r.uuid,"
+      "  " MODE_NUMBER_SQL,
       &st, what));
   bind_filter(st, filter, 1);
   int rc, status = FS_OK;
@@ -640,6 +670,7 @@ int fs_store_list_measurements(fs_store *s, const fs_store_filter *filter,
     m.smem_bytes = fs_store__col_opt_int(st, i++);
     m.message = fs_store__col_text(st, i++);
     m.measured_at = fs_store__col_text(st, i++);
+    m.mode = sqlite3_column_int(st, i++);
     if (fn(arg, &r, &m)) {
       rc = SQLITE_DONE;
       break;
@@ -670,6 +701,13 @@ static void put(char *buf, size_t n, size_t *pos, const char *fmt, ...) {
 
 static const char *or_q(const char *s) { return s && *s ? s : "?"; }
 
+/* " mode=<name>" after the bucket, nothing for token: the lines of token rows
+** read as they did before modes ("mode=?" for a value that is no mode). */
+static void put_mode(char *buf, size_t n, size_t *pos, int mode) {
+  if (mode == FS_STORE_MODE_TOKEN) return;
+  put(buf, n, pos, " mode=%s", or_q(fs_store_mode_name(mode)));
+}
+
 int fs_store_format_run(const fs_store_run *r, char *buf, size_t n) {
   size_t pos = 0;
   if (buf && n) buf[0] = 0;
@@ -696,8 +734,10 @@ int fs_store_format_measurement(const fs_store_measurement *m, char *buf,
   if (!buf) n = 0;
   const char *dt = fs_store_dtype_name(m->dtype);
   const char *oc = fs_store_outcome_name(m->outcome);
-  put(buf, n, &pos, "%s D=%d V=%d B=%d %s %s", dt ? dt : "?", m->hidden,
-      m->vocab, m->bucket, or_q(m->variant), oc ? oc : "?");
+  put(buf, n, &pos, "%s D=%d V=%d B=%d", dt ? dt : "?", m->hidden, m->vocab,
+      m->bucket);
+  put_mode(buf, n, &pos, m->mode);
+  put(buf, n, &pos, " %s %s", or_q(m->variant), oc ? oc : "?");
   if (m->median_us >= 0) put(buf, n, &pos, " %.3f us", m->median_us);
   if (m->spread_us >= 0) put(buf, n, &pos, " +-%.3f", m->spread_us);
   if (m->floor_us >= 0) put(buf, n, &pos, " floor=%.3f", m->floor_us);
@@ -723,9 +763,10 @@ int fs_store_format_choice(const fs_store_choice *c, char *buf, size_t n) {
     return (int)pos;
   }
   const char *dt = fs_store_dtype_name(c->dtype);
-  put(buf, n, &pos, "%s %s %s D=%d V=%d B=%d -> %s %.3f us", c->device_name,
-      c->arch, dt ? dt : "?", c->hidden, c->vocab, c->bucket, c->variant,
-      c->median_us);
+  put(buf, n, &pos, "%s %s %s D=%d V=%d B=%d", c->device_name, c->arch,
+      dt ? dt : "?", c->hidden, c->vocab, c->bucket);
+  put_mode(buf, n, &pos, c->mode);
+  put(buf, n, &pos, " -> %s %.3f us", c->variant, c->median_us);
   if (c->spread_us >= 0) put(buf, n, &pos, " +-%.3f", c->spread_us);
   if (c->floor_us > 0)
     put(buf, n, &pos, " (%.0f%% of floor)", 100.0 * c->floor_us / c->median_us);

@@ -24,6 +24,30 @@
 **     median_us REAL, measured_at TEXT NOT NULL,
 **     UNIQUE(run_id, dtype, hidden, vocab, bucket, variant));
 **   PRAGMA user_version = 1;
+**
+** Version 2 (fs-tune before modes): RUNS_V2, MEASUREMENTS_V2 and
+** INDEXES_AND_CUBINS_V2 below, which migrate_1_to_2() still builds (the
+** tests build it by hand from the same text, tests/store_util.h):
+**   CREATE TABLE measurements (id INTEGER PRIMARY KEY,
+**     run_id INTEGER NOT NULL REFERENCES runs(id), dtype TEXT NOT NULL,
+**     hidden INTEGER NOT NULL CHECK (hidden > 0),
+**     vocab INTEGER NOT NULL CHECK (vocab > 0),
+**     bucket INTEGER NOT NULL CHECK (bucket > 0), variant TEXT NOT NULL,
+**     params TEXT NOT NULL DEFAULT '', outcome TEXT NOT NULL CHECK (outcome
+**     IN ('ok', 'compile-failed', 'run-failed', 'wrong', 'spills')),
+**     median_us REAL CHECK (outcome <> 'ok' OR median_us > 0),
+**     spread_us REAL, samples INTEGER, floor_us REAL, registers INTEGER,
+**     spills INTEGER, smem_bytes INTEGER, message TEXT, source_hash TEXT,
+**     measured_at TEXT NOT NULL,
+**     UNIQUE (run_id, dtype, hidden, vocab, bucket, variant));
+**   CREATE INDEX measurements_shape ON
+**     measurements(dtype, hidden, vocab, bucket);
+**   PRAGMA user_version = 2;
+** (runs, runs_context and cubins are as in version 3.)
+**
+** Version 3 (current) adds measurements.mode, what a time is of ('token',
+** 'group16' or 'greedy'), to the row and its UNIQUE key, and to the end of
+** measurements_shape; migrate_2_to_3() gives every older row mode 'token'.
 */
 #include "store_int.h"
 
@@ -31,8 +55,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Version 2's tables.  The CHECKs keep a foreign writer from storing what the
-** winner rule cannot interpret: an 'ok' row always has a time. */
+/* Version 2's tables (runs is unchanged in version 3).  The CHECKs keep a
+** foreign writer from storing what the winner rule cannot interpret: an 'ok'
+** row always has a time. */
 #define RUNS_V2(name)                                                       \
   "CREATE TABLE " name " (\n"                                               \
   "  id INTEGER PRIMARY KEY,\n"                                             \
@@ -74,10 +99,47 @@
   "  UNIQUE (run_id, dtype, hidden, vocab, bucket, variant)\n"              \
   ");\n"
 
-#define INDEXES_AND_CUBINS_V2                                               \
-  "CREATE INDEX runs_context ON runs(device_name, arch, generator_rev);\n"  \
+/* Version 3's measurements: version 2's with `mode` after `bucket` and in
+** the UNIQUE key, so that one run can time a variant once per mode. */
+#define MEASUREMENTS_V3(name)                                               \
+  "CREATE TABLE " name " (\n"                                               \
+  "  id INTEGER PRIMARY KEY,\n"                                             \
+  "  run_id INTEGER NOT NULL REFERENCES runs(id),\n"                        \
+  "  dtype TEXT NOT NULL,\n"                                                \
+  "  hidden INTEGER NOT NULL CHECK (hidden > 0),\n"                         \
+  "  vocab INTEGER NOT NULL CHECK (vocab > 0),\n"                           \
+  "  bucket INTEGER NOT NULL CHECK (bucket > 0),\n"                         \
+  "  mode TEXT NOT NULL DEFAULT 'token'\n"                                  \
+  "    CHECK (mode IN ('token', 'group16', 'greedy')),\n"                   \
+  "  variant TEXT NOT NULL,\n"                                              \
+  "  params TEXT NOT NULL DEFAULT '',\n"                                    \
+  "  outcome TEXT NOT NULL CHECK (outcome IN\n"                             \
+  "    ('ok', 'compile-failed', 'run-failed', 'wrong', 'spills')),\n"       \
+  "  median_us REAL CHECK (outcome <> 'ok' OR median_us > 0),\n"            \
+  "  spread_us REAL,\n"                                                     \
+  "  samples INTEGER,\n"                                                    \
+  "  floor_us REAL,\n"                                                      \
+  "  registers INTEGER,\n"                                                  \
+  "  spills INTEGER,\n"                                                     \
+  "  smem_bytes INTEGER,\n"                                                 \
+  "  message TEXT,\n"                                                       \
+  "  source_hash TEXT,\n"                                                   \
+  "  measured_at TEXT NOT NULL,\n"                                          \
+  "  UNIQUE (run_id, dtype, hidden, vocab, bucket, mode, variant)\n"        \
+  ");\n"
+
+/* measurements_shape serves the winner rule, which reads a shape's 'ok' rows
+** in one mode and its failures in every mode (a failure in one mode
+** disqualifies a variant in all).  The resume query uses the UNIQUE index. */
+#define RUNS_INDEX                                                          \
+  "CREATE INDEX runs_context ON runs(device_name, arch, generator_rev);\n"
+#define MEASUREMENTS_INDEX_V2                                               \
   "CREATE INDEX measurements_shape ON\n"                                    \
-  "  measurements(dtype, hidden, vocab, bucket);\n"                         \
+  "  measurements(dtype, hidden, vocab, bucket);\n"
+#define MEASUREMENTS_INDEX_V3                                               \
+  "CREATE INDEX measurements_shape ON\n"                                    \
+  "  measurements(dtype, hidden, vocab, bucket, mode);\n"
+#define CUBINS_V2                                                           \
   "CREATE TABLE cubins (\n"                                                 \
   "  id INTEGER PRIMARY KEY,\n"                                             \
   "  variant TEXT NOT NULL,\n"                                              \
@@ -88,6 +150,7 @@
   "  created_at TEXT NOT NULL,\n"                                           \
   "  UNIQUE (variant, arch, nvrtc_version, source_hash)\n"                  \
   ");\n"
+#define INDEXES_AND_CUBINS_V2 RUNS_INDEX MEASUREMENTS_INDEX_V2 CUBINS_V2
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -95,8 +158,9 @@
 int fs_store__create_schema(fs_store *s) {
   static const char ddl[] =
       "PRAGMA application_id = " STR(FS_STORE_APPLICATION_ID) ";\n"
-      RUNS_V2("runs") MEASUREMENTS_V2("measurements") INDEXES_AND_CUBINS_V2
-      "PRAGMA user_version = 2;\n";
+      RUNS_V2("runs") MEASUREMENTS_V3("measurements") RUNS_INDEX
+      MEASUREMENTS_INDEX_V3 CUBINS_V2
+      "PRAGMA user_version = 3;\n";
   return fs_store__exec(s, ddl, "creating the schema");
 }
 
@@ -123,6 +187,25 @@ static void fs_uuid_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   snprintf(out, sizeof out, "%016llx%016llx", (unsigned long long)mix64(a),
            (unsigned long long)mix64(b ^ a));
   sqlite3_result_text(ctx, out, 32, SQLITE_TRANSIENT);
+}
+
+/* After a rebuild (foreign keys are off during a migration): every
+** measurement must still find its run.  `what` names the migration. */
+static int check_foreign_keys(fs_store *s, const char *what) {
+  sqlite3_stmt *st;
+  FS_STORE_TRY(FS_STORE_PREPARE(s, "PRAGMA foreign_key_check", &st,
+                                "checking migrated foreign keys"));
+  int rc = sqlite3_step(st);
+  int status = FS_OK;
+  if (rc == SQLITE_ROW)
+    status = fs_store__err(s, FS_DB, "%s: table %s row %lld refers to a "
+                           "missing run", what, fs_store__col_text(st, 0),
+                           (long long)sqlite3_column_int64(st, 1));
+  else if (rc != SQLITE_DONE)
+    status = fs_store__sqlfail(s, rc, "checking migrated foreign keys",
+                               __FILE__, __LINE__);
+  sqlite3_finalize(st);
+  return status;
 }
 
 /* Version 1 -> 2: rebuild runs and measurements with the new columns and
@@ -169,24 +252,33 @@ static int migrate_1_to_2(fs_store *s) {
     return fs_store__sqlfail(s, rc, "migrating schema 1 to 2", __FILE__,
                              __LINE__);
   FS_STORE_TRY(fs_store__exec(s, sql, "migrating schema 1 to 2"));
-
   /* The copy kept run ids, so every measurement must still find its run. */
-  sqlite3_stmt *st;
-  FS_STORE_TRY(FS_STORE_PREPARE(s, "PRAGMA foreign_key_check", &st,
-                                "checking migrated foreign keys"));
-  int rc2 = sqlite3_step(st);
-  int status = FS_OK;
-  if (rc2 == SQLITE_ROW)
-    status = fs_store__err(s, FS_DB,
-                           "migrating schema 1 to 2: table %s row %lld "
-                           "refers to a missing run",
-                           fs_store__col_text(st, 0),
-                           (long long)sqlite3_column_int64(st, 1));
-  else if (rc2 != SQLITE_DONE)
-    status = fs_store__sqlfail(s, rc2, "checking migrated foreign keys",
-                               __FILE__, __LINE__);
-  sqlite3_finalize(st);
-  return status;
+  return check_foreign_keys(s, "migrating schema 1 to 2");
+}
+
+/* Version 2 -> 3: rebuild measurements with the mode column in the row and
+** its UNIQUE key (ALTER TABLE ADD COLUMN cannot change a UNIQUE constraint).
+** Version 2 timed sampled calls with per-token noise only, so every row
+** becomes mode 'token' (ids kept).  Dropping the old table drops its
+** indexes; measurements_shape is recreated with mode.  runs and cubins are
+** unchanged. */
+static int migrate_2_to_3(fs_store *s) {
+  static const char sql[] =
+      MEASUREMENTS_V3("measurements_v3")
+      "INSERT INTO measurements_v3(id, run_id, dtype, hidden, vocab, bucket,\n"
+      "  mode, variant, params, outcome, median_us, spread_us, samples,\n"
+      "  floor_us, registers, spills, smem_bytes, message, source_hash,\n"
+      "  measured_at)\n"
+      " SELECT id, run_id, dtype, hidden, vocab, bucket, 'token', variant,\n"
+      "  params, outcome, median_us, spread_us, samples, floor_us, registers,\n"
+      "  spills, smem_bytes, message, source_hash, measured_at\n"
+      " FROM measurements;\n"
+      "DROP TABLE measurements;\n"
+      "ALTER TABLE measurements_v3 RENAME TO measurements;\n"
+      MEASUREMENTS_INDEX_V3
+      "PRAGMA user_version = 3;\n";
+  FS_STORE_TRY(fs_store__exec(s, sql, "migrating schema 2 to 3"));
+  return check_foreign_keys(s, "migrating schema 2 to 3");
 }
 
 int fs_store__migrate(fs_store *s, int from_version) {
@@ -195,5 +287,6 @@ int fs_store__migrate(fs_store *s, int from_version) {
                          from_version);
   /* One step per version, applied in order. */
   if (from_version <= 1) FS_STORE_TRY(migrate_1_to_2(s));
+  if (from_version <= 2) FS_STORE_TRY(migrate_2_to_3(s));
   return FS_OK;
 }

@@ -276,6 +276,29 @@ int fs_store_dtype_parse(const char *name) {
   return -1;
 }
 
+const char *fs_store_mode_name(int mode) {
+  switch (mode) {
+    case FS_STORE_MODE_TOKEN: return "token";
+    case FS_STORE_MODE_GROUP16: return "group16";
+    case FS_STORE_MODE_GREEDY: return "greedy";
+    default: return NULL;
+  }
+}
+
+int fs_store_mode_parse(const char *name) {
+  for (int i = 0; i < FS_STORE_MODES; i++)
+    if (name && strcmp(name, fs_store_mode_name(i)) == 0) return i;
+  return -1;
+}
+
+int fs_store__check_mode(fs_store *s, const char *what, const char *field,
+                         int mode) {
+  if (fs_store_mode_name(mode)) return FS_OK;
+  return fs_store__err(s, FS_INVALID_ARGUMENT,
+                       "%s: %s=%d: must be an fs_store_mode (0 token, "
+                       "1 group16, 2 greedy)", what, field, mode);
+}
+
 /* ---- open / close ---------------------------------------------------------- */
 
 /* Reads application_id, user_version and the number of schema entries in one

@@ -40,35 +40,43 @@
 ** fs_store_add_measurement() returned FS_OK for survives a crash or Ctrl-C
 ** (synchronous=NORMAL: only a power loss may lose the last commits).
 **
-** Schema version 2 (current):
+** Schema version 3 (current):
 **   runs(id, uuid UNIQUE, started_at, finished_at, device_name, arch,
 **        sm_count, driver_version, nvrtc_version, generator_rev, host,
 **        command_line)                       one tuning session
 **   measurements(id, run_id -> runs, dtype 'bf16'|'fp16', hidden, vocab,
-**        bucket, variant, params, outcome, median_us, spread_us, samples,
-**        floor_us, registers, spills, smem_bytes, message, source_hash,
-**        measured_at, UNIQUE(run_id, dtype, hidden, vocab, bucket, variant))
-**        outcome is 'ok', 'compile-failed', 'run-failed', 'wrong' or 'spills'
+**        bucket, mode, variant, params, outcome, median_us, spread_us,
+**        samples, floor_us, registers, spills, smem_bytes, message,
+**        source_hash, measured_at,
+**        UNIQUE(run_id, dtype, hidden, vocab, bucket, mode, variant))
+**        outcome is 'ok', 'compile-failed', 'run-failed', 'wrong' or 'spills';
+**        mode is what the time is of: 'token' (sampled calls with per-token
+**        noise, the default), 'group16' (sampled, FS_NOISE_GROUP16) or
+**        'greedy' (greedy calls, scalar temperature 0)
 **   cubins(id, variant, arch, nvrtc_version, source_hash, cubin BLOB,
 **        created_at, UNIQUE(variant, arch, nvrtc_version, source_hash))
 ** Times are ISO-8601 UTC text with milliseconds ("2026-11-29T09:30:00.123Z")
 ** so that they sort as text and read well in the sqlite3 shell.
+** Schema version 2 had no mode column (every row was of mode 'token', the
+** only one fs-tune timed as its own) and the UNIQUE key without it.
 ** Schema version 1 (the first fs-tune) had no uuid, finished_at, sm_count,
 ** host, command_line in runs, no spread/samples/floor/resources/message/
 ** source_hash in measurements, no 'spills' outcome and no cubins table.
-** Opening a version-1 file read-write migrates it in place (one transaction);
-** opening it read-only migrates a private in-memory copy.  A file with a newer
+** Opening a version-1 or -2 file read-write migrates it in place (one
+** transaction); opening it read-only migrates a private in-memory copy.  A file with a newer
 ** version than FS_STORE_SCHEMA_VERSION is refused with a message saying so.
 **
 ** ---- Winners ---------------------------------------------------------------
 ** Winners are derived from the raw measurements, never stored.  For a key
-** (device_name, arch, dtype, hidden, vocab, bucket):
+** (device_name, arch, dtype, hidden, vocab, bucket, mode):
 **  1. The revision: the generator_rev of the latest run (by started_at, then
 **     the larger generator_rev string) that has an 'ok' measurement for the
 **     key.  Only that revision's measurements count below.
 **  2. Eligible variants: those with at least one 'ok' measurement for the key
 **     at that revision and no other outcome ('wrong', 'run-failed',
-**     'compile-failed', 'spills') for the key at that revision: a variant
+**     'compile-failed', 'spills') for the key *in any mode* at that revision
+**     (fs-tune verifies every candidate on sampled and greedy calls whatever
+**     it times, so a failure disqualifies the variant for all modes): a variant
 **     that was ever wrong or crashed never wins (even if a --force rerun of
 **     the same revision later measured it ok).  A variant's time is its
 **     latest 'ok' measurement (largest measured_at; equal times: the smaller
@@ -86,10 +94,10 @@
 **
 ** ---- Lookup chain (the runtime) ----------------------------------------
 ** fs_store_lookup(): the exact key's winner (FS_STORE_MATCH_EXACT); else the
-** nearest tuned shape of the same arch and dtype, any device name
+** nearest tuned shape of the same arch, dtype and mode, any device name
 ** (FS_STORE_MATCH_NEAREST); else FS_STORE_MATCH_NONE (use a built-in default).
-** Nearest: among the keys with an 'ok' measurement with the same arch and
-** dtype, the smallest
+** Nearest: among the keys with an 'ok' measurement with the same arch,
+** dtype and mode, the smallest
 **     |ln(D/D')| + |ln(V/V')| + |ln(bucket/bucket')|;
 ** equal distances prefer the requested device name, then the smaller D',
 ** V', bucket', then device name.  A caller may reject a candidate (e.g. a
@@ -109,7 +117,7 @@
 extern "C" {
 #endif
 
-#define FS_STORE_SCHEMA_VERSION 2
+#define FS_STORE_SCHEMA_VERSION 3
 
 /* The tie margin of the winner rule (above), as a fraction of the best median. */
 #define FS_STORE_TIE_FRACTION 0.005
@@ -151,8 +159,8 @@ const char *fs_store_errmsg(const fs_store *store);
 /* The path given to fs_store_open(). */
 const char *fs_store_path(const fs_store *store);
 
-/* The schema version found in the file when it was opened (1 or 2); a
-** read-write open of a version-1 file migrated it to 2. */
+/* The schema version found in the file when it was opened (1, 2 or 3); a
+** read-write open of an older file migrated it to 3. */
 int fs_store_file_version(const fs_store *store);
 
 /* Runs PRAGMA quick_check now.  FS_OK when the file is intact, else FS_DB
@@ -206,12 +214,27 @@ const char *fs_store_dtype_name(int dtype);
 /* The inverse; -1 for an unknown name. */
 int fs_store_dtype_parse(const char *name);
 
+/* What a measurement's time is of, and so which calls its winner serves
+** (the runtime picks per call: fs_sample with a scalar temperature of 0 and
+** no per-row temperatures is greedy; else the context's noise mode). */
+typedef enum fs_store_mode {
+  FS_STORE_MODE_TOKEN = 0,   /* sampled, FS_NOISE_TOKEN: fs-tune's default */
+  FS_STORE_MODE_GROUP16 = 1, /* sampled, FS_NOISE_GROUP16 (FS_TUNE_NOISE=group16) */
+  FS_STORE_MODE_GREEDY = 2   /* greedy calls (FS_TUNE_GREEDY=1) */
+} fs_store_mode;
+#define FS_STORE_MODES 3
+/* "token", "group16", "greedy"; NULL for other values. */
+const char *fs_store_mode_name(int mode);
+/* The inverse; -1 for an unknown name. */
+int fs_store_mode_parse(const char *name);
+
 /* One measured variant.  Input of fs_store_add_measurement(); output (with
 ** the id fields) of fs_store_list_measurements(). */
 typedef struct fs_store_measurement {
   int dtype;                /* an fs_dtype */
   int hidden, vocab;        /* D, V: >= 1 */
   int bucket;               /* batch bucket: >= 1 */
+  int mode;                 /* an fs_store_mode (0: token) */
   const char *variant;      /* required, <= FS_STORE_NAME_MAX bytes */
   const char *params;       /* may be NULL: "tile_v=128,tile_b=16,..." */
   const char *source_hash;  /* may be NULL: hash of the generated source,
@@ -230,18 +253,18 @@ typedef struct fs_store_measurement {
 
 /* Adds one measurement to run `run_id` in its own transaction: when this
 ** returns FS_OK the row is committed.  A run holds at most one measurement
-** per (dtype, D, V, bucket, variant); a second is FS_INVALID_ARGUMENT.
+** per (dtype, D, V, bucket, mode, variant); a second is FS_INVALID_ARGUMENT.
 ** Errors: FS_INVALID_ARGUMENT (rules above, unknown run), FS_DB. */
 int fs_store_add_measurement(fs_store *store, int64_t run_id,
                              const fs_store_measurement *m,
                              int64_t *pId /* OUT, may be NULL */);
 
 /* Resume support.  Looks for a measurement of `variant` for (dtype, D, V,
-** bucket) in any run with the same device_name, arch and generator_rev as
-** run `run_id` (so a rerun after Ctrl-C skips what is measured).
+** bucket, mode) in any run with the same device_name, arch and generator_rev
+** as run `run_id` (so a rerun after Ctrl-C skips what is measured).
 ** *pOutcome is the outcome of the latest such measurement, or -1 if none. */
 int fs_store_has_measurement(fs_store *store, int64_t run_id, int dtype,
-                             int hidden, int vocab, int bucket,
+                             int hidden, int vocab, int bucket, int mode,
                              const char *variant, int *pOutcome /* OUT */);
 
 /* ---- cubins ------------------------------------------------------------- */
@@ -267,6 +290,7 @@ typedef struct fs_store_key {
   const char *device_name; /* required */
   const char *arch;        /* required */
   int dtype, hidden, vocab, bucket;
+  int mode;                /* an fs_store_mode (0, the zero value: token) */
 } fs_store_key;
 
 typedef enum fs_store_match {
@@ -286,7 +310,7 @@ typedef struct fs_store_choice {
   /* The tuned key (differs from the request for NEAREST): */
   char device_name[FS_STORE_SHORT_MAX + 1];
   char arch[FS_STORE_SHORT_MAX + 1];
-  int dtype, hidden, vocab, bucket;
+  int dtype, hidden, vocab, bucket, mode;
   /* The winner: */
   char variant[FS_STORE_NAME_MAX + 1];
   char params[FS_STORE_PARAMS_MAX + 1];
@@ -314,7 +338,7 @@ int fs_store_winner(fs_store *store, const fs_store_key *key,
 /* Optional filter for nearest lookups: return nonzero to accept `c`. */
 typedef int (*fs_store_accept_fn)(void *arg, const fs_store_choice *c);
 
-/* The winner of the nearest tuned key of the same arch and dtype (the rule
+/* The winner of the nearest tuned key of the same arch, dtype and mode (the rule
 ** above; the exact key itself has distance 0 and so comes first when tuned).
 ** c->match is EXACT when the key found equals the request (same device and
 ** shape), NEAREST for another key, NONE when no candidate exists or `accept`
@@ -341,14 +365,16 @@ typedef int (*fs_store_choice_fn)(void *arg, const fs_store_choice *c);
 /* Every run, oldest first. */
 int fs_store_list_runs(fs_store *store, fs_store_run_fn fn, void *arg);
 
-/* Selects rows: NULL strings and values <= 0 match anything. */
+/* Selects rows: NULL strings and values <= 0 match anything (mode is a
+** name, "token", "group16" or "greedy", so that the zero filter takes all). */
 typedef struct fs_store_filter {
   const char *device_name, *arch, *variant;
   int dtype, hidden, vocab, bucket;
+  const char *mode;
 } fs_store_filter;
 
 /* The winner of every tuned key matching `filter` (may be NULL), ordered by
-** device, arch, dtype, D, V, bucket.  Cubins are not loaded (has_cubin and
+** device, arch, dtype, D, V, bucket, mode (token, group16, greedy).  Cubins are not loaded (has_cubin and
 ** cubin_size are set). */
 int fs_store_list_winners(fs_store *store, const fs_store_filter *filter,
                           fs_store_choice_fn fn, void *arg);
@@ -371,7 +397,9 @@ int fs_store_list_measurements(fs_store *store, const fs_store_filter *filter,
 **                 12.345 us +-0.100 (83% of floor) tied=2/40 cubin=123456 B
 **                 [nearest d=0.693]" ("no-cubin" when none is stored;
 **                 "no tuned variant" for FS_STORE_MATCH_NONE)
-** Fields that are unknown (< 0) are left out. */
+** Fields that are unknown (< 0) are left out.  A mode other than token
+** follows the bucket as " mode=greedy" ("B=8 mode=greedy fsamp_x ..."), so
+** the lines of token rows read as before. */
 int fs_store_format_run(const fs_store_run *run, char *buf, size_t n);
 int fs_store_format_measurement(const fs_store_measurement *m, char *buf,
                                 size_t n);
@@ -388,24 +416,24 @@ typedef struct fs_store_transfer_stats {
 
 /* Writes a compact "defaults" database at `dest_path`, which must not exist:
 ** for every winner matching `filter` (may be NULL), its measurement row, its
-** run (same uuid) and its cubin.  The file is a normal version-2 store in
+** run (same uuid) and its cubin.  The file is a normal version-3 store in
 ** rollback-journal mode (so it can be opened read-only from a read-only
 ** directory), ready to be committed and shipped; its winners are the same
-** as the source's.  On failure no file is left at dest_path. */
+** as the source's (every mode's).  On failure no file is left at dest_path. */
 int fs_store_export(fs_store *store, const char *dest_path,
                     const fs_store_filter *filter,
                     fs_store_transfer_stats *stats /* OUT, may be NULL */);
 
 /* Merges every run, measurement and cubin of `src` into `dst` in one
 ** transaction.  Runs are matched by uuid, measurements by (run uuid, dtype,
-** D, V, bucket, variant), cubins by their key; what dst already has is kept,
+** D, V, bucket, mode, variant), cubins by their key; what dst already has is kept,
 ** so merging twice adds nothing.  Importing an exported defaults file is a
 ** merge of it.  src and dst must be different handles; errors are reported
 ** on dst. */
 int fs_store_merge(fs_store *dst, fs_store *src,
                    fs_store_transfer_stats *stats /* OUT, may be NULL */);
 
-/* fs_store_merge() from the file at src_path (opened read-only; a version-1
+/* fs_store_merge() from the file at src_path (opened read-only; an older
 ** file is migrated in memory).  Errors, including those opening src, are
 ** reported on dst. */
 int fs_store_merge_file(fs_store *dst, const char *src_path,

@@ -115,6 +115,17 @@ int fs_store__check_str(fs_store *s, const char *what, const char *str,
 int fs_store__check_opt_str(fs_store *s, const char *what, const char *str,
                             size_t max);
 
+/* Checks an fs_store_mode argument; the FS_INVALID_ARGUMENT message names
+** what was being done (`what`), the field ("key.mode"), its value and the
+** allowed values. */
+int fs_store__check_mode(fs_store *s, const char *what, const char *field,
+                         int mode);
+
+/* Checks a listing filter (may be NULL): its mode, when set, must be a mode
+** name.  FS_INVALID_ARGUMENT naming the value and the names otherwise. */
+int fs_store__check_filter(fs_store *s, const char *what,
+                           const fs_store_filter *filter);
+
 /* The SQL expression for "now" in our time format. */
 #define FS_STORE_NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
@@ -124,19 +135,22 @@ int fs_store__check_opt_str(fs_store *s, const char *what, const char *str,
 int fs_store__create_schema(fs_store *s);
 int fs_store__migrate(fs_store *s, int from_version);
 
-/* query.c: the winner of one exact key (the rule in store.h).  load_cubin 0
-** fills has_cubin/cubin_size only.  c->match is EXACT or NONE. */
+/* query.c: the winner of one exact key (the rule in store.h) in `mode`
+** (an fs_store_mode the caller checked).  load_cubin 0 fills
+** has_cubin/cubin_size only.  c->match is EXACT or NONE. */
 int fs_store__winner(fs_store *s, const char *device_name, const char *arch,
-                     int dtype, int hidden, int vocab, int bucket,
+                     int dtype, int hidden, int vocab, int bucket, int mode,
                      int load_cubin, fs_store_choice *c);
 
-/* The keys (device, arch, dtype, D, V, bucket) with an 'ok' measurement that
-** match filter (may be NULL; its variant field is ignored), sorted by
-** device, arch, dtype, D, V, bucket.  *pKeys is malloc'd (free() it); keys
-** with a dtype this code does not know are skipped. */
+/* The keys (device, arch, dtype, D, V, bucket, mode) with an 'ok'
+** measurement that match filter (may be NULL; its variant field is ignored;
+** the caller checked it with fs_store__check_filter), sorted by device,
+** arch, dtype, D, V, bucket, then mode in enum order.  *pKeys is malloc'd
+** (free() it); keys with a dtype or mode this code does not know are
+** skipped. */
 typedef struct fs_store__tkey {
   char device_name[FS_STORE_SHORT_MAX + 1], arch[FS_STORE_SHORT_MAX + 1];
-  int dtype, hidden, vocab, bucket;
+  int dtype, hidden, vocab, bucket, mode;
 } fs_store__tkey;
 int fs_store__tuned_keys(fs_store *s, const fs_store_filter *filter,
                          fs_store__tkey **pKeys, int *pCount);

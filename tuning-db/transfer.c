@@ -8,10 +8,10 @@
 ** (sqlite3_bind_value of the source's column values), never through ATTACH,
 ** so the source may be a read-only handle or an in-memory migration of an old
 ** file.  Identity across files: a run is its uuid, a measurement is (run uuid,
-** dtype, D, V, bucket, variant), a cubin is (variant, arch, nvrtc_version,
-** source_hash).  Existing rows in the destination are kept, which makes a
-** merge idempotent; since winners are derived from the rows, the destination's
-** winners after a merge are those of the union.
+** dtype, D, V, bucket, mode, variant), a cubin is (variant, arch,
+** nvrtc_version, source_hash).  Existing rows in the destination are kept,
+** which makes a merge idempotent; since winners are derived from the rows,
+** the destination's winners after a merge are those of the union.
 */
 #include "store_int.h"
 
@@ -28,10 +28,13 @@
 #define N_RUN_COLS 11
 
 #define MEAS_COLS                                                          \
-  "dtype, hidden, vocab, bucket, variant, params, outcome, median_us,"     \
-  " spread_us, samples, floor_us, registers, spills, smem_bytes, message,"  \
-  " source_hash, measured_at"
-#define N_MEAS_COLS 17
+  "dtype, hidden, vocab, bucket, mode, variant, params, outcome,"          \
+  " median_us, spread_us, samples, floor_us, registers, spills,"           \
+  " smem_bytes, message, source_hash, measured_at"
+#define N_MEAS_COLS 18
+/* Positions in MEAS_COLS of the columns export reads itself. */
+#define MEAS_COL_VARIANT 5
+#define MEAS_COL_SOURCE_HASH 16
 
 #define CUBIN_COLS "variant, arch, nvrtc_version, source_hash, cubin, created_at"
 #define N_CUBIN_COLS 6
@@ -80,8 +83,9 @@ static int copier_init(copier *c, fs_store *src, fs_store *dst) {
   FS_STORE_TRY(FS_STORE_PREPARE(
       dst,
       "INSERT INTO measurements(run_id, " MEAS_COLS ") VALUES(?1, ?2, ?3, ?4,"
-      " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
-      " ON CONFLICT(run_id, dtype, hidden, vocab, bucket, variant) DO NOTHING",
+      " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+      " ON CONFLICT(run_id, dtype, hidden, vocab, bucket, mode, variant)"
+      " DO NOTHING",
       &c->dst_ins_meas, what));
   FS_STORE_TRY(FS_STORE_PREPARE(
       dst,
@@ -306,13 +310,16 @@ static int export_one(copier *c, sqlite3_stmt *q_meas, sqlite3_stmt *q_cubin,
   int status = copy_run(c, src_run, &dst_run);
   if (!status) status = copy_measurement(c, q_meas, 1, dst_run);
   c->st.winners += !status;
-  if (!status && sqlite3_column_type(q_meas, 1 + 15) != SQLITE_NULL) {
+  if (!status &&
+      sqlite3_column_type(q_meas, 1 + MEAS_COL_SOURCE_HASH) != SQLITE_NULL) {
     /* cubin key: variant, arch, the run's nvrtc_version, source_hash */
-    sqlite3_bind_value(q_cubin, 1, sqlite3_column_value(q_meas, 1 + 4));
+    sqlite3_bind_value(q_cubin, 1,
+                       sqlite3_column_value(q_meas, 1 + MEAS_COL_VARIANT));
     fs_store__bind_text(q_cubin, 2, arch);
     sqlite3_bind_value(q_cubin, 3,
                        sqlite3_column_value(q_meas, 1 + N_MEAS_COLS));
-    sqlite3_bind_value(q_cubin, 4, sqlite3_column_value(q_meas, 1 + 15));
+    sqlite3_bind_value(q_cubin, 4,
+                       sqlite3_column_value(q_meas, 1 + MEAS_COL_SOURCE_HASH));
     rc = sqlite3_step(q_cubin);
     if (rc == SQLITE_ROW)
       status = copy_cubin(c, q_cubin);
@@ -348,11 +355,14 @@ static int export_rows(copier *c, const fs_store_filter *filter) {
         "SELECT " CUBIN_COLS " FROM cubins WHERE variant = ?1 AND arch = ?2"
         " AND nvrtc_version = ?3 AND source_hash = ?4",
         &q_cubin, what);
+  /* One winner per tuned (key, mode).  A row has one mode, so it wins at
+  ** most once; the winner rule in the exported file sees only winning 'ok'
+  ** rows and so picks the same ones in every mode. */
   for (int i = 0; !status && i < n; i++) {
     fs_store__tkey *k = &keys[i];
     fs_store_choice ch;
     status = fs_store__winner(src, k->device_name, k->arch, k->dtype,
-                              k->hidden, k->vocab, k->bucket, 0, &ch);
+                              k->hidden, k->vocab, k->bucket, k->mode, 0, &ch);
     if (status) break;
     if (ch.match == FS_STORE_MATCH_NONE) continue;
     if (filter && filter->variant && strcmp(filter->variant, ch.variant) != 0)
@@ -375,6 +385,7 @@ int fs_store_export(fs_store *s, const char *dest_path,
     return fs_store__err(s, FS_INVALID_ARGUMENT,
                          "%s: the destination path is %s", what,
                          dest_path ? "empty" : "NULL");
+  FS_STORE_TRY(fs_store__check_filter(s, what, filter));
   struct stat sb;
   if (stat(dest_path, &sb) == 0)
     return fs_store__err(s, FS_INVALID_ARGUMENT,

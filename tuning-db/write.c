@@ -115,6 +115,7 @@ static int check_shape(fs_store *s, const char *what, int dtype, int hidden,
 static int check_measurement(fs_store *s, const fs_store_measurement *m) {
   const char *what = "adding a measurement";
   FS_STORE_TRY(check_shape(s, what, m->dtype, m->hidden, m->vocab, m->bucket));
+  FS_STORE_TRY(fs_store__check_mode(s, what, "mode", m->mode));
   FS_STORE_TRY(fs_store__check_str(s, "variant", m->variant, FS_STORE_NAME_MAX));
   FS_STORE_TRY(fs_store__check_opt_str(s, "params", m->params, FS_STORE_PARAMS_MAX));
   FS_STORE_TRY(fs_store__check_opt_str(s, "source_hash", m->source_hash,
@@ -169,9 +170,11 @@ int fs_store_add_measurement(fs_store *s, int64_t run_id,
         s,
         "INSERT INTO measurements(run_id, dtype, hidden, vocab, bucket,"
         " variant, params, outcome, median_us, spread_us, samples, floor_us,"
-        " registers, spills, smem_bytes, message, source_hash, measured_at)"
+        " registers, spills, smem_bytes, message, source_hash, measured_at,"
+        " mode)"
         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, coalesce(?7, ''), ?8, ?9, ?10, ?11,"
-        " ?12, ?13, ?14, ?15, ?16, ?17, coalesce(?18, " FS_STORE_NOW_SQL "))",
+        " ?12, ?13, ?14, ?15, ?16, ?17, coalesce(?18, " FS_STORE_NOW_SQL "),"
+        " ?19)",
         &st, what);
   if (!status) {
     sqlite3_bind_int64(st, 1, run_id);
@@ -192,14 +195,16 @@ int fs_store_add_measurement(fs_store *s, int64_t run_id,
     fs_store__bind_text(st, 16, m->message);
     fs_store__bind_text(st, 17, m->source_hash);
     fs_store__bind_text(st, 18, m->measured_at);
+    fs_store__bind_text(st, 19, fs_store_mode_name(m->mode));
     int rc = sqlite3_step(st);
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       status = fs_store__err(
           s, FS_INVALID_ARGUMENT,
           "%s: run %lld already has a measurement of %s for %s D=%d V=%d "
-          "bucket=%d (one per run; begin a new run to remeasure)",
+          "bucket=%d mode=%s (one per run and mode; begin a new run to "
+          "remeasure)",
           what, (long long)run_id, m->variant, fs_store_dtype_name(m->dtype),
-          m->hidden, m->vocab, m->bucket);
+          m->hidden, m->vocab, m->bucket, fs_store_mode_name(m->mode));
     else if (rc != SQLITE_DONE)
       status = fs_store__sqlfail(s, rc, what, __FILE__, __LINE__);
     else if (pId)
@@ -217,7 +222,7 @@ int fs_store_add_measurement(fs_store *s, int64_t run_id,
 }
 
 int fs_store_has_measurement(fs_store *s, int64_t run_id, int dtype,
-                             int hidden, int vocab, int bucket,
+                             int hidden, int vocab, int bucket, int mode,
                              const char *variant, int *pOutcome) {
   if (!s) return FS_INVALID_ARGUMENT;
   const char *what = "looking for an earlier measurement";
@@ -225,6 +230,7 @@ int fs_store_has_measurement(fs_store *s, int64_t run_id, int dtype,
     return fs_store__err(s, FS_INVALID_ARGUMENT, "%s: pOutcome is NULL", what);
   *pOutcome = -1;
   FS_STORE_TRY(check_shape(s, what, dtype, hidden, vocab, bucket));
+  FS_STORE_TRY(fs_store__check_mode(s, what, "mode", mode));
   FS_STORE_TRY(fs_store__check_str(s, "variant", variant, FS_STORE_NAME_MAX));
   sqlite3_stmt *st;
   /* Same device, arch and generator revision as run_id: the runs_context
@@ -235,7 +241,7 @@ int fs_store_has_measurement(fs_store *s, int64_t run_id, int dtype,
       " WHERE q.id = ?1 AND r.device_name = q.device_name AND r.arch = q.arch"
       "   AND r.generator_rev = q.generator_rev AND m.run_id = r.id"
       "   AND m.dtype = ?2 AND m.hidden = ?3 AND m.vocab = ?4"
-      "   AND m.bucket = ?5 AND m.variant = ?6"
+      "   AND m.bucket = ?5 AND m.mode = ?7 AND m.variant = ?6"
       " ORDER BY m.measured_at DESC, r.uuid DESC LIMIT 1",
       &st, what));
   sqlite3_bind_int64(st, 1, run_id);
@@ -244,6 +250,7 @@ int fs_store_has_measurement(fs_store *s, int64_t run_id, int dtype,
   sqlite3_bind_int(st, 4, vocab);
   sqlite3_bind_int(st, 5, bucket);
   fs_store__bind_text(st, 6, variant);
+  fs_store__bind_text(st, 7, fs_store_mode_name(mode));
   int status = FS_OK;
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {

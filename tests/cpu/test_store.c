@@ -3,8 +3,9 @@
 ** inserting and reading back, the winner rule (ties inside the noise, fixed
 ** tie-break, insertion order irrelevant, failed variants never win, latest
 ** revision), resume after a crashed run, the nearest-shape lookup chain,
-** listings and argument checks.  Migration, transfer and robustness have
-** their own test_store_*.c files.
+** modes (separate winners and nearest keys per mode, a failure in one mode
+** disqualifying a variant in all), listings and argument checks.
+** Migration, transfer and robustness have their own test_store_*.c files.
 */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -88,7 +89,13 @@ static void add(fs_store *s, int64_t run, fs_store_measurement m) {
 
 static fs_store_key key(const char *device, const char *arch, int D, int V,
                         int B) {
-  fs_store_key k = {device, arch, FS_DTYPE_BF16, D, V, B};
+  fs_store_key k = {device, arch, FS_DTYPE_BF16, D, V, B, FS_STORE_MODE_TOKEN};
+  return k;
+}
+
+/* The same key in another mode. */
+static fs_store_key in_mode(fs_store_key k, int mode) {
+  k.mode = mode;
   return k;
 }
 
@@ -147,13 +154,15 @@ static void test_create(void) {
   sqlite3_finalize(st);
   sqlite3_close(db);
 
-  /* Reopening finds version 2 and changes nothing. */
+  /* Reopening finds the current version and changes nothing. */
   s = open_rw(p);
-  CHECK(fs_store_file_version(s) == 2);
+  CHECK(fs_store_file_version(s) == 3);
   fs_store_close(s);
   REQUIRE(fs_store_open(p, FS_STORE_READONLY, &s, err, sizeof err) == FS_OK);
-  CHECK(fs_store_file_version(s) == 2);
+  CHECK(fs_store_file_version(s) == 3);
   fs_store_close(s);
+  CHECK(sql_int(p, "SELECT count(*) FROM pragma_table_info('measurements')"
+                   " WHERE name = 'mode' AND dflt_value = '''token'''") == 1);
 }
 
 /* ---- insert and read back ---------------------------------------------------- */
@@ -522,32 +531,38 @@ static void test_resume(void) {
     char v[32];
     snprintf(v, sizeof v, "fsamp_v%d", i);
     int outcome = 99;
-    CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 128256, 16, v,
-                                   &outcome) == FS_OK);
+    CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 128256, 16,
+                                   FS_STORE_MODE_TOKEN, v, &outcome) == FS_OK);
     CHECK_MSG(outcome == (i == 3 ? FS_STORE_OUTCOME_WRONG : 0), "%s: %d", v,
               outcome);
   }
   int outcome = 99;
   CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 128256, 16,
-                                 "fsamp_v5", &outcome) == FS_OK);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v5",
+                                 &outcome) == FS_OK);
   CHECK(outcome == -1);
   CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 128256, 32,
-                                 "fsamp_v0", &outcome) == FS_OK);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v0",
+                                 &outcome) == FS_OK);
   CHECK(outcome == -1);
   CHECK(fs_store_has_measurement(s, run, FS_DTYPE_FP16, 4096, 128256, 16,
-                                 "fsamp_v0", &outcome) == FS_OK);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v0",
+                                 &outcome) == FS_OK);
   CHECK(outcome == -1);
   /* A new generator revision or another device measures again. */
   int64_t rev10 = begin(s, ctx(DEV, "sm_90", "rev10", NULL));
   CHECK(fs_store_has_measurement(s, rev10, FS_DTYPE_BF16, 4096, 128256, 16,
-                                 "fsamp_v0", &outcome) == FS_OK);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v0",
+                                 &outcome) == FS_OK);
   CHECK(outcome == -1);
   int64_t h100 = begin(s, ctx("NVIDIA H100", "sm_90", "rev9", NULL));
   CHECK(fs_store_has_measurement(s, h100, FS_DTYPE_BF16, 4096, 128256, 16,
-                                 "fsamp_v0", &outcome) == FS_OK);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v0",
+                                 &outcome) == FS_OK);
   CHECK(outcome == -1);
   CHECK(fs_store_has_measurement(s, 9999, FS_DTYPE_BF16, 4096, 128256, 16,
-                                 "fsamp_v0", &outcome) == FS_INVALID_ARGUMENT);
+                                 FS_STORE_MODE_TOKEN, "fsamp_v0",
+                                 &outcome) == FS_INVALID_ARGUMENT);
   /* The resumed run finishes the job; the winner uses both runs' rows. */
   add(s, run, meas(4096, 128256, 16, "fsamp_v5", 0, 9.0, 0.05));
   CHECK(strcmp(winner_of(s, key(DEV, "sm_90", 4096, 128256, 16)),
@@ -678,6 +693,267 @@ static void test_nearest(void) {
   fs_store_close(s);
 }
 
+/* ---- modes ------------------------------------------------------------------ */
+
+/* A bf16 D=4096 V=151936 measurement in `mode`. */
+static fs_store_measurement meas_in(int mode, int B, const char *variant,
+                                    int outcome, double median) {
+  fs_store_measurement m =
+      meas(4096, 151936, B, variant, outcome, median, 0.01);
+  m.mode = mode;
+  return m;
+}
+
+static int grab_choice_mode(void *arg, const fs_store_choice *c) {
+  int *modes = arg; /* modes[0]: count, then (bucket, mode) pairs */
+  if (modes[0] < 16) {
+    modes[1 + 2 * modes[0]] = c->bucket;
+    modes[2 + 2 * modes[0]] = c->mode;
+    modes[0]++;
+  }
+  return 0;
+}
+
+static void test_modes(void) {
+  const int T = FS_STORE_MODE_TOKEN, G16 = FS_STORE_MODE_GROUP16,
+            GR = FS_STORE_MODE_GREEDY;
+  fs_store *s = open_rw(tpath("modes.db"));
+  int64_t run = begin(s, ctx(DEV, "sm_90", "rev1", "2026-01-01T00:00:00.000Z"));
+
+  /* B=8: fsamp_a is the faster sampled kernel, fsamp_b the faster greedy
+  ** one.  Each (key, variant) is measured once per mode in the same run. */
+  add(s, run, meas_in(T, 8, "fsamp_a", 0, 10.0));
+  add(s, run, meas_in(T, 8, "fsamp_b", 0, 12.0));
+  add(s, run, meas_in(GR, 8, "fsamp_a", 0, 9.0));
+  add(s, run, meas_in(GR, 8, "fsamp_b", 0, 7.0));
+  fs_store_key k8 = key(DEV, "sm_90", 4096, 151936, 8);
+  CHECK(strcmp(winner_of(s, k8), "fsamp_a") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k8, GR)), "fsamp_b") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k8, G16)), "") == 0); /* never timed */
+  fs_store_choice c;
+  fs_store_key k = in_mode(k8, GR);
+  REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_EXACT && c.mode == GR && c.bucket == 8);
+  CHECK(c.median_us == 7.0 && c.n_candidates == 2 && c.n_tied == 1);
+  char line[512];
+  fs_store_format_choice(&c, line, sizeof line);
+  CHECK_MSG(strcmp(line, "NVIDIA H200 sm_90 bf16 D=4096 V=151936 B=8 "
+                         "mode=greedy -> fsamp_b 7.000 us +-0.010 (143% of "
+                         "floor) tied=1/2 no-cubin") == 0, "%s", line);
+  fs_store_choice_clear(&c);
+  k = k8;
+  REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+  CHECK(c.mode == T);
+  fs_store_format_choice(&c, line, sizeof line);
+  CHECK_MSG(strcmp(line, "NVIDIA H200 sm_90 bf16 D=4096 V=151936 B=8 -> "
+                         "fsamp_a 10.000 us +-0.010 (100% of floor) tied=1/2 "
+                         "no-cubin") == 0, "%s", line);
+  c.mode = G16;
+  fs_store_format_choice(&c, line, sizeof line);
+  CHECK_MSG(strstr(line, " B=8 mode=group16 -> fsamp_a 10.000 us"), "%s",
+            line);
+  fs_store_choice_clear(&c);
+
+  /* A second measurement in the same mode of the same run is refused. */
+  fs_store_measurement m = meas_in(GR, 8, "fsamp_a", 0, 9.5);
+  CHECK(fs_store_add_measurement(s, run, &m, NULL) == FS_INVALID_ARGUMENT);
+  const char *msg = fs_store_errmsg(s);
+  CHECK_MSG(strstr(msg, "already has a measurement of fsamp_a") &&
+                strstr(msg, "bucket=8 mode=greedy"), "%s", msg);
+
+  /* B=16: fsamp_c is the fastest in every mode it was timed in, until it
+  ** is found wrong on greedy calls: then it wins in no mode.  fsamp_d spilled
+  ** when compiled for token timing: it cannot win greedy either. */
+  add(s, run, meas_in(T, 16, "fsamp_a", 0, 10.0));
+  add(s, run, meas_in(T, 16, "fsamp_c", 0, 5.0));
+  add(s, run, meas_in(G16, 16, "fsamp_a", 0, 8.0));
+  add(s, run, meas_in(G16, 16, "fsamp_c", 0, 4.0));
+  add(s, run, meas_in(GR, 16, "fsamp_a", 0, 9.0));
+  add(s, run, meas_in(GR, 16, "fsamp_d", 0, 3.0));
+  fs_store_key k16 = key(DEV, "sm_90", 4096, 151936, 16);
+  CHECK(strcmp(winner_of(s, k16), "fsamp_c") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k16, G16)), "fsamp_c") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k16, GR)), "fsamp_d") == 0);
+  add(s, run, meas_in(GR, 16, "fsamp_c", FS_STORE_OUTCOME_WRONG, 2.0));
+  add(s, run, meas_in(T, 16, "fsamp_d", FS_STORE_OUTCOME_SPILLS, -1));
+  CHECK(strcmp(winner_of(s, k16), "fsamp_a") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k16, G16)), "fsamp_a") == 0);
+  CHECK(strcmp(winner_of(s, in_mode(k16, GR)), "fsamp_a") == 0);
+  k = k16;
+  REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+  CHECK_MSG(c.n_candidates == 1, "%d candidates", c.n_candidates);
+  fs_store_choice_clear(&c);
+
+  /* B=64: the revision is chosen per mode.  rev2 timed only token (its one
+  ** greedy row failed): token takes rev2's rows, greedy keeps rev1's. */
+  int64_t run2 =
+      begin(s, ctx(DEV, "sm_90", "rev2", "2026-02-01T00:00:00.000Z"));
+  add(s, run, meas_in(T, 64, "fsamp_a", 0, 10.0));
+  add(s, run, meas_in(GR, 64, "fsamp_b", 0, 8.0));
+  add(s, run2, meas_in(T, 64, "fsamp_b", 0, 11.0));
+  add(s, run2, meas_in(GR, 64, "fsamp_e", FS_STORE_OUTCOME_RUN_FAILED, -1));
+  fs_store_key k64 = key(DEV, "sm_90", 4096, 151936, 64);
+  k = k64;
+  REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+  CHECK(!strcmp(c.variant, "fsamp_b") && !strcmp(c.generator_rev, "rev2"));
+  fs_store_choice_clear(&c);
+  k = in_mode(k64, GR);
+  REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+  CHECK_MSG(!strcmp(c.variant, "fsamp_b") && !strcmp(c.generator_rev, "rev1"),
+            "%s %s", c.variant, c.generator_rev);
+  fs_store_choice_clear(&c);
+
+  /* Nearest never crosses modes: B=12 is tuned in token only.  Greedy and
+  ** group16 calls at B=12 take their own mode's nearest (B=16, ln 4/3),
+  ** not the token winner at distance 0. */
+  add(s, run, meas_in(T, 12, "token_only", 0, 1.0));
+  fs_store_key k12 = key(DEV, "sm_90", 4096, 151936, 12);
+  k = k12;
+  REQUIRE(fs_store_lookup(s, &k, NULL, NULL, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_EXACT && !strcmp(c.variant, "token_only"));
+  fs_store_choice_clear(&c);
+  for (int mode = G16; mode <= GR; mode++) {
+    k = in_mode(k12, mode);
+    REQUIRE(fs_store_lookup(s, &k, NULL, NULL, &c) == FS_OK);
+    CHECK_MSG(c.match == FS_STORE_MATCH_NEAREST && c.mode == mode &&
+                  c.bucket == 16 && !strcmp(c.variant, "fsamp_a") &&
+                  fabs(c.distance - log(16.0 / 12.0)) < 1e-12,
+              "mode %d: %s B=%d mode %d", mode, c.variant, c.bucket, c.mode);
+    fs_store_choice_clear(&c);
+  }
+  /* Another device: the nearest of the same mode, at distance 0. */
+  k = in_mode(key("NVIDIA H100", "sm_90", 4096, 151936, 8), GR);
+  REQUIRE(fs_store_nearest(s, &k, NULL, NULL, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_NEAREST && c.mode == GR &&
+        !strcmp(c.variant, "fsamp_b"));
+  fs_store_choice_clear(&c);
+  /* Only token rows on sm_80: a greedy lookup there finds nothing. */
+  int64_t a100 = begin(s, ctx("NVIDIA A100", "sm_80", "rev1", NULL));
+  add(s, a100, meas_in(T, 8, "a100_token", 0, 10.0));
+  k = in_mode(key("NVIDIA A100", "sm_80", 4096, 151936, 8), GR);
+  REQUIRE(fs_store_lookup(s, &k, NULL, NULL, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_NONE);
+  k.mode = T;
+  REQUIRE(fs_store_lookup(s, &k, NULL, NULL, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_EXACT && !strcmp(c.variant, "a100_token"));
+  fs_store_choice_clear(&c);
+
+  /* Resume is per mode. */
+  int outcome = 99;
+  CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 151936, 16, T,
+                                 "fsamp_d", &outcome) == FS_OK);
+  CHECK(outcome == FS_STORE_OUTCOME_SPILLS);
+  CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 151936, 16, GR,
+                                 "fsamp_d", &outcome) == FS_OK);
+  CHECK(outcome == FS_STORE_OUTCOME_OK);
+  CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 151936, 16, G16,
+                                 "fsamp_d", &outcome) == FS_OK);
+  CHECK(outcome == -1);
+  CHECK(fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 151936, 16, 3,
+                                 "fsamp_d", &outcome) == FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "mode=3: must be an fs_store_mode (0 "
+                                       "token, 1 group16, 2 greedy)"),
+            "%s", fs_store_errmsg(s));
+
+  /* Winners: one per tuned (key, mode), modes in enum order (token,
+  ** group16, greedy), not by name. */
+  int got[33];
+  memset(got, 0, sizeof got);
+  fs_store_filter f;
+  memset(&f, 0, sizeof f);
+  f.arch = "sm_90";
+  f.device_name = DEV;
+  CHECK(fs_store_list_winners(s, &f, grab_choice_mode, got) == FS_OK);
+  static const int want[] = {8, T, 8, GR, 12, T, 16, T, 16, G16, 16, GR,
+                             64, T, 64, GR};
+  int n_want = (int)(sizeof want / sizeof *want) / 2;
+  CHECK_MSG(got[0] == n_want, "%d winners", got[0]);
+  for (int i = 0; i < n_want && i < got[0]; i++)
+    CHECK_MSG(got[1 + 2 * i] == want[2 * i] &&
+                  got[2 + 2 * i] == want[2 * i + 1],
+              "winner %d: B=%d mode %d", i, got[1 + 2 * i], got[2 + 2 * i]);
+  lines l;
+  memset(&l, 0, sizeof l);
+  f.mode = "greedy";
+  CHECK(fs_store_list_winners(s, &f, grab_choice, &l) == FS_OK);
+  CHECK_MSG(l.n == 3, "%d greedy winners", l.n);
+  for (int i = 0; i < l.n; i++)
+    CHECK_MSG(strstr(l.text[i], " mode=greedy -> "), "%s", l.text[i]);
+  memset(&l, 0, sizeof l);
+  f.mode = "token";
+  CHECK(fs_store_list_winners(s, &f, grab_choice, &l) == FS_OK);
+  CHECK_MSG(l.n == 4, "%d token winners", l.n);
+  for (int i = 0; i < l.n; i++)
+    CHECK_MSG(!strstr(l.text[i], "mode="), "%s", l.text[i]);
+
+  /* Measurements: filtered by mode, with the mode filled in and printed. */
+  memset(&l, 0, sizeof l);
+  f.mode = "group16";
+  CHECK(fs_store_list_measurements(s, &f, grab_measurement, &l) == FS_OK);
+  CHECK_MSG(l.n == 2, "%d group16 rows", l.n);
+  CHECK_MSG(l.n == 2 &&
+                !strcmp(l.text[0], "bf16 D=4096 V=151936 B=16 mode=group16 "
+                                   "fsamp_c ok 4.000 us +-0.010 floor=10.000 "
+                                   "regs=128 spills=0 smem=49152 n=50") &&
+                strstr(l.text[1], "B=16 mode=group16 fsamp_a ok 8.000 us"),
+            "%s | %s", l.text[0], l.text[1]);
+  memset(&l, 0, sizeof l);
+  f.mode = NULL;
+  f.bucket = 8;
+  f.variant = "fsamp_b";
+  CHECK(fs_store_list_measurements(s, &f, grab_measurement, &l) == FS_OK);
+  CHECK_MSG(l.n == 2 &&
+                !strcmp(l.text[0], "bf16 D=4096 V=151936 B=8 mode=greedy "
+                                   "fsamp_b ok 7.000 us +-0.010 floor=10.000 "
+                                   "regs=128 spills=0 smem=49152 n=50") &&
+                !strcmp(l.text[1], "bf16 D=4096 V=151936 B=8 fsamp_b ok "
+                                   "12.000 us +-0.010 floor=10.000 regs=128 "
+                                   "spills=0 smem=49152 n=50"),
+            "%d: %s | %s", l.n, l.text[0], l.text[1]);
+  /* A filter mode that is no mode's name is refused, naming it. */
+  memset(&f, 0, sizeof f);
+  f.mode = "sampled";
+  memset(&l, 0, sizeof l);
+  CHECK(fs_store_list_winners(s, &f, grab_choice, &l) == FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "'sampled'") &&
+                strstr(fs_store_errmsg(s), "token, group16 or greedy"), "%s",
+            fs_store_errmsg(s));
+  f.mode = "Greedy";
+  CHECK(fs_store_list_measurements(s, &f, grab_measurement, &l) ==
+        FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "'Greedy'"), "%s", fs_store_errmsg(s));
+  CHECK(l.n == 0);
+
+  /* Mode numbers that are no fs_store_mode are refused, naming the field. */
+  long long rows = sql_int(tpath("modes.db"),
+                           "SELECT count(*) FROM measurements");
+  m = meas_in(7, 8, "fsamp_z", 0, 1.0);
+  CHECK(fs_store_add_measurement(s, run, &m, NULL) == FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "mode=7: must be an fs_store_mode (0 "
+                                       "token, 1 group16, 2 greedy)"),
+            "%s", fs_store_errmsg(s));
+  m.mode = -1;
+  CHECK(fs_store_add_measurement(s, run, &m, NULL) == FS_INVALID_ARGUMENT);
+  CHECK(sql_int(tpath("modes.db"), "SELECT count(*) FROM measurements") ==
+        rows);
+  k = in_mode(k8, 3);
+  CHECK(fs_store_winner(s, &k, &c) == FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "key.mode=3: must be an fs_store_mode"),
+            "%s", fs_store_errmsg(s));
+  CHECK(fs_store_nearest(s, &k, NULL, NULL, &c) == FS_INVALID_ARGUMENT);
+  k.mode = -2;
+  CHECK(fs_store_lookup(s, &k, NULL, NULL, &c) == FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(s), "key.mode=-2"), "%s",
+            fs_store_errmsg(s));
+  CHECK(c.match == FS_STORE_MATCH_NONE);
+  /* A mode number a newer caller might pass prints as unknown. */
+  m = meas_in(9, 8, "v", 0, 1.0);
+  fs_store_format_measurement(&m, line, sizeof line);
+  CHECK_MSG(strncmp(line, "bf16 D=4096 V=151936 B=8 mode=? v ok", 36) == 0,
+            "%s", line);
+  fs_store_close(s);
+}
+
 static void test_names(void) {
   for (int i = 0; i <= FS_STORE_OUTCOME_SPILLS; i++)
     CHECK(fs_store_outcome_parse(fs_store_outcome_name(i)) == i);
@@ -688,6 +964,15 @@ static void test_names(void) {
   CHECK(fs_store_dtype_parse(fs_store_dtype_name(FS_DTYPE_FP16)) ==
         FS_DTYPE_FP16);
   CHECK(fs_store_dtype_name(0) == NULL);
+  CHECK(FS_STORE_MODES == 3);
+  for (int i = 0; i < FS_STORE_MODES; i++)
+    CHECK(fs_store_mode_parse(fs_store_mode_name(i)) == i);
+  CHECK(strcmp(fs_store_mode_name(FS_STORE_MODE_TOKEN), "token") == 0);
+  CHECK(strcmp(fs_store_mode_name(FS_STORE_MODE_GROUP16), "group16") == 0);
+  CHECK(strcmp(fs_store_mode_name(FS_STORE_MODE_GREEDY), "greedy") == 0);
+  CHECK(fs_store_mode_name(3) == NULL && fs_store_mode_name(-1) == NULL);
+  CHECK(fs_store_mode_parse("sampled") == -1);
+  CHECK(fs_store_mode_parse(NULL) == -1);
   CHECK(strcmp(fs_store_errmsg(NULL), "") == 0);
   /* Formatting into a short buffer truncates and reports the full length. */
   fs_store_measurement m = meas(1, 2, 3, "v", 0, 1.5, -1);
@@ -707,6 +992,7 @@ int main(void) {
   test_winner_rule();
   test_resume();
   test_nearest();
+  test_modes();
   test_names();
   remove_tmpdir();
   return fs_test_done("test_store");

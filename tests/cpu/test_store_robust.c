@@ -7,7 +7,7 @@
 ** another that holds the lock, and SQLite failing at the seams (a write
 ** error from the file system, an allocation failure) surfaces as a status
 ** with a message and leaves the file consistent: a transaction lands whole
-** or not at all.
+** or not at all, a schema migration included.
 */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -158,7 +158,8 @@ static int read_everything(fs_store *s, const char *label) {
   } while (0)
   fs_store_choice c;
   for (int B = 1; B <= 512; B *= 4) {
-    fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, B};
+    fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, B,
+                      FS_STORE_MODE_TOKEN};
     READ_OK(fs_store_lookup(s, &k, NULL, NULL, &c));
     fs_store_choice_clear(&c);
   }
@@ -364,7 +365,7 @@ static int writer(const char *path, const char *device) {
     snprintf(name, sizeof name, "fsamp_v%03d", i);
     int outcome = 0;
     if (fs_store_has_measurement(s, run, FS_DTYPE_BF16, 4096, 151936, 1 << (i % 8),
-                                 name, &outcome) ||
+                                 FS_STORE_MODE_TOKEN, name, &outcome) ||
         outcome != -1) {
       fprintf(stderr, "writer %s: has_measurement %d: %s\n", device, outcome,
               fs_store_errmsg(s));
@@ -406,7 +407,8 @@ static int reader(const char *path, double seconds) {
     }
     opened = 1;
     fs_store_choice c;
-    fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 4};
+    fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 4,
+                      FS_STORE_MODE_TOKEN};
     st = fs_store_lookup(s, &k, NULL, NULL, &c);
     fs_store_choice_clear(&c);
     finished = 0;
@@ -709,6 +711,89 @@ static void test_write_faults(void) {
   printf("write faults injected: %d\n", injected);
 }
 
+/* The in-place migration of a version-2 file with the k-th write failing,
+** for k = 0, 1, ... until the open succeeds: a failed open is FS_DB with a
+** message and leaves a version-2 file with every row (the migration is one
+** transaction), and a later open migrates it. */
+static void test_migrate_faults(void) {
+  char v2[512], p[512], leftover[3][530];
+  snprintf(v2, sizeof v2, "%s", tpath("mig_v2.db"));
+  snprintf(p, sizeof p, "%s", tpath("mig.db"));
+  for (int i = 0; i < 3; i++)
+    snprintf(leftover[i], sizeof leftover[i], "%s%s", p,
+             i == 0 ? "-wal" : i == 1 ? "-shm" : "-journal");
+  sql_exec(v2, STORE_V2_DDL
+           "INSERT INTO runs VALUES (1, '0123456789abcdef0123456789abcdef',"
+           " '2026-01-01T00:00:00.000Z', NULL, 'NVIDIA H200', 'sm_90', 132,"
+           " 13000, '13.0', 'rev1', NULL, NULL);"
+           "WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i"
+           " WHERE n < 599)"
+           " INSERT INTO measurements(run_id, dtype, hidden, vocab, bucket,"
+           " variant, params, outcome, median_us, message, measured_at)"
+           " SELECT 1, 'bf16', 4096, 151936, 1 << (n % 8), 'fsamp_v' || n,"
+           " 'tile_v=128,tile_b=16,k=64,warps=4x1,stages=4', 'ok',"
+           " 10.0 + n % 13, 'verified against the reference: 0 mismatches',"
+           " '2026-01-01T00:00:00.000Z' FROM i;");
+  long long rows = sql_int(v2, "SELECT count(*) FROM measurements");
+  REQUIRE(rows == 600);
+  static const char k_schema[] =
+      "SELECT group_concat(name) FROM (SELECT name FROM sqlite_schema"
+      " ORDER BY name)";
+  char v2_schema[1024];
+  snprintf(v2_schema, sizeof v2_schema, "%s", sql_text(v2, k_schema));
+  shim_install();
+  int injected = 0, done = 0;
+  for (int k = 0; k < 5000 && !done; k++) {
+    for (int i = 0; i < 3; i++) unlink(leftover[i]);
+    copy_prefix(v2, p, file_size(v2));
+    fs_store *s = NULL;
+    char err[1024] = "";
+    g_write_countdown = k;
+    g_write_failures = 0;
+    int st = fs_store_open(p, 0, &s, err, sizeof err);
+    g_write_countdown = -1;
+    fs_store_close(s);
+    /* A read-write connection first, to roll back a hot journal that a
+    ** failed switch to WAL may leave. */
+    sql_exec(p, "SELECT count(*) FROM runs");
+    long long version = sql_int(p, "PRAGMA user_version");
+    long long after = sql_int(p, "SELECT count(*) FROM measurements");
+    CHECK_MSG(strcmp(sql_text(p, "PRAGMA quick_check"), "ok") == 0, "k %d",
+              k);
+    if (st == FS_OK) {
+      done = 1;
+      CHECK(g_write_failures == 0);
+      CHECK_MSG(version == 3 && after == rows, "k %d: version %lld, %lld rows",
+                k, version, after);
+      CHECK(sql_int(p, "SELECT count(*) FROM measurements WHERE mode ="
+                       " 'token'") == rows);
+    } else {
+      injected++;
+      CHECK_MSG(st == FS_DB && strstr(err, p) &&
+                    (strstr(err, "database or disk is full") ||
+                     strstr(err, "disk I/O error")),
+                "k %d: status %d: %s", k, st, err);
+      CHECK_MSG(version == 2 && after == rows,
+                "k %d: version %lld, %lld rows after a failed migration", k,
+                version, after);
+      CHECK_MSG(strcmp(sql_text(p, k_schema), v2_schema) == 0, "k %d: %s", k,
+                sql_text(p, k_schema));
+      /* Nothing half-done gets in the way of the next open. */
+      st = fs_store_open(p, 0, &s, err, sizeof err);
+      CHECK_MSG(st == FS_OK && fs_store_file_version(s) == 2, "k %d: %s", k,
+                err);
+      fs_store_close(s);
+      CHECK(sql_int(p, "PRAGMA user_version") == 3);
+      CHECK(sql_int(p, "SELECT count(*) FROM measurements WHERE mode ="
+                       " 'token'") == rows);
+    }
+  }
+  CHECK_MSG(done, "the migration never succeeded");
+  CHECK_MSG(injected >= 3, "only %d faults injected", injected);
+  shim_remove();
+  printf("migration write faults injected: %d\n", injected);
+}
+
 /* ---- fault injection: allocation failures --------------------------------- */
 
 static sqlite3_mem_methods g_real_mem;
@@ -761,7 +846,7 @@ static int malloc_child(const char *path) {
     memset(&c, 0, sizeof c);
     if (!st) {
       fs_store_key key = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936,
-                          3};
+                          3, FS_STORE_MODE_TOKEN};
       st = fs_store_lookup(s, &key, NULL, NULL, &c);
     }
     if (!st) {
@@ -830,6 +915,7 @@ int main(void) {
   TIMED(test_waits_for_lock);
   TIMED(test_malloc_faults);
   TIMED(test_write_faults);
+  TIMED(test_migrate_faults);
   printf("total %.2f s\n", now_s() - t0);
   remove_tmpdir();
   return fs_test_done("test_store_robust");

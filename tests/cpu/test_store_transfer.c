@@ -3,6 +3,8 @@
 ** exported to a compact defaults file (winners, their runs and cubins only,
 ** rollback-journal mode), imported into a fresh database (same winners, same
 ** cubin bytes), and merges are idempotent and keep what the destination has.
+** With modes: every mode's winners are exported and stay the same, rows are
+** matched with their mode, and a version-2 file (before modes) merges.
 */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -127,9 +129,10 @@ typedef struct summary {
 static int add_line(void *arg, const fs_store_choice *c) {
   summary *s = arg;
   if (s->n < 64)
-    snprintf(s->text[s->n++], sizeof s->text[0], "%s %s %d %d %d %d -> %s %.6f %zu",
-             c->device_name, c->arch, c->dtype, c->hidden, c->vocab, c->bucket,
-             c->variant, c->median_us, c->cubin_size);
+    snprintf(s->text[s->n++], sizeof s->text[0],
+             "%s %s %d %d %d %d %d -> %s %.6f %zu", c->device_name, c->arch,
+             c->dtype, c->hidden, c->vocab, c->bucket, c->mode, c->variant,
+             c->median_us, c->cubin_size);
   s->with_cubin += c->has_cubin;
   return 0;
 }
@@ -158,7 +161,7 @@ static int cubins_match(fs_store *a, fs_store *b, const summary *sum) {
     for (int D = 1024; D <= 8192; D *= 2)
       for (int B = 1; B <= 64; B *= 4) {
         fs_store_key k = {devs[d], "sm_90", FS_DTYPE_BF16, D,
-                          D == 8192 ? 128256 : 151936, B};
+                          D == 8192 ? 128256 : 151936, B, FS_STORE_MODE_TOKEN};
         fs_store_choice ca, cb;
         REQUIRE(fs_store_winner(a, &k, &ca) == FS_OK);
         REQUIRE(fs_store_winner(b, &k, &cb) == FS_OK);
@@ -330,7 +333,8 @@ static void test_merge_union(void) {
   m.variant = "va";
   m.outcome = FS_STORE_OUTCOME_WRONG;
   REQUIRE(fs_store_add_measurement(b, rb, &m, NULL) == FS_OK);
-  fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 1};
+  fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 1,
+                    FS_STORE_MODE_TOKEN};
   fs_store_choice c;
   REQUIRE(fs_store_winner(a, &k, &c) == FS_OK);
   CHECK(strcmp(c.variant, "va") == 0);
@@ -358,10 +362,198 @@ static void test_merge_union(void) {
   fs_store_close(b);
 }
 
+/* ---- modes ------------------------------------------------------------------ */
+
+/* A database tuned in three modes: for each of three buckets, variants
+** fsamp_0..5 timed sampled (token), on greedy calls and (B=4 only) with
+** group16 noise, with different orders per mode, a failure on greedy calls
+** that disqualifies the fastest sampled variant, and a cubin per variant. */
+static void build_modes(const char *path) {
+  fs_store *s = open_flags(path, FS_STORE_CREATE);
+  fs_store_run r;
+  memset(&r, 0, sizeof r);
+  r.device_name = "NVIDIA H200";
+  r.arch = "sm_90";
+  r.nvrtc_version = "13.0";
+  r.generator_rev = "rev5";
+  r.sm_count = r.driver_version = -1;
+  int64_t run;
+  REQUIRE(fs_store_begin_run(s, &r, &run) == FS_OK);
+  for (int B = 1; B <= 16; B *= 4)
+    for (int mode = 0; mode < FS_STORE_MODES; mode++) {
+      if (mode == FS_STORE_MODE_GROUP16 && B != 4) continue;
+      for (int v = 0; v < 6; v++) {
+        char name[32], hash[32];
+        snprintf(name, sizeof name, "fsamp_%d", v);
+        snprintf(hash, sizeof hash, "h%d", v);
+        fs_store_measurement m;
+        memset(&m, 0, sizeof m);
+        m.dtype = FS_DTYPE_BF16;
+        m.hidden = 4096;
+        m.vocab = 151936;
+        m.bucket = B;
+        m.mode = mode;
+        m.variant = name;
+        m.source_hash = hash;
+        m.outcome = FS_STORE_OUTCOME_OK;
+        /* token: fsamp_0 fastest; greedy: fsamp_5 fastest; group16: 3 */
+        m.median_us = mode == FS_STORE_MODE_TOKEN    ? 10.0 + v
+                      : mode == FS_STORE_MODE_GREEDY ? 20.0 - v
+                                                     : 10.0 + (v + 3) % 6;
+        /* fsamp_1 (second in token at B=16) ran wrong on greedy calls */
+        if (B == 16 && v == 1 && mode == FS_STORE_MODE_GREEDY)
+          m.outcome = FS_STORE_OUTCOME_WRONG;
+        /* ...and at B=16 fsamp_0 too: token's winner becomes fsamp_2 */
+        if (B == 16 && v == 0 && mode == FS_STORE_MODE_GREEDY)
+          m.outcome = FS_STORE_OUTCOME_RUN_FAILED;
+        m.spread_us = 0.01;
+        m.samples = m.registers = m.spills = m.smem_bytes = -1;
+        m.floor_us = -1;
+        REQUIRE(fs_store_add_measurement(s, run, &m, NULL) == FS_OK);
+      }
+    }
+  for (int v = 0; v < 6; v++) {
+    char name[32], hash[32];
+    snprintf(name, sizeof name, "fsamp_%d", v);
+    snprintf(hash, sizeof hash, "h%d", v);
+    unsigned char cubin[512];
+    fake_cubin(name, cubin, sizeof cubin);
+    REQUIRE(fs_store_put_cubin(s, name, "sm_90", "13.0", hash, cubin,
+                               sizeof cubin) == FS_OK);
+  }
+  REQUIRE(fs_store_finish_run(s, run) == FS_OK);
+  fs_store_close(s);
+}
+
+static void test_export_modes(void) {
+  const char *src_path = tpath("modes.db");
+  build_modes(src_path);
+  fs_store *src = open_flags(src_path, FS_STORE_READONLY);
+  summary want;
+  summarize(src, &want);
+  /* (B, mode) in list order: token, group16, greedy within a bucket. */
+  static const char *const k_want[] = {
+      " 151936 1 0 -> fsamp_0 ",  " 151936 1 2 -> fsamp_5 ",
+      " 151936 4 0 -> fsamp_0 ",  " 151936 4 1 -> fsamp_3 ",
+      " 151936 4 2 -> fsamp_5 ",  " 151936 16 0 -> fsamp_2 ",
+      " 151936 16 2 -> fsamp_5 "};
+  int n_want = (int)(sizeof k_want / sizeof *k_want);
+  CHECK_MSG(want.n == n_want, "%d winners", want.n);
+  for (int i = 0; i < want.n && i < n_want; i++)
+    CHECK_MSG(strstr(want.text[i], k_want[i]), "%s / %s", want.text[i],
+              k_want[i]);
+
+  /* Every mode's winners are exported, each its own row. */
+  const char *def = tpath("modes_defaults.db");
+  fs_store_transfer_stats st;
+  CHECK(fs_store_export(src, def, NULL, &st) == FS_OK);
+  CHECK_MSG(st.winners == n_want && st.measurements == n_want && st.runs == 1 &&
+                st.missing_cubins == 0 && st.cubins == 4,
+            "winners %lld measurements %lld cubins %lld", (long long)st.winners,
+            (long long)st.measurements, (long long)st.cubins);
+  CHECK(sql_int(def, "PRAGMA user_version") == 3);
+  CHECK(sql_int(def, "SELECT count(*) FROM measurements WHERE mode = 'greedy'")
+        == 3);
+  CHECK(sql_int(def, "SELECT count(*) FROM measurements WHERE mode ="
+                     " 'group16'") == 1);
+  fs_store *d = open_flags(def, FS_STORE_READONLY);
+  summary got;
+  summarize(d, &got);
+  CHECK(same(&want, &got));
+  fs_store_close(d);
+
+  /* A mode filter exports that mode's winners; a bad one creates no file. */
+  fs_store_filter filt;
+  memset(&filt, 0, sizeof filt);
+  filt.mode = "greedy";
+  CHECK(fs_store_export(src, tpath("greedy.db"), &filt, &st) == FS_OK);
+  CHECK(st.winners == 3);
+  CHECK(sql_int(tpath("greedy.db"), "SELECT count(*) FROM measurements WHERE"
+                                    " mode <> 'greedy'") == 0);
+  filt.mode = "argmax";
+  CHECK(fs_store_export(src, tpath("bad.db"), &filt, &st) ==
+        FS_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(fs_store_errmsg(src), "'argmax'"), "%s",
+            fs_store_errmsg(src));
+  CHECK(!exists(tpath("bad.db")));
+
+  /* Importing the defaults, then the full source, twice each: rows are
+  ** matched with their mode, so the same (run, shape, variant) in two modes
+  ** is two rows, added once. */
+  const char *fresh = tpath("modes_fresh.db");
+  fs_store *f = open_flags(fresh, FS_STORE_CREATE);
+  CHECK(fs_store_merge_file(f, def, &st) == FS_OK);
+  CHECK(st.runs == 1 && st.measurements == n_want);
+  summarize(f, &got);
+  CHECK(same(&want, &got));
+  CHECK(fs_store_merge_file(f, def, &st) == FS_OK);
+  CHECK(st.runs == 0 && st.measurements == 0 && st.cubins == 0);
+  long long total = sql_int(src_path, "SELECT count(*) FROM measurements");
+  CHECK(fs_store_merge(f, src, &st) == FS_OK);
+  CHECK_MSG(st.measurements == total - n_want, "%lld of %lld",
+            (long long)st.measurements, total);
+  CHECK(fs_store_merge(f, src, &st) == FS_OK);
+  CHECK(st.runs == 0 && st.measurements == 0 && st.cubins == 0);
+  CHECK(sql_int(fresh, "SELECT count(*) FROM measurements") == total);
+  CHECK(sql_int(fresh, "SELECT count(*) FROM (SELECT mode, count(*) FROM"
+                       " measurements GROUP BY mode)") == 3);
+  summarize(f, &got);
+  CHECK(same(&want, &got));
+  fs_store_close(f);
+  fs_store_close(src);
+}
+
+/* A version-2 file (before modes) merges as mode-token rows, from a
+** read-only in-memory migration, idempotently, and is left as it was. */
+static void test_merge_v2(void) {
+  const char *v2 = tpath("old_v2.db");
+  sql_exec(v2, STORE_V2_DDL
+               "INSERT INTO runs VALUES (7, 'aaaabbbbccccddddaaaabbbbccccdddd',"
+               " '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z',"
+               " 'NVIDIA H200', 'sm_90', 132, 13000, '13.0', 'rev5', NULL,"
+               " NULL);"
+               "INSERT INTO measurements(id, run_id, dtype, hidden, vocab,"
+               " bucket, variant, outcome, median_us, source_hash, measured_at)"
+               " VALUES"
+               " (1, 7, 'bf16', 4096, 151936, 1, 'fsamp_0', 'ok', 30.0, 'h0',"
+               "  '2026-01-01T00:01:00.000Z'),"
+               " (2, 7, 'bf16', 4096, 151936, 1, 'fsamp_9', 'ok', 25.0, 'h9',"
+               "  '2026-01-01T00:02:00.000Z'),"
+               " (3, 7, 'bf16', 4096, 151936, 1, 'fsamp_8', 'wrong', 1.0, NULL,"
+               "  '2026-01-01T00:03:00.000Z');"
+               "INSERT INTO cubins VALUES (1, 'fsamp_9', 'sm_90', '13.0', 'h9',"
+               " x'0909', '2026-01-01T00:02:00.000Z');");
+  const char *dst_path = tpath("v2_into.db");
+  fs_store *dst = open_flags(dst_path, FS_STORE_CREATE);
+  fs_store_transfer_stats st;
+  int rc = fs_store_merge_file(dst, v2, &st);
+  CHECK_MSG(rc == FS_OK, "%s", fs_store_errmsg(dst));
+  CHECK(st.runs == 1 && st.measurements == 3 && st.cubins == 1);
+  CHECK(fs_store_merge_file(dst, v2, &st) == FS_OK);
+  CHECK(st.runs == 0 && st.measurements == 0 && st.cubins == 0);
+  CHECK(sql_int(dst_path, "SELECT count(*) FROM measurements WHERE mode ="
+                          " 'token'") == 3);
+  CHECK(strcmp(sql_text(dst_path, "SELECT uuid FROM runs"),
+               "aaaabbbbccccddddaaaabbbbccccdddd") == 0);
+  fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 1,
+                    FS_STORE_MODE_TOKEN};
+  fs_store_choice c;
+  REQUIRE(fs_store_winner(dst, &k, &c) == FS_OK);
+  CHECK(!strcmp(c.variant, "fsamp_9") && c.has_cubin && c.cubin_size == 2);
+  fs_store_choice_clear(&c);
+  k.mode = FS_STORE_MODE_GREEDY;
+  REQUIRE(fs_store_winner(dst, &k, &c) == FS_OK);
+  CHECK(c.match == FS_STORE_MATCH_NONE);
+  fs_store_close(dst);
+  CHECK(sql_int(v2, "PRAGMA user_version") == 2);
+}
+
 int main(void) {
   make_tmpdir();
   test_export_import();
   test_merge_union();
+  test_export_modes();
+  test_merge_v2();
   remove_tmpdir();
   return fs_test_done("test_store_transfer");
 }

@@ -14,7 +14,9 @@
 ** different token only on a near-tie, judged by exact scores), and so does
 ** fs_sample itself with FS_TUNING_DB pointing at the database, where the
 ** runtime must report that it took the tuned winner; a rerun skips
-** everything measured and keeps the winners; the CSV has the fault rows.
+** everything measured and keeps the winners; the CSV has the fault rows; a
+** greedy run (FS_TUNE_GREEDY=1) of bucket 8 measures anew, as mode greedy,
+** and adds a greedy winner beside the unchanged sampled one.
 ** The victims are taken from a --dry-run of the same plan: the 2nd to 5th
 ** compiled variants of bucket 8 (the 1st is the default, the oracle).
 */
@@ -294,7 +296,7 @@ int main(void) {
     CHECK_MSG(recorded_outcome(st, fault, bucket) == FS_STORE_OUTCOME_RUN_FAILED,
               "B=%d: %s (fault) recorded as %d", bucket, fault,
               recorded_outcome(st, fault, bucket));
-    fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, bucket};
+    fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, bucket, FS_STORE_MODE_TOKEN};
     fs_store_choice c;
     memset(&c, 0, sizeof c);
     REQUIRE(fs_store_winner(st, &key, &c) == FS_OK);
@@ -335,6 +337,33 @@ int main(void) {
             "rerun measured again:\n%s", r.out);
   CHECK(strstr(r.out, winners[0]) != NULL && strstr(r.out, winners[1]) != NULL);
   fs_test_proc_free(&r);
+
+  /* A greedy run (FS_TUNE_GREEDY=1) measures again, as mode greedy: its rows
+  ** and winner sit beside the sampled ones, which do not change. */
+  const char *greedy_args[] = {"--shape", "D=1024,V=32000", "--batch", "8", "--max-variants",
+                               "3", "--db", "t.db", "--timeout", "5", NULL};
+  r = run((const char *const[]){"FS_TUNE_GREEDY=1", NULL}, greedy_args);
+  CHECK_MSG(r.code == 0, "greedy run: exit %d\n%s\n%s", r.code, r.out, r.err);
+  CHECK_MSG(strstr(r.out, "B=8: 0 measured") == NULL, "the greedy run measured nothing:\n%s",
+            r.out);
+  fs_test_proc_free(&r);
+  snprintf(path, sizeof path, "%s/t.db", tmp);
+  REQUIRE(fs_store_open(path, FS_STORE_READONLY, &st, err, sizeof err) == FS_OK);
+  for (int mode = FS_STORE_MODE_TOKEN; mode <= FS_STORE_MODE_GREEDY; mode += 2) {
+    fs_store_key key = {ctx->device_name, arch, FS_DTYPE_BF16, D, V, 8, mode};
+    fs_store_choice c;
+    memset(&c, 0, sizeof c);
+    REQUIRE(fs_store_winner(st, &key, &c) == FS_OK);
+    printf("B=8 %s winner: %s\n", fs_store_mode_name(mode),
+           c.match == FS_STORE_MATCH_EXACT ? c.variant : "(none)");
+    CHECK_MSG(c.match == FS_STORE_MATCH_EXACT && c.mode == mode, "B=8: no %s winner",
+              fs_store_mode_name(mode));
+    if (mode == FS_STORE_MODE_TOKEN)
+      CHECK_MSG(!strcmp(c.variant, winners[1]), "the greedy run changed the sampled winner: %s",
+                c.variant);
+    fs_store_choice_clear(&c);
+  }
+  fs_store_close(st);
 
   fs_gen_close(g);
   fs_context_destroy(ctx);
