@@ -25,8 +25,15 @@
 **    one and they swap halves by two shuffles (one Philox per four tokens,
 **    as in the staged families);
 **  - FS_NOISE_GROUP16: group k of a tile is its columns 16k .. 16k + 15, four
-**    per lane of a quad; fold_group follows fs_fold_group's contract with
-**    the max, the running sums and the pick formed by quad shuffles.
+**    per lane of a quad.  Per four groups k0 .. k0 + 3, a transpose over the
+**    quad (quad_transpose: three xor rounds of four shuffles, 3 per group
+**    where forming the sums over the quad took 17) gives lane q the sixteen
+**    values of group k0 + q in token order, and the lane folds that group
+**    alone with fs_fold_group's floating-point operations in its order
+**    (fold_group), so that the draw is the staged families'.  The lane draws
+**    its group's Philox words; its offers come in increasing token order
+**    (groups q, q + 4, ...), and the quad's four bests meet by key in
+**    fs_candidate_put, as for the per-token noise.
 ** The noisy paths are loops that pick a group's values out of the
 ** accumulators by a switch of constant indices (group_vals): unrolled, their
 ** code ran from instruction-cache misses (perf-notes 19a).  Chunks of whole
@@ -42,7 +49,7 @@
 #define FS_BF16 1          /* 1: bfloat16 inputs; 0: IEEE half */
 #endif
 #ifndef TILE_V
-#define TILE_V 128         /* vocab columns per tile: the wgmma N (64, 128, 256) */
+#define TILE_V 128         /* vocab columns per tile: the wgmma N (64, 128, 192, 256) */
 #endif
 #ifndef TILE_K
 #define TILE_K 64          /* hidden elements per stage: 64 * (boxes per operand) */
@@ -79,8 +86,8 @@
 #define TPC 4
 #define RPT (TILE_V / 4)
 
-static_assert(TILE_V == 64 || TILE_V == 128 || TILE_V == 256,
-              "TILE_V must be 64, 128 or 256 (whole quads of groups of 16 per tile)");
+static_assert(TILE_V == 64 || TILE_V == 128 || TILE_V == 192 || TILE_V == 256,
+              "TILE_V must be 64, 128, 192 or 256 (whole quads of groups of 16 per tile)");
 static_assert(TILE_B <= 256, "a TMA box has at most 256 rows");
 static_assert(MB * NACC <= 128, "at most 128 fp32 accumulators per thread");
 static_assert(TILE_K % 64 == 0, "TILE_K must be a multiple of 64 (128-byte swizzle boxes)");
@@ -95,6 +102,44 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 #include "fs_device.h"
 #include "fs_tma.h"
 #include "fs_wgmma.h"
+
+#if TILE_V == 192
+/* wgmma m64n192k16, the N of cuBLAS's B = 128 tiles (perf-notes 20), with
+** fs_wgmma.h's contract (d the thread's 96 accumulators); here, not there,
+** so that the other families' sources (and their winners' hashes) stay. */
+__device__ __forceinline__ void wgmma_n192(float (&d)[96], unsigned long long da,
+                                          unsigned long long db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16" FS_WGMMA_TYPES " {"
+      "%0, %1, %2, %3, %4, %5, %6, %7,"
+      "%8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23,"
+      "%24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39,"
+      "%40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55,"
+      "%56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71,"
+      "%72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87,"
+      "%88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+#endif
 
 #define FS_CAT2(a, b) a##b
 #define FS_CAT(a, b) FS_CAT2(a, b)
@@ -277,69 +322,95 @@ __device__ __forceinline__ void fold_tokens(const float (&z)[4], int k, const fs
   }
 }
 
-/* FS_NOISE_GROUP16 for the lane's values z of group k of a row (fs_fold_group's
-** contract), with g and u the group's Gumbel variate and uniform: the max,
-** the running sums and the pick over the quad by shuffles.  The running sums
-** in token order come from the quad's pair sums by one chain that every
-** lane of the quad computes alike, so they never decrease and end at S
-** exactly.  active: this lane's row takes the grouped noise (the others run
-** the shuffles only). */
-__device__ __forceinline__ void fold_group(const float (&z)[4], int k, float g, float u,
-                                           const fs_col &c, unsigned tok0, int vrow0, int v_end,
-                                           bool active, fs_best &best) {
-  const unsigned q = threadIdx.x & 3u, qb = threadIdx.x & 28u;
-  const float c2 = c.inv_t * 1.44269504088896341f;
-  const int nv = v_end - (vrow0 + 16 * k); /* the group's tokens inside the chunk */
-  const int pos[4] = {2 * (int)q, 2 * (int)q + 1, 8 + 2 * (int)q, 9 + 2 * (int)q};
-  float w[4];
+/* Block m ^ q of z (block m: z[4 m .. 4 m + 3]) moved to block m's place,
+** for each m: a swap by each bit of q, 32 selects of constant indices (no
+** local memory). */
+__device__ __forceinline__ void xor_blocks(float (&z)[16], unsigned q) {
 #pragma unroll
-  for (int e = 0; e < 4; e++) w[e] = pos[e] < nv ? z[e] : __int_as_float(0xff800000); /* no mass */
-  float m = fmaxf(fmaxf(w[0], w[1]), fmaxf(w[2], w[3]));
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2)); /* NaN only if all are */
-  const float mc = m * c2;
-  float x[4];
+  for (int bit = 1; bit < 4; bit <<= 1) /* block m <- block m ^ (q & bit) */
 #pragma unroll
-  for (int e = 0; e < 4; e++) x[e] = fmaxf(fs_ex2_approx(fmaf(w[e], c2, -mc)), 0.0f);
-  const float pa = x[0] + x[1], pb = x[2] + x[3];
-  /* E[j]: the weight of the tokens before pair j (j = 0..3 the first
-  ** halves of the lanes, 4..7 the second); E[8] = S */
-  float E[9];
-  E[0] = 0.0f;
+    for (int m = 0; m < 4; m++)
+      if (!(m & bit))
 #pragma unroll
-  for (int j = 0; j < 4; j++) E[j + 1] = E[j] + __shfl_sync(0xffffffffu, pa, qb | (unsigned)j);
+        for (int e = 0; e < 4; e++) {
+          const float a = z[4 * m + e], b = z[4 * (m | bit) + e];
+          z[4 * m + e] = q & (unsigned)bit ? b : a;
+          z[4 * (m | bit) + e] = q & (unsigned)bit ? a : b;
+        }
+}
+
+/* The quad transpose of four groups k0 .. k0 + 3 of a row.  In, z[4 t + e]
+** is the lane's value of group k0 + t at tile column 16 (k0 + t) + 8 (e / 2)
+** + 2 q + e % 2 (group_vals<4>); out, z[i] is token i of group k0 + q, in
+** token order: token 8 h + 2 q' + e2 is element 2 h + e2 of lane q''s block
+** q.  Three xor rounds (m = 1, 2, 3) of one block each, 12 shuffles: lane q
+** sends its block q ^ m and receives lane q ^ m's block q.  Every lane of the
+** warp must call it (the shuffles name all 32 lanes). */
+__device__ __forceinline__ void quad_transpose(float (&z)[16]) {
+  const unsigned q = threadIdx.x & 3u;
+  xor_blocks(z, q); /* block m: the lane's values of group k0 + (q ^ m) */
 #pragma unroll
-  for (int j = 0; j < 4; j++) E[j + 5] = E[j + 4] + __shfl_sync(0xffffffffu, pb, qb | (unsigned)j);
-  const float S = E[8];
-  const float ea = q == 0 ? E[0] : q == 1 ? E[1] : q == 2 ? E[2] : E[3];
-  const float ea1 = q == 0 ? E[1] : q == 1 ? E[2] : q == 2 ? E[3] : E[4];
-  const float eb = q == 0 ? E[4] : q == 1 ? E[5] : q == 2 ? E[6] : E[7];
-  const float eb1 = q == 0 ? E[5] : q == 1 ? E[6] : q == 2 ? E[7] : E[8];
-  const float tz = __fmul_rz(u, S);
-  /* the tokens i < 15 with P_i <= tz (token 15, lane 3's last, left out) */
-  int n = (ea + x[0] <= tz) + (ea1 <= tz) + (eb + x[2] <= tz) + (q != 3u && eb1 <= tz);
-  n += __shfl_xor_sync(0xffffffffu, n, 1);
-  n += __shfl_xor_sync(0xffffffffu, n, 2);
-  /* without finite mass: the first token equal to m (0 when m is NaN) */
-  int f = 16;
+  for (int m = 1; m < 4; m++)
 #pragma unroll
-  for (int e = 3; e >= 0; e--)
-    if (w[e] == m) f = min(f, pos[e]);
-  f = min(f, __shfl_xor_sync(0xffffffffu, f, 1));
-  f = min(f, __shfl_xor_sync(0xffffffffu, f, 2));
-  const bool finite = fabsf(mc) < __int_as_float(0x7f800000);
-  const int pick = finite ? n : (f == 16 ? 0 : f);
-  const int pe = (pick >= 8 ? 2 : 0) + (pick & 1); /* its element in the owner lane */
-  const float zl = pe == 0 ? z[0] : pe == 1 ? z[1] : pe == 2 ? z[2] : z[3];
-  const float zp = __shfl_sync(0xffffffffu, zl, qb | (unsigned)((pick & 7) >> 1));
+    for (int e = 0; e < 4; e++) z[4 * m + e] = __shfl_xor_sync(0xffffffffu, z[4 * m + e], m);
+  xor_blocks(z, q); /* block q': lane q''s values of group k0 + q */
+  float y[16];
+#pragma unroll
+  for (int i = 0; i < 16; i++) y[i] = z[4 * ((i & 7) >> 1) + 2 * (i >> 3) + (i & 1)];
+#pragma unroll
+  for (int i = 0; i < 16; i++) z[i] = y[i];
+}
+
+/* FS_NOISE_GROUP16 for one group held by the lane, offered to its best:
+** z[i] its token i (global id tok + i), the first nv inside the chunk (PART:
+** 1 <= nv < 16, the vocabulary's last group; else nv >= 16), g and u its
+** Gumbel variate and uniform.  fs_fold_group's floating-point operations in
+** its order, so that the draw is the staged families' to the bit: the max
+** over the tokens inside the chunk, the weights and their running sums P_i in
+** token order, the count n of P_i <= u P (i < 15), the score, and the cases
+** without finite mass.  From registers: the pick's logit z[n] (unmasked, as
+** fs_fold_group's staged zg[n]) by a tree of selects on the bits of n. */
+template <bool PART>
+__device__ __forceinline__ void fold_group(const float (&z)[16], float g, float u, float inv_t,
+                                           unsigned tok, int nv, fs_best &best) {
+  float w[16];
+#pragma unroll
+  for (int i = 0; i < 16; i++) /* -inf past the chunk: no mass (the full groups skip the test) */
+    w[i] = !PART || i == 0 || i < nv ? z[i] : __int_as_float(0xff800000);
+  float m = w[0];
+#pragma unroll
+  for (int i = 1; i < 16; i++) m = fmaxf(m, w[i]); /* NaN only if all are */
+  const float c2 = inv_t * 1.44269504088896341f, mc = m * c2;
   float sc;
-  if (finite) {
-    sc = fmaf(m, c.inv_t, fmaf(0.69314718f, fs_lg2_approx(S), g));
+  int n = 0;
+  if (fabsf(mc) < __int_as_float(0x7f800000)) {
+    float P = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+      P += fmaxf(fs_ex2_approx(fmaf(w[i], c2, -mc)), 0.0f);
+      w[i] = P;
+    }
+    const float t = __fmul_rz(u, P);
+    unsigned le = 0u; /* bit i: P_i <= t (the count by one popc) */
+#pragma unroll
+    for (int i = 0; i < 15; i++) le |= (w[i] <= t ? 1u : 0u) << i;
+    n = __popc(le);
+    sc = fmaf(m, inv_t, fmaf(0.69314718f, fs_lg2_approx(P), g));
   } else {
-    sc = m * c.inv_t;
+#pragma unroll
+    for (int i = 15; i >= 0; i--)
+      if (w[i] == m) n = i;
+    sc = m * inv_t;
     if (sc != sc) sc = m;
   }
-  if (active && nv > 0) fs_best_offer(best, sc, zp, tok0 + (unsigned)(16 * k + pick));
+  float x[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++) x[j] = n & 1 ? z[2 * j + 1] : z[2 * j];
+#pragma unroll
+  for (int j = 0; j < 4; j++) x[j] = n & 2 ? x[2 * j + 1] : x[2 * j];
+#pragma unroll
+  for (int j = 0; j < 2; j++) x[j] = n & 4 ? x[2 * j + 1] : x[2 * j];
+  fs_best_offer(best, sc, n & 8 ? x[1] : x[0], tok + (unsigned)n);
 }
 
 /* A greedy row of a whole tile (half h of a[], tile columns 8 i + 2 q + e at
@@ -361,31 +432,34 @@ __device__ __forceinline__ void fold_greedy(const float (&a)[NACC], int h, unsig
 }
 
 /* Row r of the tile (its first W row vrow0), sample s, into the lane's best:
-** grouped rows (FS_NOISE_GROUP16 and T > 0) by fold_group, the others by
-** fold_tokens (greedy rows with noise false); lanes with skip (their row
-** left to fold_greedy) only run the shuffles.  Every lane of the warp calls
-** it.  Loops, not unrolled: group_vals picks each group's values. */
+** grouped rows (FS_NOISE_GROUP16 and T > 0) by quad_transpose and fold_group,
+** the others by fold_tokens (greedy rows with noise false); lanes whose row
+** takes neither path (not grouped, or skip: left to fold_greedy) only run the
+** shuffles.  Every lane of the warp calls it.  Loops, not unrolled:
+** group_vals picks each group's values. */
 __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[MB][NACC], int r,
                                          const fs_col &c, int vrow0, int v_end, unsigned s,
                                          bool skip, fs_best &best) {
-  const unsigned q = threadIdx.x & 3u, qb = threadIdx.x & 28u;
+  const unsigned q = threadIdx.x & 3u;
   const unsigned tok0 = (unsigned)(p.vocab_offset + vrow0);
   const bool grouped = p.noise && !c.greedy;
   if (__any_sync(0xffffffffu, grouped)) {
 #pragma unroll 1
     for (int k0 = 0; k0 < NG; k0 += 4) {
-      /* lane q draws the words of group k0 + q of each four */
+      /* lane q draws the words of group k = k0 + q and folds it */
+      const int k = k0 + (int)q, nv = v_end - (vrow0 + 16 * k); /* nv: its tokens in the chunk */
       const fs_philox_out rw =
-          fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k0 + q, s, c.tag);
-      const float gq = fs_gumbel_fast(rw.v[0]), uq = fs_group_uniform(rw.v[1]);
+          fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k, s, c.tag);
       float z[16];
       group_vals<4>(acc, (r * NG + k0) / 4, z);
-#pragma unroll
-      for (int t = 0; t < 4; t++) {
-        const float g = __shfl_sync(0xffffffffu, gq, qb | (unsigned)t);
-        const float u = __shfl_sync(0xffffffffu, uq, qb | (unsigned)t);
-        const float zt[4] = {z[4 * t], z[4 * t + 1], z[4 * t + 2], z[4 * t + 3]};
-        fold_group(zt, k0 + t, g, u, c, tok0, vrow0, v_end, grouped, best);
+      quad_transpose(z);
+      if (grouped && nv > 0) {
+        const float g = fs_gumbel_fast(rw.v[0]), u = fs_group_uniform(rw.v[1]);
+        const unsigned tok = tok0 + 16u * (unsigned)k;
+        if (nv >= 16)
+          fold_group<false>(z, g, u, c.inv_t, tok, nv, best);
+        else
+          fold_group<true>(z, g, u, c.inv_t, tok, nv, best);
       }
     }
   }
