@@ -202,9 +202,13 @@ __device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, 
     w[4 * q] = z4.x, w[4 * q + 1] = z4.y, w[4 * q + 2] = z4.z, w[4 * q + 3] = z4.w;
   }
   if (nv < 16) {
+    /* NaN past the chunk: no mass, never the max (fmaxf skips it) and never
+    ** equal to it, so that tokens there are never picked, and m is NaN
+    ** exactly when every token inside is (-inf here made a group of NaN
+    ** logits offer the token past its end at score -inf, above NaN) */
 #pragma unroll
     for (int i = 1; i < 16; i++)
-      if (i >= nv) w[i] = __int_as_float(0xff800000); /* -inf: no mass */
+      if (i >= nv) w[i] = __int_as_float(0x7fffffff);
   }
   float m = w[0];
 #pragma unroll

@@ -375,8 +375,8 @@ __device__ __forceinline__ void fold_group(const float (&z)[16], float g, float 
                                            unsigned tok, int nv, fs_best &best) {
   float w[16];
 #pragma unroll
-  for (int i = 0; i < 16; i++) /* -inf past the chunk: no mass (the full groups skip the test) */
-    w[i] = !PART || i == 0 || i < nv ? z[i] : __int_as_float(0xff800000);
+  for (int i = 0; i < 16; i++) /* NaN past the chunk, as fs_fold_group (full groups skip it) */
+    w[i] = !PART || i == 0 || i < nv ? z[i] : __int_as_float(0x7fffffff);
   float m = w[0];
 #pragma unroll
   for (int i = 1; i < 16; i++) m = fmaxf(m, w[i]); /* NaN only if all are */

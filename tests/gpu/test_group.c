@@ -55,6 +55,9 @@
 ** 4. fs_context_set_noise: 5 and -1 are FS_INVALID_ARGUMENT and leave the
 **    mode as it was; switching back to FS_NOISE_TOKEN gives the token draw
 **    again.
+** 5. Logits without finite mass (test_special): all-NaN rows and rows of
+**    +-inf logits at a partial last group, both noises and T = 0: tokens
+**    inside the shard and equal to the reference's.
 ** Parts 3 and 4 run only without FS_TEST_FAMILY.  Cost: the reference
 ** (~1.5e10 MACs and ~2e8 weights) and the test's own group evaluations, well
 ** under a minute of host time, plus a few NVRTC compiles.
@@ -542,9 +545,81 @@ static void test_set_noise(fs_context *ctx) {
   gu_lmhead_free(ctx, &lm);
 }
 
+/* ---- 5. logits without finite mass ---------------------------------------------------- */
+
+/* Rows whose logits are all NaN (a NaN in H) and rows of +-inf logits (an
+** inf in H; NaN where W's element is 0) beside normal rows, at V = 203 (a
+** partial last group) and vocab_offset 0 and 4096, B = 4 and 64, bf16 and
+** fp16, at T = 1 in both noises and T = 0: every token lies in
+** [vocab_offset, vocab_offset + V) and is the CPU reference's.  (Group mode
+** once returned vocab_offset + V for an all-NaN row: the partial group's
+** offer past its end, at score -inf, outranked the full groups' NaN.) */
+static void test_special(fs_context *base) {
+  static const int Bs[2] = {4, 64};
+  int ncalls = 0, bad = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int bi = 0; bi < 2; bi++)
+      for (int oi = 0; oi < 2; oi++) {
+        const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16, B = Bs[bi], D = 64, V = 203;
+        const int64_t off = oi ? 4096 : 0;
+        fs_context *ctx = gu_family_context(base, dtype, B);
+        gu_lmhead lm;
+        gu_lmhead_init(&lm, B, D, V, dtype, off, 0, 0, gu_w_scale(D, 1.0),
+                       0x5bec1a10ull + (unsigned long long)(8 * dt + 4 * bi + 2 * oi));
+        const uint16_t nan_bits = dt ? 0x7e00 : 0x7fc0, inf_bits = dt ? 0x7c00 : 0x7f80;
+        for (int b = 0; b < B; b += 4) {
+          lm.H[(int64_t)b * lm.hs + 3] = nan_bits;     /* row b: every logit NaN */
+          lm.H[(int64_t)(b + 2) * lm.hs + 5] = inf_bits; /* row b + 2: +-inf logits */
+        }
+        gu_lmhead_upload(ctx, &lm);
+        const fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
+        gu_outputs o;
+        gu_outputs_alloc(ctx, &o, (size_t)B, 0, 0);
+        int32_t *ref = gu_malloc(sizeof(int32_t) * (size_t)B);
+        static const struct { float T; int noise; const char *name; } calls[3] = {
+            {1.0f, FS_NOISE_TOKEN, "token T=1"},
+            {1.0f, FS_NOISE_GROUP16, "group16 T=1"},
+            {0.0f, FS_NOISE_GROUP16, "T=0"}};
+        for (int k = 0; k < 3; k++) {
+          fs_sampling s = {calls[k].T, NULL, 1, 0x1234, NULL, 77, NULL};
+          char what[160];
+          snprintf(what, sizeof what, "special %s B=%d off=%lld %s", gu_dtype_name(dtype), B,
+                   (long long)off, calls[k].name);
+          REQUIRE(fs_context_set_noise(ctx, calls[k].noise) == FS_OK);
+          ncalls++;
+          if (gu_sample_fetch(ctx, &dp, &s, &o, NULL, what) != FS_OK) {
+            bad++;
+            continue;
+          }
+          REQUIRE(fs_reference_sample_noise(&hp, &s, calls[k].noise, ref, NULL, NULL) == FS_OK);
+          int wrong = 0;
+          for (int b = 0; b < B; b++) {
+            const int32_t t = o.h_tokens[b];
+            const int in = t >= off && t < off + V;
+            if (!in || t != ref[b]) {
+              if (wrong++ < 4)
+                printf("  %s row %d (%s): token %d, reference %d%s\n", what, b,
+                       b % 4 == 0 ? "NaN" : b % 4 == 2 ? "inf" : "finite", t, ref[b],
+                       in ? "" : " (outside the shard)");
+            }
+          }
+          CHECK_MSG(wrong == 0, "%s: %d of %d rows differ from the reference or leave the shard",
+                    what, wrong, B);
+          bad += wrong != 0;
+        }
+        REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
+        free(ref);
+        gu_outputs_free(ctx, &o);
+        gu_lmhead_free(ctx, &lm);
+        gu_family_release(base, ctx);
+      }
+  printf("special logits: %d of %d calls as the reference\n", ncalls - bad, ncalls);
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   if (!gu_test_family()) test_set_noise(ctx);
+  test_special(ctx);
   test_pathwise(ctx);
   test_distribution(ctx);
   if (!gu_test_family()) test_tp_group(ctx);
