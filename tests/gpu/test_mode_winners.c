@@ -20,8 +20,8 @@
 ** the per-row row fails if it guesses greedy from a device array.
 */
 #include "gen.h"
+#include "gpu_store.h"
 #include "gpu_util.h"
-#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,15 +31,6 @@
 #define TD 256
 #define TV 4096
 #define TB 8
-
-static void remove_db(const char *path) {
-  char side[300];
-  unlink(path);
-  snprintf(side, sizeof side, "%s-wal", path);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path);
-  unlink(side);
-}
 
 static void add(fs_store *st, int64_t run, int mode, const char *variant, double us) {
   fs_store_measurement m;
@@ -61,21 +52,8 @@ static void add(fs_store *st, int64_t run, int mode, const char *variant, double
 
 static void write_db(const char *path, const fs_context *ctx, const char *rev, const char *a,
                      const char *g, const char *q) {
-  char err[512], arch[16];
-  fs_store *st = NULL;
-  remove_db(path);
-  REQUIRE(fs_store_open(path, FS_STORE_CREATE, &st, err, sizeof err) == FS_OK);
-  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
-  fs_store_run run;
-  memset(&run, 0, sizeof run);
-  run.device_name = ctx->device_name;
-  run.arch = arch;
-  run.sm_count = ctx->sm_count;
-  run.driver_version = 13000;
-  run.nvrtc_version = "13.0";
-  run.generator_rev = rev;
   int64_t id = 0;
-  REQUIRE(fs_store_begin_run(st, &run, &id) == FS_OK);
+  fs_store *st = gs_begin(path, ctx, rev, &id);
   add(st, id, FS_STORE_MODE_TOKEN, a, 10.0);
   add(st, id, FS_STORE_MODE_TOKEN, g, 20.0);
   add(st, id, FS_STORE_MODE_TOKEN, q, 30.0);
@@ -83,8 +61,7 @@ static void write_db(const char *path, const fs_context *ctx, const char *rev, c
   add(st, id, FS_STORE_MODE_GREEDY, a, 20.0);
   add(st, id, FS_STORE_MODE_GROUP16, q, 10.0);
   add(st, id, FS_STORE_MODE_GROUP16, a, 20.0);
-  REQUIRE(fs_store_finish_run(st, id) == FS_OK);
-  fs_store_close(st);
+  gs_end(st, id);
 }
 
 /* fs_variant_name for the test shape with scalar T (per_row: a non-NULL
@@ -270,7 +247,7 @@ int main(void) {
   fs_context_destroy(c);
   unsetenv("FS_VARIANT");
 
-  remove_db(db);
+  gs_remove_db(db);
   free(list);
   fs_gen_close(g);
   fs_context_destroy(ctx);

@@ -17,8 +17,8 @@
 */
 #include "fs_nvrtc.h"
 #include "gen.h"
+#include "gpu_store.h"
 #include "gpu_util.h"
-#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,33 +30,10 @@
 #define TB 8
 #define OLD_REV "gen-0-0123abcd"
 
-/* Removes the database and its WAL side files. */
-static void remove_db(const char *path) {
-  char side[300];
-  unlink(path);
-  snprintf(side, sizeof side, "%s-wal", path);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path);
-  unlink(side);
-}
-
 static void write_db(const char *path, const fs_context *ctx, const char *rev,
                      const char *variant, const char *source_hash) {
-  char err[512], arch[16];
-  fs_store *st = NULL;
-  remove_db(path);
-  REQUIRE(fs_store_open(path, FS_STORE_CREATE, &st, err, sizeof err) == FS_OK);
-  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
-  fs_store_run run;
-  memset(&run, 0, sizeof run);
-  run.device_name = ctx->device_name;
-  run.arch = arch;
-  run.sm_count = ctx->sm_count;
-  run.driver_version = 13000;
-  run.nvrtc_version = "13.0";
-  run.generator_rev = rev;
   int64_t id = 0;
-  REQUIRE(fs_store_begin_run(st, &run, &id) == FS_OK);
+  fs_store *st = gs_begin(path, ctx, rev, &id);
   fs_store_measurement m;
   memset(&m, 0, sizeof m);
   m.dtype = FS_DTYPE_BF16;
@@ -72,8 +49,7 @@ static void write_db(const char *path, const fs_context *ctx, const char *rev,
   m.floor_us = 1.0;
   m.registers = 64;
   REQUIRE(fs_store_add_measurement(st, id, &m, NULL) == FS_OK);
-  REQUIRE(fs_store_finish_run(st, id) == FS_OK);
-  fs_store_close(st);
+  gs_end(st, id);
 }
 
 /* fs_variant_name for the test shape in a fresh context reading `db`. */
@@ -133,7 +109,7 @@ int main(void) {
   CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database"),
             "a winner of this revision was not used: %s", got);
 
-  remove_db(db);
+  gs_remove_db(db);
   free(list);
   fs_gen_close(g);
   fs_context_destroy(ctx);

@@ -1,0 +1,55 @@
+/*
+** gpu_store.h: one-run tuning databases written by the GPU tests that check
+** what the runtime takes from a database (test_tuned_revision.c,
+** test_mode_winners.c).  Header-only, like gpu_util.h.
+*/
+#ifndef FS_GPU_STORE_H
+#define FS_GPU_STORE_H
+
+#include "fs_int.h"
+#include "fs_test.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Removes the database at path and its WAL side files. */
+static inline void gs_remove_db(const char *path) {
+  char side[300];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+/* Creates a new database at path (an old one removed first) with one run of
+** ctx's GPU under generator revision rev; *run is its id.  Add measurements,
+** then gs_end. */
+static inline fs_store *gs_begin(const char *path, const fs_context *ctx, const char *rev,
+                                 int64_t *run) {
+  char err[512], arch[16];
+  fs_store *st = NULL;
+  gs_remove_db(path);
+  REQUIRE(fs_store_open(path, FS_STORE_CREATE, &st, err, sizeof err) == FS_OK);
+  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
+  fs_store_run r;
+  memset(&r, 0, sizeof r);
+  r.device_name = ctx->device_name;
+  r.arch = arch;
+  r.sm_count = ctx->sm_count;
+  r.driver_version = 13000;
+  r.nvrtc_version = "13.0";
+  r.generator_rev = rev;
+  REQUIRE(fs_store_begin_run(st, &r, run) == FS_OK);
+  return st;
+}
+
+/* Finishes the run and closes the database. */
+static inline void gs_end(fs_store *st, int64_t run) {
+  REQUIRE(fs_store_finish_run(st, run) == FS_OK);
+  fs_store_close(st);
+}
+
+#endif
