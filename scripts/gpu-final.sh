@@ -29,8 +29,9 @@
 #          reports come back as one rewin.tgz.
 #   greedy / group16  the winners of greedy calls (FS_TUNE_GREEDY=1) and of
 #          FS_NOISE_GROUP16 calls (FS_TUNE_NOISE=group16), stored as modes of
-#          their own beside the sampled winners: Qwen3-8B and Llama 3 70B bf16
-#          at MBATCHES (default 128,256), over MFILTER (default the wt family)
+#          their own beside the sampled winners: the presets MMODELS (default
+#          qwen3-8b llama3-70b), bf16, at MBATCHES (default 128,256), over MFILTER
+#          (default the wt family)
 #          plus the sampled winners of those buckets (from MERGE, else the
 #          shipped defaults), MBUDGET seconds per model (default 50); with
 #          MERGE the export is MERGE plus these winners.
@@ -137,7 +138,8 @@ for step in $steps; do
   greedy|group16)
     if [ "$step" = greedy ]; then menv=FS_TUNE_GREEDY=1; else menv=FS_TUNE_NOISE=group16; fi
     mb=${MBATCHES:-128,256}
-    for model in qwen3-8b llama3-70b; do
+    for model in ${MMODELS:-qwen3-8b llama3-70b}; do
+      [ -n "$(shape_of "$model")" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
       # the sampled winners of these buckets compete too, timed on these calls
       names=$(MERGE_DB="${MERGE:-}" shipped "$(shape_of "$model")" bf16 |
               awk -v l=",$mb," 'index(l, "," $1 ",")' | awk '{ print $2 }' | sort -u | paste -sd, -)
