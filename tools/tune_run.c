@@ -19,6 +19,7 @@
 */
 #include "tune.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,26 +369,26 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
   return rc;
 }
 
+/* Appends printf output to the NUL-terminated buf of n bytes (truncating). */
+static void append(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t n, const char *fmt, ...) {
+  const size_t l = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + l, n - l, fmt, ap);
+  va_end(ap);
+}
+
 static int gpu_run(tune_session *s, tune_child *c) {
   const tune_opts *o = s->o;
   char host[256] = "", cmd[2048] = "";
   gethostname(host, sizeof host - 1);
-  for (int i = 0; i < o->argc; i++) {
-    size_t l = strlen(cmd);
-    snprintf(cmd + l, sizeof cmd - l, "%s%s", i ? " " : "", o->argv[i]);
-  }
-  if (o->warmup_ms > 0) { /* it changes every time measured: keep it with the run */
-    size_t l = strlen(cmd);
-    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
-  }
-  if (o->noise) { /* so are the times of another noise */
-    size_t l = strlen(cmd);
-    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_NOISE=%s)", fs_tools_noise_name(o->noise));
-  }
-  if (o->greedy) { /* and of greedy calls */
-    size_t l = strlen(cmd);
-    snprintf(cmd + l, sizeof cmd - l, " (FS_TUNE_GREEDY=1)");
-  }
+  for (int i = 0; i < o->argc; i++) append(cmd, sizeof cmd, "%s%s", i ? " " : "", o->argv[i]);
+  /* settings that change what is measured stay with the run */
+  if (o->warmup_ms > 0) append(cmd, sizeof cmd, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
+  if (o->noise) append(cmd, sizeof cmd, " (FS_TUNE_NOISE=%s)", fs_tools_noise_name(o->noise));
+  if (o->greedy) append(cmd, sizeof cmd, " (FS_TUNE_GREEDY=1)");
   fs_store_run run;
   memset(&run, 0, sizeof run);
   run.device_name = s->device_name;
