@@ -27,8 +27,8 @@
 #          for every model preset and dtype the shipped defaults hold (each at
 #          the buckets it has winners for; ~2-3 minutes instead of ~8); their
 #          reports come back as one rewin.tgz.
-#   greedy / group16  the winners of greedy calls (FS_TUNE_GREEDY=1) and of
-#          FS_NOISE_GROUP16 calls (FS_TUNE_NOISE=group16), stored as modes of
+#   greedy / group16  the winners of greedy calls and of FS_NOISE_GROUP16
+#          calls (fs-tune --mode greedy / group16), stored as modes of
 #          their own beside the sampled winners: the presets MMODELS (default
 #          qwen3-8b llama3-70b), bf16, at MBATCHES (default 128,256), over MFILTER
 #          (default the wt family)
@@ -136,7 +136,6 @@ for step in $steps; do
     (cd "$out" && tar czf rewin.tgz rewin-*.csv && rm -f rewin-*.csv rewin-*.svg)
     tuned=1 ;;
   greedy|group16)
-    if [ "$step" = greedy ]; then menv=FS_TUNE_GREEDY=1; else menv=FS_TUNE_NOISE=group16; fi
     mb=${MBATCHES:-128,256}
     for model in ${MMODELS:-qwen3-8b llama3-70b}; do
       [ -n "$(shape_of "$model")" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
@@ -144,8 +143,8 @@ for step in $steps; do
       names=$(MERGE_DB="${MERGE:-}" shipped "$(shape_of "$model")" bf16 |
               awk -v l=",$mb," 'index(l, "," $1 ",")' | awk '{ print $2 }' | sort -u | paste -sd, -)
       filter=${MFILTER:-_wt_}${names:+,$names}
-      env "$menv" timeout $(( ${MBUDGET:-50} + 40 )) ./build/fs-tune --model "$model" --batch "$mb" \
-        --db $db --budget "${MBUDGET:-50}" --filter "$filter" \
+      timeout $(( ${MBUDGET:-50} + 40 )) ./build/fs-tune --model "$model" --batch "$mb" \
+        --mode "$step" --db $db --budget "${MBUDGET:-50}" --filter "$filter" \
         --report "$out/tune-$step-$model.csv" < /dev/null 2>&1 | tail -8 | tee -a "$log"
     done
     tuned=1 ;;

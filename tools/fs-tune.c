@@ -49,6 +49,9 @@ static const char usage_text[] =
     "  --max-variants N    at most N variants per bucket, most promising first\n"
     "  --report FILE       CSV of this run's measurements, and a plot in FILE.svg\n"
     "  --timeout SECONDS   watchdog per variant (default 20)\n"
+    "  --mode MODE         the calls timed, and so the winners written: token (sampled,\n"
+    "                      per-token noise; the default), group16 (FS_NOISE_GROUP16) or\n"
+    "                      greedy (temperature 0); each mode keeps its own winners\n"
     "  --list-models       print the presets and exit\n"
     "  --help              print this and exit\n"
     "\n"
@@ -65,13 +68,13 @@ static const char usage_text[] =
     "least that long before timing it (the clock and power state of sustained\n"
     "decoding; at B = 256 on an H200 ~15% above a burst's times; an experiment,\n"
     "perf-notes 15c).  A run records it with its command line.\n"
-    "FS_TUNE_NOISE=group16 times each candidate with FS_NOISE_GROUP16 (it is verified\n"
-    "per token either way, perf-notes 18); FS_TUNE_GREEDY=1 times greedy calls (T = 0;\n"
-    "verified on both either way).  Their times are stored as modes of their own\n"
-    "(group16, greedy; show --mode), so such a run adds winners beside the sampled\n"
-    "ones in the same database: fs_sample() runs a bucket's greedy winner for calls\n"
-    "with temperature 0 and its group16 winner under FS_NOISE_GROUP16 (at B >= 128 on\n"
-    "an H200 the greedy winners are often the wt family's, perf-notes 19, 20).\n";
+    "--mode group16 (or FS_TUNE_NOISE=group16) times each candidate with\n"
+    "FS_NOISE_GROUP16, --mode greedy (or FS_TUNE_GREEDY=1) on greedy calls; every\n"
+    "candidate is verified per token and greedy whatever is timed.  The times are\n"
+    "stored as modes of their own (show --mode), so such a run adds winners beside\n"
+    "the sampled ones in the same database: fs_sample() runs a bucket's greedy winner\n"
+    "for calls with temperature 0 and its group16 winner under FS_NOISE_GROUP16 (at\n"
+    "B >= 128 on an H200 the greedy winners are the wt family's, perf-notes 19, 20).\n";
 
 /* Prints "fs-tune: <message>" and a hint; returns exit status 2. */
 #define bad(...) fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n", __VA_ARGS__)
@@ -193,7 +196,8 @@ static const char *value(int argc, char **argv, int *i) {
 }
 
 static int parse_tune(int argc, char **argv, tune_opts *o) {
-  const char *model = NULL, *shape = NULL;
+  const char *model = NULL, *shape = NULL, *mode_arg = NULL;
+  int mode = FS_STORE_MODE_TOKEN;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   memset(o, 0, sizeof *o);
   o->dtype = FS_DTYPE_BF16;
@@ -271,6 +275,12 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
       VALUE();
       if (!*v) return bad("--report '': the path must not be empty");
       o->report = v;
+    } else if (!strcmp(k, "--mode")) {
+      VALUE();
+      if ((mode = fs_store_mode_parse(v)) < 0)
+        return bad("--mode %s: the calls timed are token (sampled, per-token noise), group16 "
+                   "(sampled, FS_NOISE_GROUP16) or greedy (temperature 0)", v);
+      mode_arg = v;
     } else if (k[0] == '-') {
       return bad("%s: unknown option", k);
     } else {
@@ -290,8 +300,15 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &o->greedy))
     return bad("FS_TUNE_GREEDY=%s: must be 0 (time sampled calls, the default) or 1 (time "
                "greedy calls)", gr);
-  o->mode = o->greedy ? FS_STORE_MODE_GREEDY
-                      : o->noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16 : FS_STORE_MODE_TOKEN;
+  const int env_mode = o->greedy ? FS_STORE_MODE_GREEDY
+                       : o->noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16
+                                                      : FS_STORE_MODE_TOKEN;
+  if (mode_arg && ((gr && *gr) || (nz && *nz)) && mode != env_mode)
+    return bad("--mode %s and FS_TUNE_GREEDY=%s FS_TUNE_NOISE=%s disagree: give one of them",
+               mode_arg, gr ? gr : "", nz ? nz : "");
+  o->mode = mode_arg ? mode : env_mode;
+  o->greedy = o->mode == FS_STORE_MODE_GREEDY;
+  o->noise = o->mode == FS_STORE_MODE_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);

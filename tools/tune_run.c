@@ -387,8 +387,7 @@ static int gpu_run(tune_session *s, tune_child *c) {
   for (int i = 0; i < o->argc; i++) append(cmd, sizeof cmd, "%s%s", i ? " " : "", o->argv[i]);
   /* settings that change what is measured stay with the run */
   if (o->warmup_ms > 0) append(cmd, sizeof cmd, " (FS_TUNE_WARMUP_MS=%d)", o->warmup_ms);
-  if (o->noise) append(cmd, sizeof cmd, " (FS_TUNE_NOISE=%s)", fs_tools_noise_name(o->noise));
-  if (o->greedy) append(cmd, sizeof cmd, " (FS_TUNE_GREEDY=1)");
+  if (o->mode) append(cmd, sizeof cmd, " (mode %s)", fs_store_mode_name(o->mode));
   fs_store_run run;
   memset(&run, 0, sizeof run);
   run.device_name = s->device_name;

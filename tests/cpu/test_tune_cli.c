@@ -97,6 +97,14 @@ static void test_usage(void) {
   expect("FS_TUNE_GREEDY=yes",
          run_env(NULL, "FS_TUNE_GREEDY=yes", (const char *const[]){"--dry-run", NULL}), 2,
          "FS_TUNE_GREEDY=yes", NULL);
+  expect("--mode sampled", RUN("--mode", "sampled", "--dry-run"), 2, "--mode sampled",
+         "token", "group16", "greedy", NULL);
+  expect("--mode against FS_TUNE_GREEDY",
+         run_env(NULL, "FS_TUNE_GREEDY=1",
+                 (const char *const[]){"--mode", "group16", "--dry-run", NULL}),
+         2, "--mode group16", "FS_TUNE_GREEDY=1", "disagree", NULL);
+  expect("show --mode Greedy", RUN("show", "--mode", "Greedy"), 2, "--mode Greedy",
+         "token, group16 or greedy", NULL);
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
   expect("show bad option", RUN("show", "--bogus"), 2, "--bogus", NULL);
   expect("export without file", RUN("export"), 2, "export", "one output file", NULL);
@@ -129,6 +137,15 @@ static void test_dry_run(void) {
   free(svg);
   /* A dry run writes no database. */
   CHECK(!exists("home/.cache/flashsampling/tuning.db"));
+  /* --mode is accepted alone and with an environment that agrees */
+  expect("--mode greedy --dry-run",
+         RUN("--mode", "greedy", "--dry-run", "--filter", "_v128_b16_", "--max-variants", "1"), 0,
+         "timing needs a GPU", NULL);
+  expect("--mode group16 with FS_TUNE_NOISE=group16",
+         run_env(NULL, "FS_TUNE_NOISE=group16",
+                 (const char *const[]){"--mode", "group16", "--dry-run", "--filter", "_v128_b16_",
+                                       "--max-variants", "1", NULL}),
+         0, "timing needs a GPU", NULL);
 }
 
 /* --filter with a list: just the named variants (here two winners of the
