@@ -47,7 +47,10 @@
 **
 ** Version 3 (current) adds measurements.mode, what a time is of ('token',
 ** 'group16' or 'greedy'), to the row and its UNIQUE key, and to the end of
-** measurements_shape; migrate_2_to_3() gives every older row mode 'token'.
+** measurements_shape; migrate_2_to_3() gives an older row the mode its run
+** timed: schema-2 fs-tune marked greedy and grouped-noise runs only in
+** runs.command_line (" (FS_TUNE_GREEDY=1)", " (FS_TUNE_NOISE=group16)"), the
+** rest are 'token'.
 */
 #include "store_int.h"
 
@@ -269,10 +272,14 @@ static int migrate_2_to_3(fs_store *s) {
       "  mode, variant, params, outcome, median_us, spread_us, samples,\n"
       "  floor_us, registers, spills, smem_bytes, message, source_hash,\n"
       "  measured_at)\n"
-      " SELECT id, run_id, dtype, hidden, vocab, bucket, 'token', variant,\n"
-      "  params, outcome, median_us, spread_us, samples, floor_us, registers,\n"
-      "  spills, smem_bytes, message, source_hash, measured_at\n"
-      " FROM measurements;\n"
+      " SELECT m.id, m.run_id, m.dtype, m.hidden, m.vocab, m.bucket,\n"
+      "  CASE WHEN r.command_line LIKE '%(FS_TUNE_GREEDY=1)%' THEN 'greedy'\n"
+      "       WHEN r.command_line LIKE '%(FS_TUNE_NOISE=group16)%' THEN 'group16'\n"
+      "       ELSE 'token' END,\n"
+      "  m.variant, m.params, m.outcome, m.median_us, m.spread_us, m.samples,\n"
+      "  m.floor_us, m.registers, m.spills, m.smem_bytes, m.message,\n"
+      "  m.source_hash, m.measured_at\n"
+      " FROM measurements m LEFT JOIN runs r ON r.id = m.run_id;\n"
       "DROP TABLE measurements;\n"
       "ALTER TABLE measurements_v3 RENAME TO measurements;\n"
       MEASUREMENTS_INDEX_V3

@@ -410,6 +410,65 @@ static void test_v2_to_v3(void) {
   fs_store_close(s);
 }
 
+/* Schema-2 fs-tune kept greedy and grouped-noise runs apart only in
+** runs.command_line: the migration gives their rows those modes, so their
+** times never count as sampled ones.  Checked read-only (in memory) and
+** read-write: the token winner stays the sampled run's although the greedy
+** run timed the other variant faster. */
+static const char k_v2_mode_rows[] =
+    "INSERT INTO runs VALUES"
+    " (1, '11111111111111111111111111111111', '2026-03-01T00:00:00.000Z', NULL,"
+    "  'NVIDIA H200', 'sm_90', 132, 13000, '13.0', 'rev-m', NULL,"
+    "  'fs-tune --model qwen3-8b'),"
+    " (2, '22222222222222222222222222222222', '2026-03-01T01:00:00.000Z', NULL,"
+    "  'NVIDIA H200', 'sm_90', 132, 13000, '13.0', 'rev-m', NULL,"
+    "  'fs-tune --model qwen3-8b (FS_TUNE_GREEDY=1)'),"
+    " (3, '33333333333333333333333333333333', '2026-03-01T02:00:00.000Z', NULL,"
+    "  'NVIDIA H200', 'sm_90', 132, 13000, '13.0', 'rev-m', NULL,"
+    "  'fs-tune --model qwen3-8b (FS_TUNE_WARMUP_MS=50) (FS_TUNE_NOISE=group16)');"
+    "INSERT INTO measurements(id, run_id, dtype, hidden, vocab, bucket,"
+    "  variant, outcome, median_us, measured_at) VALUES"
+    " (1, 1, 'bf16', 4096, 151936, 256, 'fsamp_s', 'ok', 10.0, '2026-03-01T00:01:00.000Z'),"
+    " (2, 1, 'bf16', 4096, 151936, 256, 'fsamp_g', 'ok', 11.0, '2026-03-01T00:02:00.000Z'),"
+    " (3, 2, 'bf16', 4096, 151936, 256, 'fsamp_s', 'ok', 9.5, '2026-03-01T01:01:00.000Z'),"
+    " (4, 2, 'bf16', 4096, 151936, 256, 'fsamp_g', 'ok', 9.0, '2026-03-01T01:02:00.000Z'),"
+    " (5, 3, 'bf16', 4096, 151936, 256, 'fsamp_s', 'ok', 8.0, '2026-03-01T02:01:00.000Z'),"
+    " (6, 3, 'bf16', 4096, 151936, 256, 'fsamp_q', 'ok', 7.0, '2026-03-01T02:02:00.000Z');";
+
+static void check_mode_winners(fs_store *s, const char *label) {
+  static const struct { int mode; const char *winner; } want[3] = {
+      {FS_STORE_MODE_TOKEN, "fsamp_s"}, {FS_STORE_MODE_GROUP16, "fsamp_q"},
+      {FS_STORE_MODE_GREEDY, "fsamp_g"}};
+  for (int i = 0; i < 3; i++) {
+    fs_store_key k = {"NVIDIA H200", "sm_90", FS_DTYPE_BF16, 4096, 151936, 256, want[i].mode};
+    fs_store_choice c;
+    REQUIRE(fs_store_winner(s, &k, &c) == FS_OK);
+    CHECK_MSG(c.match == FS_STORE_MATCH_EXACT && !strcmp(c.variant, want[i].winner) &&
+                  c.mode == want[i].mode,
+              "%s: the %s winner is %s, expected %s", label, fs_store_mode_name(want[i].mode),
+              c.match == FS_STORE_MATCH_EXACT ? c.variant : "(none)", want[i].winner);
+    fs_store_choice_clear(&c);
+  }
+}
+
+static void test_v2_modes_from_command_line(void) {
+  const char *p = tpath("v2-modes.db");
+  sql_exec(p, STORE_V2_DDL);
+  sql_exec(p, k_v2_mode_rows);
+  char err[1024];
+  fs_store *s = NULL;
+  REQUIRE(fs_store_open(p, FS_STORE_READONLY, &s, err, sizeof err) == FS_OK);
+  check_mode_winners(s, "read-only");
+  fs_store_close(s);
+  REQUIRE(fs_store_open(p, 0, &s, err, sizeof err) == FS_OK);
+  check_mode_winners(s, "read-write");
+  fs_store_close(s);
+  CHECK_MSG(strcmp(sql_text(p, "SELECT group_concat(id || ':' || mode, ' ') FROM"
+                               " (SELECT * FROM measurements ORDER BY id)"),
+                   "1:token 2:token 3:greedy 4:greedy 5:group16 6:group16") == 0,
+            "%s", sql_text(p, "SELECT group_concat(id || ':' || mode, ' ') FROM measurements"));
+}
+
 static void test_newer_and_foreign(void) {
   char err[1024];
   fs_store *s = NULL;
@@ -443,6 +502,7 @@ int main(void) {
   make_tmpdir();
   test_v1_to_v3();
   test_v2_to_v3();
+  test_v2_modes_from_command_line();
   test_newer_and_foreign();
   remove_tmpdir();
   return fs_test_done("test_store_migrate");
