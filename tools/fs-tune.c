@@ -300,12 +300,16 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &o->greedy))
     return bad("FS_TUNE_GREEDY=%s: must be 0 (time sampled calls, the default) or 1 (time "
                "greedy calls)", gr);
+  /* the variables' non-default values name a mode; --mode must agree */
+  if (o->greedy && o->noise == FS_NOISE_GROUP16)
+    return bad("FS_TUNE_GREEDY=1 and FS_TUNE_NOISE=group16: a run times one kind of call "
+               "(--mode greedy or --mode group16)");
   const int env_mode = o->greedy ? FS_STORE_MODE_GREEDY
                        : o->noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16
                                                       : FS_STORE_MODE_TOKEN;
-  if (mode_arg && ((gr && *gr) || (nz && *nz)) && mode != env_mode)
-    return bad("--mode %s and FS_TUNE_GREEDY=%s FS_TUNE_NOISE=%s disagree: give one of them",
-               mode_arg, gr ? gr : "", nz ? nz : "");
+  if (mode_arg && env_mode != FS_STORE_MODE_TOKEN && mode != env_mode)
+    return bad("--mode %s and %s disagree: give one of them", mode_arg,
+               o->greedy ? "FS_TUNE_GREEDY=1" : "FS_TUNE_NOISE=group16");
   o->mode = mode_arg ? mode : env_mode;
   o->greedy = o->mode == FS_STORE_MODE_GREEDY;
   o->noise = o->mode == FS_STORE_MODE_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;

@@ -31,12 +31,16 @@ typedef fs_test_proc result;
 /* Runs fs-tune with the NULL-terminated arguments in tmp, with
 ** HOME=<tmp>/home, XDG_CACHE_HOME=<xdg> (unset when xdg is NULL) and the
 ** "NAME=value" `extra` if not NULL. */
-static result run_env(const char *xdg, const char *extra, const char *const *args) {
+static result run_env2(const char *xdg, const char *extra, const char *extra2,
+                       const char *const *args) {
   char home[4200], xdg_kv[4200];
   snprintf(home, sizeof home, "HOME=%s/home", tmp);
   if (xdg) snprintf(xdg_kv, sizeof xdg_kv, "XDG_CACHE_HOME=%s", xdg);
-  const char *env[] = {home, xdg ? xdg_kv : "XDG_CACHE_HOME", extra, NULL};
+  const char *env[] = {home, xdg ? xdg_kv : "XDG_CACHE_HOME", extra, extra ? extra2 : NULL, NULL};
   return fs_test_run(bin, tmp, env, args);
+}
+static result run_env(const char *xdg, const char *extra, const char *const *args) {
+  return run_env2(xdg, extra, NULL, args);
 }
 static result run_in(const char *xdg, const char *const *args) { return run_env(xdg, NULL, args); }
 
@@ -103,6 +107,14 @@ static void test_usage(void) {
          run_env(NULL, "FS_TUNE_GREEDY=1",
                  (const char *const[]){"--mode", "group16", "--dry-run", NULL}),
          2, "--mode group16", "FS_TUNE_GREEDY=1", "disagree", NULL);
+  expect("FS_TUNE_GREEDY=1 with FS_TUNE_NOISE=group16",
+         run_env2(NULL, "FS_TUNE_GREEDY=1", "FS_TUNE_NOISE=group16",
+                  (const char *const[]){"--dry-run", NULL}),
+         2, "FS_TUNE_GREEDY=1 and FS_TUNE_NOISE=group16", "one kind of call", NULL);
+  expect("--mode against FS_TUNE_NOISE",
+         run_env(NULL, "FS_TUNE_NOISE=group16",
+                 (const char *const[]){"--mode", "token", "--dry-run", NULL}),
+         2, "--mode token", "FS_TUNE_NOISE=group16", "disagree", NULL);
   expect("show --mode Greedy", RUN("show", "--mode", "Greedy"), 2, "--mode Greedy",
          "token, group16 or greedy", NULL);
   expect("stray argument", RUN("tune"), 2, "'tune'", "unexpected argument", NULL);
@@ -141,6 +153,11 @@ static void test_dry_run(void) {
   expect("--mode greedy --dry-run",
          RUN("--mode", "greedy", "--dry-run", "--filter", "_v128_b16_", "--max-variants", "1"), 0,
          "timing needs a GPU", NULL);
+  expect("--mode group16 with FS_TUNE_GREEDY=0",
+         run_env(NULL, "FS_TUNE_GREEDY=0",
+                 (const char *const[]){"--mode", "group16", "--dry-run", "--filter", "_v128_b16_",
+                                       "--max-variants", "1", NULL}),
+         0, "timing needs a GPU", NULL);
   expect("--mode group16 with FS_TUNE_NOISE=group16",
          run_env(NULL, "FS_TUNE_NOISE=group16",
                  (const char *const[]){"--mode", "group16", "--dry-run", "--filter", "_v128_b16_",
