@@ -244,9 +244,11 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
                                                                      : " for group16 noise",
                  c.cubin ? ", stored cubin" : "", c.hidden, c.vocab, c.bucket);
         *out = k;
-      } else if (logging()) {
-        fprintf(stderr, "flashsampling: %s winner %s skipped: %s\n", names[i], c.variant,
-                fs_last_error(ctx));
+      } else {
+        if (logging())
+          fprintf(stderr, "flashsampling: %s winner %s skipped: %s\n", names[i], c.variant,
+                  fs_last_error(ctx));
+        fs_clear_err(ctx); /* skipped, not failed: the call goes on without it */
       }
       fs_store_choice_clear(&c);
       if (!st) return FS_OK;

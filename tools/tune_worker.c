@@ -15,7 +15,8 @@
 ** standard deviation of about 3 (O(1..10), like a real LM head).
 **
 ** Verification, per sampling configuration (T = 1 with a fixed seed; T = 0,
-** greedy), outputs poisoned with 0xFF bytes first and a poisoned guard tail
+** greedy; T = 1 under FS_NOISE_GROUP16, where a key's score is its token's
+** group's), outputs poisoned with 0xFF bytes first and a poisoned guard tail
 ** after the B entries:
 **  - every entry written, the guard untouched, token in [0, V), the key's
 **    token equal to the token;
@@ -39,10 +40,10 @@
 ** warmup_ms, fs-tune's FS_TUNE_WARMUP_MS, an experiment of perf-notes 15c:
 ** back-to-back warm-up runs for at least that long, so that a candidate is
 ** timed in the clock and power state of sustained decoding rather than a
-** burst; and with the job's noise, fs-tune's FS_TUNE_NOISE: the variant is
-** verified per token, then timed with that fs_noise_mode; on the sampled
-** configuration, or with the job's greedy, fs-tune's FS_TUNE_GREEDY, on the
-** greedy one: verified on both either way), then runs with
+** burst; and with the job's noise, fs-tune's --mode group16: timed with
+** that fs_noise_mode on the sampled configuration, or with the job's greedy,
+** --mode greedy, on the greedy one: verified on all three configurations
+** whatever is timed), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -63,7 +64,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NCFG 2
+#define NCFG 3
 #define GUARD 32
 #define WARMUPS 5
 #define MIN_RUNS 20
@@ -100,14 +101,19 @@ typedef struct worker {
   char msg[1024];
 } worker;
 
-/* The configurations every candidate is verified on: sampled (T = 1) and
-** greedy (CFG_GREEDY); timed on the first, or on the greedy one for a job
-** with greedy set. */
+/* The configurations every candidate is verified on: sampled (T = 1),
+** greedy (CFG_GREEDY) and sampled with FS_NOISE_GROUP16 (CFG_GROUP16: the
+** runtime runs a bucket's group16 winner for such calls, so every candidate
+** must draw them right too); timed on the first, or on the greedy one for a
+** job with greedy set. */
 #define CFG_GREEDY 1
+#define CFG_GROUP16 2
 static const fs_sampling cfgs[NCFG] = {
     {1.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
     {0.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
+    {1.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
 };
+static const char *const cfg_names[NCFG] = {"T=1", "greedy", "group16 T=1"};
 
 static double tol(double x) { return 1e-3 * (1.0 + fabs(x)); }
 
@@ -184,16 +190,34 @@ static void fill(uint16_t *dst, size_t n, int dtype, double scale, uint64_t seed
   }
 }
 
-/* The exact perturbed score of (row, token) under cfg; *z gets the logit. */
-static double exact_score(const worker *w, int cfg, int row, int token, double *z) {
+static double logit(const worker *w, int row, int token) {
   const uint16_t *h = w->hH + (size_t)row * w->D, *x = w->hW + (size_t)token * w->D;
   double acc = 0;
   for (int i = 0; i < w->D; i++) acc += decode(w->dtype, h[i]) * decode(w->dtype, x[i]);
-  *z = acc;
+  return acc;
+}
+
+/* The exact perturbed score of (row, token) under cfg; *z gets the logit.
+** Under CFG_GROUP16 the score is the token's group's (flashsampling.h): m / T
+** + ln sum_i exp((z_i - m) / T) + g over its tokens inside [0, V), m their
+** largest logit (this data's logits are finite). */
+static double exact_score(const worker *w, int cfg, int row, int token, double *z) {
+  *z = logit(w, row, token);
   const fs_sampling *s = &cfgs[cfg];
-  if (!(s->temperature > 0)) return acc;
-  return acc / s->temperature +
-         (double)fs_noise(s->seed, s->offset, (uint32_t)token, 0, (uint32_t)row + 1);
+  if (!(s->temperature > 0)) return *z;
+  if (cfg != CFG_GROUP16)
+    return *z / s->temperature +
+           (double)fs_noise(s->seed, s->offset, (uint32_t)token, 0, (uint32_t)row + 1);
+  const int g0 = token / 16 * 16, n = w->V - g0 < 16 ? w->V - g0 : 16;
+  double zg[16], m = -INFINITY, sum = 0;
+  for (int i = 0; i < n; i++) {
+    zg[i] = i == token - g0 ? *z : logit(w, row, g0 + i);
+    m = zg[i] > m ? zg[i] : m;
+  }
+  for (int i = 0; i < n; i++) sum += exp((zg[i] - m) / s->temperature);
+  const fs_philox_out r = fs_noise_group(s->seed, s->offset, (uint32_t)(g0 / 16), 0,
+                                         (uint32_t)row + 1);
+  return m / s->temperature + log(sum) + (double)fs_gumbel(r.v[0]);
 }
 
 /* Makes W hold (dtype, D, V). */
@@ -295,7 +319,9 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
     w->fatal = 1;
     return -1;
   }
+  w->ctx->noise = cfg == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
   int st = fs_launch(w->ctx, k, &p, &s, &o, w->stream);
+  w->ctx->noise = FS_NOISE_TOKEN;
   if (st) {
     snprintf(w->msg, sizeof w->msg, "launch: %s: %s", fs_status_string(st),
              fs_last_error(w->ctx));
@@ -319,7 +345,7 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
 ** score there. */
 static int check(worker *w, int cfg, const int32_t *ref_tok, const double *ref_score, int nref,
                  int32_t *otok, double *oscore) {
-  const char *what = cfgs[cfg].temperature > 0 ? "T=1" : "greedy";
+  const char *what = cfg_names[cfg];
   for (int i = w->B; i < w->B + GUARD; i++) {
     uint32_t lb;
     memcpy(&lb, &w->hlgt[i], 4);
@@ -421,7 +447,9 @@ static void do_setup(worker *w, const tune_msg *m, const void *cubin, tune_msg *
   for (int c = 0; c < NCFG && w->nref < nref; c++) {
     double z;
     fs_problem p = {nref, w->D, w->V, 0, w->dtype, w->hH, 0, w->hW, 0};
-    int st = fs_reference_sample(&p, &cfgs[c], w->ref_tok[c], NULL, NULL);
+    int st = fs_reference_sample_noise(&p, &cfgs[c],
+                                       c == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN,
+                                       w->ref_tok[c], NULL, NULL);
     if (st) {
       snprintf(w->msg, sizeof w->msg, "CPU reference: %s", fs_last_error(NULL));
       r->status = st;

@@ -75,8 +75,9 @@
 **  2. Eligible variants: those with at least one 'ok' measurement for the key
 **     at that revision and no other outcome ('wrong', 'run-failed',
 **     'compile-failed', 'spills') for the key *in any mode* at that revision
-**     (fs-tune verifies every candidate on sampled and greedy calls whatever
-**     it times, so a failure disqualifies the variant for all modes): a variant
+**     (fs-tune verifies every candidate on per-token, greedy and group16
+**     calls whatever it times, so a failure disqualifies the variant for all
+**     modes): a variant
 **     that was ever wrong or crashed never wins (even if a --force rerun of
 **     the same revision later measured it ok).  A variant's time is its
 **     latest 'ok' measurement (largest measured_at; equal times: the smaller
