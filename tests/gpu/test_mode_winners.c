@@ -240,6 +240,8 @@ int main(void) {
   const fs_variant *cand[6];
   size_t need[6];
   int nc = 0;
+  if (!ctx->gen) REQUIRE(fs_gen_open(&ctx->gen, err, sizeof err) == FS_OK); /* fs_kernel_load's */
+  gu_push(ctx);
   for (int i = 0; i < n && nc < 6; i++)
     if (!strcmp(list[i].family, "mma") && list[i].tile_b == 8 && strcmp(list[i].name, dflt.name)) {
       fs_kernel *k = NULL;
@@ -248,6 +250,7 @@ int main(void) {
       cand[nc++] = &list[i];
       fs_kernel_unload(ctx, k);
     }
+  gu_pop(ctx);
   REQUIRE(nc >= 3);
   int ia = 0, ig = 0;
   for (int i = 1; i < nc; i++) {
