@@ -61,7 +61,7 @@ static int write_csv(tune_session *s, const char *path) {
     return -1;
   }
   fprintf(f, "bucket,variant,tile_v,tile_b,tile_k,warps,stages,load,reduce,grid,outcome,"
-             "median_us,spread_us,samples,floor_us,registers,spills\n");
+             "median_us,spread_us,samples,floor_us,registers,spills,mode\n");
   for (int i = 0; i < s->nrows; i++) {
     const tune_row *r = &s->rows[i];
     const fs_variant *v = &s->plan.items[r->item].v;
@@ -78,7 +78,7 @@ static int write_csv(tune_session *s, const char *path) {
     csv_num(f, r->floor_us, "%.3f");
     csv_num(f, r->registers, "%.0f");
     if (r->spills >= 0) fprintf(f, "%d", r->spills);
-    fputc('\n', f);
+    fprintf(f, ",%s\n", fs_store_mode_name(s->o->mode)); /* what the times are of */
   }
   if (fclose(f) != 0) {
     perror(path);

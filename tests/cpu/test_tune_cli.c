@@ -142,6 +142,8 @@ static void test_dry_run(void) {
   char *csv = fs_test_slurp(p);
   CHECK(strncmp(csv, "bucket,variant,tile_v", 21) == 0);
   CHECK(strstr(csv, ",compiled,") != NULL);
+  CHECK_MSG(strstr(csv, ",spills,mode\n") && strstr(csv, ",token\n"),
+            "the report has no mode column:\n%.400s", csv);
   free(csv);
   path_in_tmp(p, sizeof p, "dry.csv.svg");
   char *svg = fs_test_slurp(p);
