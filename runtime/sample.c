@@ -330,7 +330,8 @@ static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int 
   return FS_OK;
 }
 
-/* The plan's kernel for a call of sampling s, and how it was chosen. */
+/* The index into pl->kernel and pl->how that serves a call of sampling s:
+** the call's mode when the plan has a kernel of its own for it, else token. */
 static int plan_mode(const fs_context *ctx, const fs_plan *pl, const fs_sampling *s) {
   const int m = fs_call_mode(ctx, s);
   return pl->kernel[m] ? m : FS_CALL_TOKEN;

@@ -70,8 +70,8 @@ static const char usage_text[] =
     "perf-notes 15c).  A run records it with its command line.\n"
     "--mode group16 (or FS_TUNE_NOISE=group16) times each candidate with\n"
     "FS_NOISE_GROUP16, --mode greedy (or FS_TUNE_GREEDY=1) on greedy calls; every\n"
-    "candidate is verified per token and greedy whatever is timed.  The times are\n"
-    "stored as modes of their own (show --mode), so such a run adds winners beside\n"
+    "candidate is verified per token, greedy and group16 whatever is timed.  Times\n"
+    "are stored as modes of their own (show --mode), so such a run adds winners beside\n"
     "the sampled ones in the same database: fs_sample() runs a bucket's greedy winner\n"
     "for calls with temperature 0 and its group16 winner under FS_NOISE_GROUP16 (at\n"
     "B >= 128 on an H200 the greedy winners are the wt family's, perf-notes 19, 20).\n";
@@ -293,26 +293,25 @@ static int parse_tune(int argc, char **argv, tune_opts *o) {
   if (wu && fs_tools_parse_int(wu, 0, 10000, &o->warmup_ms))
     return bad("FS_TUNE_WARMUP_MS=%s: the warm-up must be a whole number of milliseconds "
                "in 0..10000", wu);
+  int noise = FS_NOISE_TOKEN, greedy = 0;
   const char *nz = getenv("FS_TUNE_NOISE");
-  if (nz && *nz && fs_tools_parse_noise(nz, &o->noise))
+  if (nz && *nz && fs_tools_parse_noise(nz, &noise))
     return bad("FS_TUNE_NOISE=%s: the noise timed is token or group16", nz);
   const char *gr = getenv("FS_TUNE_GREEDY");
-  if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &o->greedy))
+  if (gr && *gr && fs_tools_parse_int(gr, 0, 1, &greedy))
     return bad("FS_TUNE_GREEDY=%s: must be 0 (time sampled calls, the default) or 1 (time "
                "greedy calls)", gr);
   /* the variables' non-default values name a mode; --mode must agree */
-  if (o->greedy && o->noise == FS_NOISE_GROUP16)
+  if (greedy && noise == FS_NOISE_GROUP16)
     return bad("FS_TUNE_GREEDY=1 and FS_TUNE_NOISE=group16: a run times one kind of call "
                "(--mode greedy or --mode group16)");
-  const int env_mode = o->greedy ? FS_STORE_MODE_GREEDY
-                       : o->noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16
-                                                      : FS_STORE_MODE_TOKEN;
+  const int env_mode = greedy ? FS_STORE_MODE_GREEDY
+                       : noise == FS_NOISE_GROUP16 ? FS_STORE_MODE_GROUP16
+                                                   : FS_STORE_MODE_TOKEN;
   if (mode_arg && env_mode != FS_STORE_MODE_TOKEN && mode != env_mode)
     return bad("--mode %s and %s disagree: give one of them", mode_arg,
-               o->greedy ? "FS_TUNE_GREEDY=1" : "FS_TUNE_NOISE=group16");
+               greedy ? "FS_TUNE_GREEDY=1" : "FS_TUNE_NOISE=group16");
   o->mode = mode_arg ? mode : env_mode;
-  o->greedy = o->mode == FS_STORE_MODE_GREEDY;
-  o->noise = o->mode == FS_STORE_MODE_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
   if (model && shape) return bad("--model %s and --shape %s: give one of them", model, shape);
   if (!model && !shape) {
     parse_model("qwen3-8b", &o->D, &o->V);

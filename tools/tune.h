@@ -55,9 +55,7 @@ typedef struct tune_opts {
   double timeout_s;           /* watchdog per variant */
   double cap_s;               /* timing cap per variant */
   int warmup_ms;              /* FS_TUNE_WARMUP_MS, checked (0..10000; 0: none) */
-  int noise;                  /* FS_TUNE_NOISE: the fs_noise_mode timed (0: token) */
-  int greedy;                 /* FS_TUNE_GREEDY: 1 times greedy calls (T = 0), 0 sampled */
-  int mode;                   /* the fs_store_mode the times are of (from the two above) */
+  int mode;                   /* the fs_store_mode timed: --mode, FS_TUNE_NOISE, FS_TUNE_GREEDY */
   int argc;
   char **argv;
 } tune_opts;
@@ -154,8 +152,8 @@ typedef struct tune_msg {
   int32_t dtype, hidden, vocab, batch;
   double cap_s;               /* JOB: timing cap */
   double warmup_ms;           /* JOB: least warm-up time (tune_opts.warmup_ms) */
-  int noise;                  /* JOB: the fs_noise_mode timed (tune_opts.noise) */
-  int greedy;                 /* JOB: time greedy calls (tune_opts.greedy) */
+  int noise;                  /* JOB: the fs_noise_mode timed (tune_opts.mode group16) */
+  int greedy;                 /* JOB: time greedy calls (tune_opts.mode greedy) */
   uint64_t cubin_size;
   fs_variant variant;
   /* READY / RESULT */
