@@ -94,6 +94,8 @@ function fam.derive(v, a)
   v.threads = cthreads(v) + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
   v.smem = smem_bytes(v)
   common.persistent_lastcta(v)
+  v.tma = 1         -- W and H through tensor maps
+  v.whole_tiles = 1 -- chunks of whole vocab tiles
 end
 
 -- The built-in default on sm_90 from B = 64 (fsgen.default): the shapes of

@@ -59,6 +59,7 @@ function fam.derive(v, a)
   v.threads = cthreads(v) + 32
   v.smem = smem_bytes(v)
   common.persistent_lastcta(v)
+  v.tma = 1 -- W and H through tensor maps
 end
 
 -- Heuristic default before tuning on sm_90+: the shapes of fs-tune's H200

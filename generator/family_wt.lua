@@ -65,6 +65,8 @@ function fam.derive(v, a)
   v.threads = 128 * v.wgs + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
   v.smem = smem_bytes(v)
   common.persistent_lastcta(v)
+  v.tma = 1         -- W and H through tensor maps
+  v.whole_tiles = 1 -- chunks of whole vocab tiles
 end
 
 -- The family's default for a bucket (fsgen.default does not pick this

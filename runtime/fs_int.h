@@ -27,7 +27,6 @@ typedef struct fs_kernel {
   int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
   int max_clusters;      /* clusters of v.cluster CTAs that fit at once (v.cluster > 1) */
   int registers;         /* per thread, from the driver */
-  int is_tma;            /* takes W and H tensor maps after the params */
   struct fs_kernel *next;
 } fs_kernel;
 

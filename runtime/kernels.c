@@ -31,8 +31,6 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   fs_kernel *k = calloc(1, sizeof *k);
   if (!k) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a kernel");
   k->v = *v;
-  k->is_tma = strcmp(v->family, "ws") == 0 || strcmp(v->family, "wg") == 0 ||
-              strcmp(v->family, "wt") == 0;
   CUresult r = cu->cuModuleLoadData(&k->module, cubin);
   if (r != CUDA_SUCCESS) {
     free(k);

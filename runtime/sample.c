@@ -28,13 +28,12 @@ int fs_bucket(int batch) {
   return b;
 }
 
-/* At most one chunk per unit of work: a 16-row group, or for the wg and wt
-** families (chunks of whole tiles) a tile, so a tiny vocabulary launches no
+/* At most one chunk per unit of work: a 16-row group, or for the families
+** whose chunks are whole tiles (v.whole_tiles: wg, wt) a tile, so a tiny vocabulary launches no
 ** CTAs that could only write empty candidates (beyond those a cluster or a
 ** multi-chunk CTA rounds up to). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
-  const int whole_tiles = strcmp(k->v.family, "wg") == 0 || strcmp(k->v.family, "wt") == 0;
-  const int units = whole_tiles ? (vocab + k->v.tile_v - 1) / k->v.tile_v : (vocab + 15) / 16;
+  const int units = k->v.whole_tiles ? (vocab + k->v.tile_v - 1) / k->v.tile_v : (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
   int g;
   if (k->v.cluster > 1) {
@@ -188,10 +187,11 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
-  /* The ws, wg and wt families read W and H through TMA tensor maps. */
+  /* Variants with v.tma (the ws, wg and wt families) read W and H through
+  ** TMA tensor maps. */
   CUtensorMap tw, th;
   void *args[] = {&prm, &tw, &th};
-  if (k->is_tma) {
+  if (k->v.tma) {
     const cuuint64_t wd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)p->vocab};
     const cuuint32_t wb[2] = {64, (cuuint32_t)k->v.tile_v};
     const cuuint64_t hd[2] = {(cuuint64_t)p->hidden, (cuuint64_t)B};
