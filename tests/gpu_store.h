@@ -46,6 +46,29 @@ static inline fs_store *gs_begin(const char *path, const fs_context *ctx, const 
   return st;
 }
 
+/* Adds an `ok` bf16 measurement of variant at (D, V, bucket) in `mode`
+** (an fs_store_mode) with median us and the given source hash (NULL: none);
+** the fields no runtime choice reads are plausible constants. */
+static inline void gs_add_ok(fs_store *st, int64_t run, int D, int V, int bucket, int mode,
+                             const char *variant, const char *source_hash, double us) {
+  fs_store_measurement m;
+  memset(&m, 0, sizeof m);
+  m.dtype = FS_DTYPE_BF16;
+  m.hidden = D;
+  m.vocab = V;
+  m.bucket = bucket;
+  m.mode = mode;
+  m.variant = variant;
+  m.source_hash = source_hash;
+  m.outcome = FS_STORE_OUTCOME_OK;
+  m.median_us = us;
+  m.spread_us = us / 100;
+  m.samples = 20;
+  m.floor_us = -1;
+  m.registers = m.spills = m.smem_bytes = -1;
+  REQUIRE(fs_store_add_measurement(st, run, &m, NULL) == FS_OK);
+}
+
 /* Finishes the run and closes the database. */
 static inline void gs_end(fs_store *st, int64_t run) {
   REQUIRE(fs_store_finish_run(st, run) == FS_OK);

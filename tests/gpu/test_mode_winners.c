@@ -42,21 +42,7 @@
 #define TB 8
 
 static void add(fs_store *st, int64_t run, int mode, const char *variant, double us) {
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = TD;
-  m.vocab = TV;
-  m.bucket = TB;
-  m.mode = mode;
-  m.variant = variant;
-  m.outcome = FS_STORE_OUTCOME_OK;
-  m.median_us = us;
-  m.spread_us = 0.01;
-  m.samples = 20;
-  m.floor_us = -1;
-  m.registers = m.spills = m.smem_bytes = -1;
-  REQUIRE(fs_store_add_measurement(st, run, &m, NULL) == FS_OK);
+  gs_add_ok(st, run, TD, TV, TB, mode, variant, NULL, us);
 }
 
 static void write_db(const char *path, const fs_context *ctx, const char *rev, const char *a,

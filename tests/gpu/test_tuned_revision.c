@@ -34,21 +34,7 @@ static void write_db(const char *path, const fs_context *ctx, const char *rev,
                      const char *variant, const char *source_hash) {
   int64_t id = 0;
   fs_store *st = gs_begin(path, ctx, rev, &id);
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = TD;
-  m.vocab = TV;
-  m.bucket = TB;
-  m.variant = variant;
-  m.source_hash = source_hash;
-  m.outcome = FS_STORE_OUTCOME_OK;
-  m.median_us = 10.0;
-  m.spread_us = 0.1;
-  m.samples = 20;
-  m.floor_us = 1.0;
-  m.registers = 64;
-  REQUIRE(fs_store_add_measurement(st, id, &m, NULL) == FS_OK);
+  gs_add_ok(st, id, TD, TV, TB, FS_STORE_MODE_TOKEN, variant, source_hash, 10.0);
   gs_end(st, id);
 }
 
