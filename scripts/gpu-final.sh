@@ -24,9 +24,10 @@
 #          re-tuned (a variant's latest measurement counts);
 #   rewin  after a template edit (which retires every shipped winner: the
 #          sources' hashes change), only the shipped winners measured again,
-#          for every model preset and dtype the shipped defaults hold (each at
-#          the buckets it has winners for; ~2-3 minutes instead of ~8); their
-#          reports come back as one rewin.tgz.
+#          for every model preset, dtype and call mode the shipped defaults
+#          hold (each at the buckets it has winners for, timed in its mode:
+#          the greedy and group16 winners too; ~3-4 minutes instead of ~8 plus
+#          the modes' tuning); their reports come back as one rewin.tgz.
 #   greedy / group16  the winners of greedy calls and of FS_NOISE_GROUP16
 #          calls (fs-tune --mode greedy / group16), stored as modes of
 #          their own beside the sampled winners: the presets MMODELS (default
@@ -57,11 +58,15 @@ tuned=0
 presets_list=$(./build/fs-tune --list-models)
 shape_of() { awk -v m="$1" '$1 == m { print $2, $3 }' <<< "$presets_list"; }
 # The shipped winners (or MERGE_DB's) of one shape ("D=.. V=..") in one
-# dtype: a "bucket variant" line per bucket.
-# (The sampled winners: lines of another mode carry " mode=..." after B=.)
+# dtype and call mode ($3: token, the default, greedy or group16): a
+# "bucket variant" line per bucket.  (`fs-tune list` prints " mode=..."
+# after B= on the lines of another mode than token.)
 shipped() {
-  ./build/fs-tune list --db "${MERGE_DB:-tuning-db/defaults/defaults.db}" |
-    grep -F " $2 $1 B=" | sed -n 's/.* B=\([0-9]*\) -> \(fsamp_[^ ]*\) .*/\1 \2/p'
+  local lines
+  lines=$(./build/fs-tune list --db "${MERGE_DB:-tuning-db/defaults/defaults.db}" | grep -F " $2 $1 B=")
+  if [ "${3:-token}" = token ]; then lines=$(grep -v ' mode=' <<< "$lines"); else
+    lines=$(grep -F " mode=$3 " <<< "$lines"); fi
+  sed -n 's/.* B=\([0-9]*\)\( mode=[a-z0-9]*\)\{0,1\} -> \(fsamp_[^ ]*\) .*/\1 \3/p' <<< "$lines"
 }
 for step in $steps; do
   case $step in
@@ -123,13 +128,16 @@ for step in $steps; do
   rewin)
     while read -r model shape_d shape_v _; do
       for dtype in bf16 fp16; do
-        rows=$(shipped "$shape_d $shape_v" "$dtype")
-        [ -n "$rows" ] || continue # no shipped winners for this preset and dtype
-        names=$(awk '{ print $2 }' <<< "$rows" | sort -u | paste -sd, -)
-        buckets=$(awk '{ print $1 }' <<< "$rows" | sort -n | paste -sd, -)
-        timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
-          --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype.csv" < /dev/null 2>&1 |
-          tail -13 | tee -a "$log"
+        for mode in token greedy group16; do
+          rows=$(shipped "$shape_d $shape_v" "$dtype" "$mode")
+          [ -n "$rows" ] || continue # no shipped winners for this preset, dtype and mode
+          names=$(awk '{ print $2 }' <<< "$rows" | sort -u | paste -sd, -)
+          buckets=$(awk '{ print $1 }' <<< "$rows" | sort -n | paste -sd, -)
+          sfx=; [ "$mode" = token ] || sfx=-$mode
+          timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
+            --mode "$mode" --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype$sfx.csv" \
+            < /dev/null 2>&1 | tail -13 | tee -a "$log"
+        done
       done
     done <<< "$presets_list"
     # at most 8 files come back from a device call
