@@ -161,19 +161,12 @@ static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 
 #include "fs_device.h"
 #include "fs_tma.h"
+#include "fs_ring.h"
 #include "fs_wgmma.h"
 
 #define FS_CAT2(a, b) a##b
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_B)
-
-/* The consumers of every CTA of the cluster are done with the stage. */
-__device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned rank) {
-  mbar_arrive(empty_slot);
-#if CLUSTER > 1
-  mbar_arrive_cluster(empty_slot, rank ^ 1u);
-#endif
-}
 
 /* a[s] of a per-stream array with constant indices only (no local memory) */
 #define AT(a, s) ((NSTREAM == 2 && (s)) ? (a)[NSTREAM - 1] : (a)[0])
@@ -181,24 +174,6 @@ __device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned
 /* The threads that share the epilogue of stream s's tiles (barrier 1 + s). */
 __device__ __forceinline__ void epilogue_sync(int s) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
-}
-
-/* The tiles of chunk c: n of them, tile j's box from row v0 + j * TILE_V;
-** the chunk's rows end before v_end (rows of a box from there on are
-** another chunk's, or past V: a cluster's CTAs take as many tiles as the
-** larger of their chunks). */
-struct fs_span {
-  int v0, v_end, n;
-};
-__device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
-  const int T = (p.V + TILE_V - 1) / TILE_V;
-  const int t0 = (int)((long long)c * T / p.num_chunks);
-  const int t1 = (int)((long long)(c + 1) * T / p.num_chunks);
-  fs_span sp;
-  sp.v0 = t0 * TILE_V;
-  sp.v_end = min(t1 * TILE_V, p.V);
-  sp.n = t1 - t0;
-  return sp;
 }
 
 /* Fill `it` of stream sg's ring: waits until it is full and issues its
@@ -422,18 +397,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   for (int s = 0; s < NSTREAM; s++) ntmax = max(ntmax, nt[s]);
   const int KT = (p.D + TILE_K - 1) / TILE_K;
 
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, EWARPS * CLUSTER);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-#if CLUSTER > 1
-  cluster_sync(); /* the peer's barriers exist before anything lands in them */
-#else
-  __syncthreads();
-#endif
+  ring_init(full, empty, EWARPS);
 
   if (warp >= CWARPS) {
     /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
@@ -453,26 +417,10 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
             const int slot = s * RING + it % RING, k0 = kt * TILE_K;
             mbar_wait(empty + slot, ((it / RING) & 1) ^ 1);
             it++;
-            mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
-            fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
-#pragma unroll
-            for (int kb = 0; kb < KB; kb++) {
-              tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, AT(v0, s) + j * TILE_V,
-                          full + slot);
-#if CLUSTER > 1
-              tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
-                                    k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
-                                    (unsigned short)((1u << CLUSTER) - 1u));
-#else
-              tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
-#endif
-            }
+            load_stage(smem, slot, full, &tmW, &tmH, k0, AT(v0, s) + j * TILE_V, b0, rank);
           }
     }
-#if CLUSTER > 1
-    __syncwarp();
-    cluster_sync(); /* stay until the peer no longer signals this CTA */
-#endif
+    cluster_leave();
     return;
   }
   /* ---- consumers: wgmma over each stage, each tile's epilogue after it ---- */
@@ -484,10 +432,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     consume(sg, p, smem, sZ, full, empty, sg ? AT(nt, 1) : nt[0], KT, b0, rank);
   }
   fs_last_cta_reduce(p, b0, CTHREADS);
-#if CLUSTER > 1
-  __syncwarp();
-  cluster_sync();
-#endif
+  cluster_leave();
 }
 
 FS_DEFINE_REDUCE_KERNEL

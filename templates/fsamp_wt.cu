@@ -101,6 +101,7 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 
 #include "fs_device.h"
 #include "fs_tma.h"
+#include "fs_ring.h"
 #include "fs_wgmma.h"
 
 #if TILE_V == 192
@@ -144,31 +145,6 @@ __device__ __forceinline__ void wgmma_n192(float (&d)[96], unsigned long long da
 #define FS_CAT2(a, b) a##b
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_V)
-
-/* The consumers of every CTA of the cluster are done with the stage. */
-__device__ __forceinline__ void release(unsigned long long *empty_slot, unsigned rank) {
-  mbar_arrive(empty_slot);
-#if CLUSTER > 1
-  mbar_arrive_cluster(empty_slot, rank ^ 1u);
-#endif
-}
-
-/* The tiles of chunk c: n of them, tile j's box from row v0 + j * TILE_V;
-** the chunk's rows end before v_end (fsamp_wg.cu's rule: whole tiles, the
-** chunks balanced in tiles). */
-struct fs_span {
-  int v0, v_end, n;
-};
-__device__ __forceinline__ fs_span chunk_span(const fs_params &p, int c) {
-  const int T = (p.V + TILE_V - 1) / TILE_V;
-  const int t0 = (int)((long long)c * T / p.num_chunks);
-  const int t1 = (int)((long long)(c + 1) * T / p.num_chunks);
-  fs_span sp;
-  sp.v0 = t0 * TILE_V;
-  sp.v_end = min(t1 * TILE_V, p.V);
-  sp.n = t1 - t0;
-  return sp;
-}
 
 /* A matrix descriptor (fs_wgmma.h's wgmma_desc) from its low word: the low
 ** word of the 1024-byte aligned base is (shared address >> 4) | (1 << 16);
@@ -573,18 +549,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #endif
   const int KT = (p.D + TILE_K - 1) / TILE_K;
 
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, CWARPS * CLUSTER);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-#if CLUSTER > 1
-  cluster_sync(); /* the peer's barriers exist before anything lands in them */
-#else
-  __syncthreads();
-#endif
+  ring_init(full, empty, CWARPS);
 
   if (warp >= CWARPS) {
     /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
@@ -597,25 +562,10 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
         for (int kt = 0; kt < KT; kt++, it++) {
           const int slot = it % STAGES, k0 = kt * TILE_K;
           mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
-          mbar_expect_tx(full + slot, STAGE_ELEMS * 2);
-          fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
-#pragma unroll
-          for (int kb = 0; kb < KB; kb++) {
-            tma_load_2d(sW + kb * W_BOX, &tmW, k0 + kb * 64, sp.v0 + j * TILE_V, full + slot);
-#if CLUSTER > 1
-            tma_load_2d_multicast(sH + kb * H_BOX + rank * (TILE_B / CLUSTER) * 64, &tmH,
-                                  k0 + kb * 64, b0 + (int)rank * (TILE_B / CLUSTER), full + slot,
-                                  (unsigned short)((1u << CLUSTER) - 1u));
-#else
-            tma_load_2d(sH + kb * H_BOX, &tmH, k0 + kb * 64, b0, full + slot);
-#endif
-          }
+          load_stage(smem, slot, full, &tmW, &tmH, k0, sp.v0 + j * TILE_V, b0, rank);
         }
     }
-#if CLUSTER > 1
-    __syncwarp();
-    cluster_sync(); /* stay until the peer no longer signals this CTA */
-#endif
+    cluster_leave();
     return;
   }
   /* ---- consumers ---- */
@@ -624,10 +574,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #endif
   consume(p, smem, sbest, full, empty, nt, KT, b0, rank);
   fs_last_cta_reduce(p, b0, CTHREADS);
-#if CLUSTER > 1
-  __syncwarp();
-  cluster_sync();
-#endif
+  cluster_leave();
 }
 
 FS_DEFINE_REDUCE_KERNEL

@@ -3,12 +3,13 @@
 ** states for it (gen.h), never by its family's name, so those facts must
 ** agree with the kernel the variant's source is.  For every variant of
 ** sm_80, sm_90a and sm_100 in bf16:
-**   - v.tma      iff the source issues TMA tensor copies (`tma_load_2d`),
-**                i.e. the kernel takes W's and H's tensor maps;
+**   - v.tma      iff the kernel takes W's and H's tensor maps after its
+**                params (`__grid_constant__ fs_tmap` in the source);
 **   - v.whole_tiles iff the source does not split the vocabulary into
 **                balanced 16-row groups (`fs_chunk_rows(`), so that
 **                fs_num_chunks counts tiles, not groups;
-**   - v.cluster > 1 only where the source multicasts (`_multicast(`).
+**   - v.cluster > 1 only where the source asks for its cluster rank
+**                (`cluster_rank()`: the clustered code paths).
 ** The test can fail: dropping `v.tma = 1` from a family file, or setting
 ** `whole_tiles` in one whose template calls fs_chunk_rows, fails it.
 */
@@ -37,14 +38,14 @@ int main(void) {
         CHECK_MSG(0, "%s: no source: %s", v->name, err);
         continue;
       }
-      const int copies = strstr(src, "tma_load_2d") != NULL;
+      const int copies = strstr(src, "__grid_constant__ fs_tmap") != NULL;
       const int groups = strstr(src, "fs_chunk_rows(") != NULL;
-      const int multicast = strstr(src, "_multicast(") != NULL;
-      CHECK_MSG(v->tma == copies, "%s: tma = %d but its source %s TMA copies", v->name, v->tma,
-                copies ? "issues" : "issues no");
+      const int cluster_path = strstr(src, "cluster_rank()") != NULL;
+      CHECK_MSG(v->tma == copies, "%s: tma = %d but its kernel %s tensor maps", v->name, v->tma,
+                copies ? "takes" : "takes no");
       CHECK_MSG(v->whole_tiles == !groups, "%s: whole_tiles = %d but its source %s 16-row groups",
                 v->name, v->whole_tiles, groups ? "splits chunks into" : "does not use");
-      CHECK_MSG(v->cluster <= 1 || multicast, "%s: cluster = %d but its source never multicasts",
+      CHECK_MSG(v->cluster <= 1 || cluster_path, "%s: cluster = %d but its source has no cluster path",
                 v->name, v->cluster);
       checked++;
       tma += v->tma;
