@@ -8,10 +8,11 @@
 **   - v.whole_tiles iff the source does not split the vocabulary into
 **                balanced 16-row groups (`fs_chunk_rows(`), so that
 **                fs_num_chunks counts tiles, not groups;
-**   - v.cluster > 1 only where the source asks for its cluster rank
-**                (`cluster_rank()`: the clustered code paths).
-** The test can fail: dropping `v.tma = 1` from a family file, or setting
-** `whole_tiles` in one whose template calls fs_chunk_rows, fails it.
+**   - v.cluster  is the source's `#define CLUSTER n` (the CTAs its kernel
+**                expects per cluster; at most 1 where it defines none).
+** The test can fail: dropping `v.tma = 1` from a family file, setting
+** `whole_tiles` in one whose template calls fs_chunk_rows, or a `cluster`
+** field that disagrees with the CLUSTER macro the generator emits fails it.
 */
 #include "fs_test.h"
 
@@ -40,13 +41,14 @@ int main(void) {
       }
       const int copies = strstr(src, "__grid_constant__ fs_tmap") != NULL;
       const int groups = strstr(src, "fs_chunk_rows(") != NULL;
-      const int cluster_path = strstr(src, "cluster_rank()") != NULL;
+      const char *cl = strstr(src, "#define CLUSTER ");
+      const int cluster = cl ? atoi(cl + strlen("#define CLUSTER ")) : 1;
       CHECK_MSG(v->tma == copies, "%s: tma = %d but its kernel %s tensor maps", v->name, v->tma,
                 copies ? "takes" : "takes no");
       CHECK_MSG(v->whole_tiles == !groups, "%s: whole_tiles = %d but its source %s 16-row groups",
                 v->name, v->whole_tiles, groups ? "splits chunks into" : "does not use");
-      CHECK_MSG(v->cluster <= 1 || cluster_path, "%s: cluster = %d but its source has no cluster path",
-                v->name, v->cluster);
+      CHECK_MSG((v->cluster > 1 ? v->cluster : 1) == cluster,
+                "%s: cluster = %d but its source defines CLUSTER %d", v->name, v->cluster, cluster);
       checked++;
       tma += v->tma;
       whole += v->whole_tiles;
