@@ -22,8 +22,9 @@
 #          reports as one presets.tgz.  MERGE is required (no KEEP): the export
 #          is MERGE, e.g. tuning-db/defaults/defaults.db, with these buckets
 #          re-tuned (a variant's latest measurement counts);
-#   rewin  after a template edit (which retires every shipped winner: the
-#          sources' hashes change), only the shipped winners measured again,
+#   rewin  after a template edit (which retires the shipped winners of its
+#          family, a header edit every one: the sources' hashes change),
+#          only the shipped winners measured again,
 #          for every model preset, dtype and call mode the shipped defaults
 #          hold (each at the buckets it has winners for, timed in its mode:
 #          the greedy and group16 winners too; ~3-4 minutes instead of ~8 plus
@@ -149,7 +150,7 @@ for step in $steps; do
       [ -n "$(shape_of "$model")" ] || { echo "gpu-final.sh: unknown preset '$model'" | tee -a "$log"; exit 2; }
       # the sampled winners of these buckets compete too, timed on these calls
       names=$(MERGE_DB="${MERGE:-}" shipped "$(shape_of "$model")" bf16 |
-              awk -v l=",$mb," 'index(l, "," $1 ",")' | awk '{ print $2 }' | sort -u | paste -sd, -)
+              awk -v l=",$mb," 'index(l, "," $1 ",") { print $2 }' | sort -u | paste -sd, -)
       filter=${MFILTER:-_wt_}${names:+,$names}
       timeout $(( ${MBUDGET:-50} + 40 )) ./build/fs-tune --model "$model" --batch "$mb" \
         --mode "$step" --db $db --budget "${MBUDGET:-50}" --filter "$filter" \

@@ -43,6 +43,34 @@ static void fake_cubin(const char *variant, unsigned char *buf, size_t n) {
   for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)fs_test_rand(&h);
 }
 
+/* A run on the H200 under generator revision rev, its optional facts unknown. */
+static fs_store_run h200_run(const char *rev) {
+  fs_store_run r;
+  memset(&r, 0, sizeof r);
+  r.device_name = "NVIDIA H200";
+  r.arch = "sm_90";
+  r.nvrtc_version = "13.0";
+  r.generator_rev = rev;
+  r.sm_count = r.driver_version = -1;
+  return r;
+}
+
+/* An ok bf16 measurement of the Qwen3-8B shape (D=4096, V=151936) at bucket
+** B in mode token, its optional numbers unknown (-1); the caller names the
+** variant and sets the time. */
+static fs_store_measurement qwen_meas(int B) {
+  fs_store_measurement m;
+  memset(&m, 0, sizeof m);
+  m.dtype = FS_DTYPE_BF16;
+  m.hidden = 4096;
+  m.vocab = 151936;
+  m.bucket = B;
+  m.outcome = FS_STORE_OUTCOME_OK;
+  m.spread_us = m.floor_us = -1;
+  m.samples = m.registers = m.spills = m.smem_bytes = -1;
+  return m;
+}
+
 /* A tuned database: two devices, three shapes x buckets, ~12 variants per
 ** key with some failures, cubins for every ok variant except one key's
 ** winner. */
@@ -300,25 +328,11 @@ static void test_merge_union(void) {
   const char *a_path = tpath("a.db"), *b_path = tpath("b.db");
   fs_store *a = open_flags(a_path, FS_STORE_CREATE);
   fs_store *b = open_flags(b_path, FS_STORE_CREATE);
-  fs_store_run r;
-  memset(&r, 0, sizeof r);
-  r.device_name = "NVIDIA H200";
-  r.arch = "sm_90";
-  r.nvrtc_version = "13.0";
-  r.generator_rev = "rev3";
-  r.sm_count = r.driver_version = -1;
+  const fs_store_run r = h200_run("rev3");
   int64_t ra, rb;
   REQUIRE(fs_store_begin_run(a, &r, &ra) == FS_OK);
   REQUIRE(fs_store_begin_run(b, &r, &rb) == FS_OK);
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = 4096;
-  m.vocab = 151936;
-  m.bucket = 1;
-  m.outcome = FS_STORE_OUTCOME_OK;
-  m.spread_us = m.floor_us = -1;
-  m.samples = m.registers = m.spills = m.smem_bytes = -1;
+  fs_store_measurement m = qwen_meas(1);
   m.variant = "va";
   m.median_us = 10.0;
   REQUIRE(fs_store_add_measurement(a, ra, &m, NULL) == FS_OK);
@@ -370,13 +384,7 @@ static void test_merge_union(void) {
 ** that disqualifies the fastest sampled variant, and a cubin per variant. */
 static void build_modes(const char *path) {
   fs_store *s = open_flags(path, FS_STORE_CREATE);
-  fs_store_run r;
-  memset(&r, 0, sizeof r);
-  r.device_name = "NVIDIA H200";
-  r.arch = "sm_90";
-  r.nvrtc_version = "13.0";
-  r.generator_rev = "rev5";
-  r.sm_count = r.driver_version = -1;
+  const fs_store_run r = h200_run("rev5");
   int64_t run;
   REQUIRE(fs_store_begin_run(s, &r, &run) == FS_OK);
   for (int B = 1; B <= 16; B *= 4)
@@ -386,16 +394,10 @@ static void build_modes(const char *path) {
         char name[32], hash[32];
         snprintf(name, sizeof name, "fsamp_%d", v);
         snprintf(hash, sizeof hash, "h%d", v);
-        fs_store_measurement m;
-        memset(&m, 0, sizeof m);
-        m.dtype = FS_DTYPE_BF16;
-        m.hidden = 4096;
-        m.vocab = 151936;
-        m.bucket = B;
+        fs_store_measurement m = qwen_meas(B);
         m.mode = mode;
         m.variant = name;
         m.source_hash = hash;
-        m.outcome = FS_STORE_OUTCOME_OK;
         /* token: fsamp_0 fastest; greedy: fsamp_5 fastest; group16: 3 */
         m.median_us = mode == FS_STORE_MODE_TOKEN    ? 10.0 + v
                       : mode == FS_STORE_MODE_GREEDY ? 20.0 - v
@@ -407,8 +409,6 @@ static void build_modes(const char *path) {
         if (B == 16 && v == 0 && mode == FS_STORE_MODE_GREEDY)
           m.outcome = FS_STORE_OUTCOME_RUN_FAILED;
         m.spread_us = 0.01;
-        m.samples = m.registers = m.spills = m.smem_bytes = -1;
-        m.floor_us = -1;
         REQUIRE(fs_store_add_measurement(s, run, &m, NULL) == FS_OK);
       }
     }
