@@ -113,7 +113,7 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 ** on another shape), with how it was found; *out NULL when nothing tuned
 ** applies.  FS_CALL_TOKEN follows the whole chain (exact, then nearest);
 ** the other modes take exact keys only (their fallback is the token
-** kernel, not a guess from another shape). */
+** kernel, not a guess from another shape) and may pass dflt NULL. */
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
                     const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen);
 /* The hash (16 hex digits into out) v's source would have if generated today

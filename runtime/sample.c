@@ -282,11 +282,14 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, int mode, fs
     snprintf(how, howlen, "forced by FS_VARIANT");
     return fs_kernel_load(ctx, &v, out);
   }
+  /* Greedy and group16 calls have no built-in default of their own (the token
+  ** kernel serves them), so only the token chain needs the generator's pick. */
+  if (mode != FS_CALL_TOKEN) return fs_tuned_choose(ctx, p, bucket, mode, NULL, out, how, howlen);
   int st = fs_gen_default(ctx->gen, arch, p->dtype, bucket, p->hidden, p->vocab, &v, err,
                           sizeof err);
   if (st) return fs_err(ctx, st, "%s", err);
   FS_TRY(fs_tuned_choose(ctx, p, bucket, mode, &v, out, how, howlen));
-  if (*out || mode != FS_CALL_TOKEN) return FS_OK;
+  if (*out) return FS_OK;
   snprintf(how, howlen, "built-in default");
   return fs_kernel_load(ctx, &v, out);
 }

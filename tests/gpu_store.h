@@ -69,6 +69,25 @@ static inline void gs_add_ok(fs_store *st, int64_t run, int D, int V, int bucket
   REQUIRE(fs_store_add_measurement(st, run, &m, NULL) == FS_OK);
 }
 
+/* The test's variant pool: the generator (*g, close with fs_gen_close), its
+** bf16 variants for ctx's GPU (*list of *n, free with free()) and the
+** built-in default for (B, D, V) (*dflt).  The tests write winners that are
+** not the default (gs_alt_mma), so that the database visibly decides. */
+static inline void gs_variants(const fs_context *ctx, int B, int D, int V, fs_gen **g,
+                               fs_variant **list, int *n, fs_variant *dflt) {
+  char err[768];
+  const int arch = fs_target_arch(ctx->arch);
+  REQUIRE(fs_gen_open(g, err, sizeof err) == FS_OK);
+  REQUIRE(fs_gen_enumerate(*g, arch, FS_DTYPE_BF16, list, n, err, sizeof err) == FS_OK);
+  REQUIRE(fs_gen_default(*g, arch, FS_DTYPE_BF16, B, D, V, dflt, err, sizeof err) == FS_OK);
+}
+
+/* Nonzero for an mma variant with an 8-row batch tile other than dflt: a
+** kernel that runs any small shape, and never the built-in choice. */
+static inline int gs_alt_mma(const fs_variant *v, const fs_variant *dflt) {
+  return !strcmp(v->family, "mma") && v->tile_b == 8 && strcmp(v->name, dflt->name);
+}
+
 /* Finishes the run and closes the database. */
 static inline void gs_end(fs_store *st, int64_t run) {
   REQUIRE(fs_store_finish_run(st, run) == FS_OK);

@@ -152,8 +152,7 @@ typedef struct tune_msg {
   int32_t dtype, hidden, vocab, batch;
   double cap_s;               /* JOB: timing cap */
   double warmup_ms;           /* JOB: least warm-up time (tune_opts.warmup_ms) */
-  int noise;                  /* JOB: the fs_noise_mode timed (tune_opts.mode group16) */
-  int greedy;                 /* JOB: time greedy calls (tune_opts.mode greedy) */
+  int32_t mode;               /* JOB: the fs_store_mode of the calls timed (tune_opts.mode) */
   uint64_t cubin_size;
   fs_variant variant;
   /* READY / RESULT */

@@ -336,8 +336,7 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.type = TUNE_MSG_JOB;
     job.cap_s = o->cap_s;
     job.warmup_ms = o->warmup_ms;
-    job.noise = o->mode == FS_STORE_MODE_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
-    job.greedy = o->mode == FS_STORE_MODE_GREEDY;
+    job.mode = o->mode;
     job.variant = it->v;
     job.cubin_size = src->cubin_size;
     const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;

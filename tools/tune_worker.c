@@ -40,10 +40,9 @@
 ** warmup_ms, fs-tune's FS_TUNE_WARMUP_MS, an experiment of perf-notes 15c:
 ** back-to-back warm-up runs for at least that long, so that a candidate is
 ** timed in the clock and power state of sustained decoding rather than a
-** burst; and with the job's noise, fs-tune's --mode group16: timed with
-** that fs_noise_mode on the sampled configuration, or with the job's greedy,
-** --mode greedy, on the greedy one: verified on all three configurations
-** whatever is timed), then runs with
+** burst; and in the job's mode, fs-tune's --mode: group16 timed with
+** FS_NOISE_GROUP16 on the sampled configuration, greedy on the greedy one;
+** verified on all three configurations whatever is timed), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -573,10 +572,11 @@ static void do_job(worker *w, const tune_msg *m, const void *cubin, tune_msg *r)
       goto done;
     }
   }
-  /* verified per token above and below; timed with the job's noise */
-  w->ctx->noise = m->noise;
-  const int timing_failed = time_variant(w, k, m->greedy ? CFG_GREEDY : 0, m->cap_s,
-                                         m->warmup_ms, r);
+  /* verified per token above and below; timed in the job's mode: greedy
+  ** calls, or sampled ones with that mode's noise */
+  w->ctx->noise = m->mode == FS_STORE_MODE_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+  const int timing_failed = time_variant(w, k, m->mode == FS_STORE_MODE_GREEDY ? CFG_GREEDY : 0,
+                                         m->cap_s, m->warmup_ms, r);
   w->ctx->noise = FS_NOISE_TOKEN;
   if (timing_failed) goto done;
   /* Again after timing: a race may show only sometimes. */

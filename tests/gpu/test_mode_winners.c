@@ -215,12 +215,9 @@ int main(void) {
   setenv("FS_DEFAULTS_DB", "", 1); /* no shipped defaults: only the test's database */
   unsetenv("FS_VARIANT");
   fs_gen *g = NULL;
-  REQUIRE(fs_gen_open(&g, err, sizeof err) == FS_OK);
-  const int arch = fs_target_arch(ctx->arch);
   fs_variant *list = NULL, dflt;
   int n = 0;
-  REQUIRE(fs_gen_enumerate(g, arch, FS_DTYPE_BF16, &list, &n, err, sizeof err) == FS_OK);
-  REQUIRE(fs_gen_default(g, arch, FS_DTYPE_BF16, TB, TD, TV, &dflt, err, sizeof err) == FS_OK);
+  gs_variants(ctx, TB, TD, TV, &g, &list, &n, &dflt);
   /* Up to six candidates, by their workspace need at GS samples: A the
   ** smallest, G the largest, Q another. */
   const fs_variant *cand[6];
@@ -229,7 +226,7 @@ int main(void) {
   if (!ctx->gen) REQUIRE(fs_gen_open(&ctx->gen, err, sizeof err) == FS_OK); /* fs_kernel_load's */
   gu_push(ctx);
   for (int i = 0; i < n && nc < 6; i++)
-    if (!strcmp(list[i].family, "mma") && list[i].tile_b == 8 && strcmp(list[i].name, dflt.name)) {
+    if (gs_alt_mma(&list[i], &dflt)) {
       fs_kernel *k = NULL;
       REQUIRE(fs_kernel_load(ctx, &list[i], &k) == FS_OK);
       need[nc] = fs_workspace_need(ctx, k, TB, TV, GS);

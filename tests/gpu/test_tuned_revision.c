@@ -54,16 +54,12 @@ int main(void) {
   setenv("FS_DEFAULTS_DB", "", 1); /* no shipped defaults: only the test's database */
   unsetenv("FS_VARIANT");
   fs_gen *g = NULL;
-  REQUIRE(fs_gen_open(&g, err, sizeof err) == FS_OK);
-  const int arch = fs_target_arch(ctx->arch);
   fs_variant *list = NULL, dflt;
   int n = 0;
-  REQUIRE(fs_gen_enumerate(g, arch, FS_DTYPE_BF16, &list, &n, err, sizeof err) == FS_OK);
-  REQUIRE(fs_gen_default(g, arch, FS_DTYPE_BF16, TB, TD, TV, &dflt, err, sizeof err) == FS_OK);
+  gs_variants(ctx, TB, TD, TV, &g, &list, &n, &dflt);
   const fs_variant *v = NULL;
   for (int i = 0; i < n && !v; i++)
-    if (!strcmp(list[i].family, "mma") && list[i].tile_b == 8 && strcmp(list[i].name, dflt.name))
-      v = &list[i];
+    if (gs_alt_mma(&list[i], &dflt)) v = &list[i];
   REQUIRE(v != NULL);
   /* the source as an older revision would have generated it: the same code,
   ** the older revision's name in its generated header */
