@@ -36,7 +36,12 @@
 #          (default the wt family)
 #          plus the sampled winners of those buckets (from MERGE, else the
 #          shipped defaults), MBUDGET seconds per model (default 50); with
-#          MERGE the export is MERGE plus these winners.
+#          MERGE the export is MERGE plus these winners.  Each candidate is
+#          warmed up for MWARMUP_MS (default 150; FS_TUNE_WARMUP_MS) first:
+#          at B >= 128 a burst's ranking can differ from the sustained one
+#          (perf-notes 22a: wg 8-10% slower than wt under warm-up and in
+#          fs-bench rows at Qwen3-8B greedy B = 256, yet first in bursts),
+#          and rewin times these two modes' winners with the same warm-up.
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call (or in the same one, on the export: FS_DEFAULTS_DB=$OUT/defaults.db
 # OUT=$OUT/bench SWEEP=only ..., a folder under $OUT so that it comes back).  At most
@@ -135,7 +140,8 @@ for step in $steps; do
           names=$(awk '{ print $2 }' <<< "$rows" | sort -u | paste -sd, -)
           buckets=$(awk '{ print $1 }' <<< "$rows" | sort -n | paste -sd, -)
           sfx=; [ "$mode" = token ] || sfx=-$mode
-          timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
+          warm=0; [ "$mode" = token ] || warm=${MWARMUP_MS:-150} # as the greedy / group16 steps
+          FS_TUNE_WARMUP_MS=$warm timeout 120 ./build/fs-tune --model "$model" --dtype "$dtype" --batch "$buckets" --db $db \
             --mode "$mode" --budget 60 --filter "$names" --report "$out/rewin-$model-$dtype$sfx.csv" \
             < /dev/null 2>&1 | tail -13 | tee -a "$log"
         done
@@ -152,7 +158,8 @@ for step in $steps; do
       names=$(MERGE_DB="${MERGE:-}" shipped "$(shape_of "$model")" bf16 |
               awk -v l=",$mb," 'index(l, "," $1 ",") { print $2 }' | sort -u | paste -sd, -)
       filter=${MFILTER:-_wt_}${names:+,$names}
-      timeout $(( ${MBUDGET:-50} + 40 )) ./build/fs-tune --model "$model" --batch "$mb" \
+      FS_TUNE_WARMUP_MS=${MWARMUP_MS:-150} timeout $(( ${MBUDGET:-50} + 40 )) \
+        ./build/fs-tune --model "$model" --batch "$mb" \
         --mode "$step" --db $db --budget "${MBUDGET:-50}" --filter "$filter" \
         --report "$out/tune-$step-$model.csv" < /dev/null 2>&1 | tail -8 | tee -a "$log"
     done
