@@ -39,6 +39,8 @@ static int new_context(fs_context **out) {
   fs_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return fs_err(NULL, FS_OUT_OF_MEMORY, "out of memory for a context");
   ctx->cu = cu;
+  const char *pr = getenv("FS_PRUNE");
+  ctx->prune = !(pr && !strcmp(pr, "0"));
   *out = ctx;
   return FS_OK;
 }

@@ -53,10 +53,14 @@ typedef struct fs_plan {
   struct fs_plan *next;
 } fs_plan;
 
-/* Counters for the last-CTA reduction sit at the start of the workspace,
-** one per batch tile (B of them with the fma family's one-row tiles), zeroed
-** once, reset by each kernel; the size keeps the candidates 8-byte aligned. */
+/* The workspace's fixed head, zeroed once and kept so by every launch, at
+** offsets that do not depend on the shape (so that no call reads what
+** another shape's call left there): the last-CTA reduction's counters, one per
+** batch tile (B of them with the fma family's one-row tiles), then the rows'
+** bounds (fs_params.bound); the candidates follow, 8-byte aligned. */
 #define FS_COUNTER_BYTES ((size_t)(FS_MAX_BATCH + 1) * 4)
+#define FS_BOUND_BYTES ((size_t)(FS_MAX_BATCH + 1) * 8)
+#define FS_HEAD_BYTES (FS_COUNTER_BYTES + FS_BOUND_BYTES)
 #define FS_MAX_RETIRED 32
 
 /* An encoded TMA tensor map and what it encodes: fs_launch reuses it when a
@@ -92,6 +96,9 @@ struct fs_context {
   fs_tmap_entry tmaps[FS_TMAP_CACHE]; /* recently encoded tensor maps */
   int tmap_next;                      /* the entry to replace next */
   int noise;               /* an fs_noise_mode (fs_context_set_noise) */
+  int prune;               /* 0: kernels get no bound buffer, so nothing is pruned
+                              (FS_PRUNE=0 at creation; the draw is the same either way,
+                              perf-notes 22g) */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };

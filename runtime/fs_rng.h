@@ -139,6 +139,31 @@ FS_RNG_FN float fs_gumbel_fast(fs_u32 x) {
   const float e = v < 0.0625f ? series : direct;
   return -0.69314718f * fs_lg2_approx(e);
 }
+
+/* The exact pruning of the per-token noise (perf-notes 22g).  For a bound s
+** (a finite score some token of the row has reached: the lane's own best or
+** another chunk's), a quad of tokens whose logits are at most zmax, and
+** inverse temperature inv_t: fs_prune_need gives t, less than the noise
+** such a token needs to beat s by a margin, and fs_prune_word(t) a word X such
+** that every word x > X scores fmaf(z, inv_t, fs_gumbel_fast(x)) < s, strictly
+** (so the token loses to the bound's token whatever their ids).  No word
+** reaches t > FS_GUMBEL_CAP.
+** Why it holds: x > X gives v = fs_uniform_small(x) > e^-t (X rounds
+** e^-t 2^32 up), so E = -log1p(-v) >= v > e^-t and the exact noise -log E < t.
+** The margin 2^-12 + (|a| + |s|) 2^-21 (a = s - zmax inv_t) covers
+** fs_gumbel_fast's 2^-17, ex2.approx's and the uniform's roundings, the
+** rounding of a, and a spacing of s, so that the fp32 score stays below s.
+** NaNs: a NaN zmax (four NaN logits, which never win) gives X = 0; an
+** infinite zmax gives X = 0xffffffff (nothing skipped). */
+FS_RNG_FN float fs_prune_need(float s, float zmax, float inv_t) {
+  const float a = fmaf(-zmax, inv_t, s); /* the noise a token must beat */
+  return a - fmaf(fabsf(a) + fabsf(s), 0x1p-21f, 0x1p-12f);
+}
+FS_RNG_FN fs_u32 fs_prune_word(float t) {
+  float y; /* ~ e^-t 2^32 */
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(-t, 1.44269504f, 32.0f)));
+  return __float2uint_ru(y); /* saturates at 0xffffffff; NaN gives 0 */
+}
 #endif
 
 /* The random words of tokens 4*quad .. 4*quad+3 (row tag, sample) under

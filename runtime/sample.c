@@ -59,15 +59,17 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
   return g < units ? g : units;
 }
 
-_Static_assert(FS_COUNTER_BYTES % 8 == 0, "the candidate keys after the counters are 8-byte aligned");
+_Static_assert(FS_COUNTER_BYTES % 8 == 0 && FS_HEAD_BYTES % 8 == 0,
+               "the bounds and the candidate keys after the counters are 8-byte aligned");
 
-/* Layout: counters | candidate keys [B*S*G] | candidate logits [B*S*G] |
-** tensor-parallel keys (local, global) [2*B*S] and logits [B*S]. */
+/* Layout: counters | the rows' bounds (fs_params.bound) | candidate keys
+** [B*S*G] | candidate logits [B*S*G] | tensor-parallel keys (local, global)
+** [2*B*S] and logits [B*S]. */
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples) {
   size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
   size_t cand = (n * g * 12 + 7) / 8 * 8;
-  return FS_COUNTER_BYTES + cand + n * 20;
+  return FS_HEAD_BYTES + cand + n * 20;
 }
 
 /* The most any batch of the bucket ending at `bucket` needs: the chunk
@@ -185,8 +187,10 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.logits = o->logits;
   prm.keys = (unsigned long long *)o->keys;
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
-  prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
-  prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES + ncand * 8);
+  prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES);
+  prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES + ncand * 8);
+  if (ctx->prune) /* zeroed with the workspace, and again by each launch's last CTAs */
+    prm.bound = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   /* Variants with v.tma (the ws, wg and wt families) read W and H through
   ** TMA tensor maps. */
   CUtensorMap tw, th;

@@ -108,15 +108,25 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
+/* No bound from other chunks (fs_fold_rows' sb). */
+#define FS_NO_BOUND __int_as_float(0x7fffffff)
+
 /* Folds rows [r0, r1) (r0 and r1 multiples of 4) of column c for sample s
 ** into the lane's best: one Philox call per four tokens (two when PHASED: the
 ** token quads straddle the rows because vocab_offset is not a multiple of 4).
 ** Rows from v_end on are skipped.  Once the best has a number for its score
-** (all but a lane's first quad), a token takes its place by one fp32 compare. */
+** (all but a lane's first quad), a token takes its place by one fp32 compare.
+** sb: a score another chunk's token of this row and sample has reached, or
+** FS_NO_BOUND.  Given one, the noise is pruned exactly (fs_prune_need): a
+** quad whose tokens cannot beat the larger of sb and the lane's best is
+** skipped, before its Philox call when no word could (its largest logit too
+** far below), else after it, before the logs, when all four words are too
+** large.  A skipped token loses to an existing one, so the row's draw is
+** unchanged; only this chunk's candidate may then be a lesser token. */
 template <bool PHASED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
-                                                 int v_end, unsigned s, fs_best &best) {
+                                                 int v_end, unsigned s, fs_best &best, float sb) {
   const unsigned phase = (unsigned)p.vocab_offset & 3u;
   for (int r = r0; r < r1; r += 4) {
     const int v = vrow0 + r;
@@ -126,20 +136,34 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     float sc[4] = {z[0], z[1], z[2], z[3]};
     if (!c.greedy) {
+      float t = FS_NO_BOUND; /* the noise a token of the quad must exceed, if bounded */
+      if (sb == sb) {
+        const float bound = fmaxf(best.s, sb);
+        if (fabsf(bound) < __int_as_float(0x7f800000)) {
+          t = fs_prune_need(bound, fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])), c.inv_t);
+          if (t > FS_GUMBEL_CAP) continue; /* no word reaches it: no Philox either */
+        }
+      }
+      unsigned x[4]; /* the random words of tokens tok0 .. tok0 + 3 */
       const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, s, c.tag);
       if (PHASED) {
         const fs_philox_out q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, s, c.tag);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const unsigned w = phase + (unsigned)j; /* word of token tok0 + j */
-          const unsigned x = w == 1 ? q0.v[1] : w == 2 ? q0.v[2] : w == 3 ? q0.v[3]
-                           : w == 4 ? q1.v[0] : w == 5 ? q1.v[1] : q1.v[2];
-          sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(x));
+          x[j] = w == 1 ? q0.v[1] : w == 2 ? q0.v[2] : w == 3 ? q0.v[3]
+               : w == 4 ? q1.v[0] : w == 5 ? q1.v[1] : q1.v[2];
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 4; j++) sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(q0.v[j]));
+        for (int j = 0; j < 4; j++) x[j] = q0.v[j];
       }
+      if (t == t) {
+        const unsigned X = fs_prune_word(t);
+        if (min(min(x[0], x[1]), min(x[2], x[3])) > X) continue; /* no word small enough */
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) sc[j] = fmaf(z[j], c.inv_t, fs_gumbel_fast(x[j]));
     }
     if (best.s == best.s && v + 4 <= v_end) {
 #pragma unroll
@@ -158,11 +182,11 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
 /* fs_epilogue_rows for either phase of vocab_offset (a uniform branch). */
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
-                                             int v_end, unsigned s, fs_best &best) {
+                                             int v_end, unsigned s, fs_best &best, float sb) {
   if ((unsigned)p.vocab_offset & 3u)
-    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
+    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
   else
-    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best);
+    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
 }
 
 /* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
@@ -261,12 +285,46 @@ __device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *
 ** part + TPC, ... with FS_NOISE_GROUP16. */
 __device__ __forceinline__ void fs_fold_part(const fs_params &p, const float *zcol,
                                              const fs_col &c, int part, int vrow0, int v_end,
-                                             unsigned s, fs_best &best) {
+                                             unsigned s, fs_best &best, float sb) {
   if (p.noise && !c.greedy)
     fs_fold_groups(p, zcol, c, part, 0, FS_LANE_GROUPS(TPC * RPT), TPC * RPT / 16, vrow0, v_end,
                    s, best);
   else
-    fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best);
+    fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best, sb);
+}
+
+/* The bound of batch row b (fused calls, sample 0): the key last published
+** for it by any chunk, read through L2, or 0 where there is none to read (no
+** bound buffer, a row past B, the grouped noise; a greedy row's stays 0). */
+__device__ __forceinline__ unsigned long long fs_bound_load(const fs_params &p, int b) {
+  unsigned long long k = 0ull;
+  if (p.bound && b < p.B && !p.noise)
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(k) : "l"(p.bound + b) : "memory");
+  return k;
+}
+
+/* The score of a bound key for fs_fold_rows: FS_NO_BOUND for none (0). */
+__device__ __forceinline__ float fs_bound_score(unsigned long long k) {
+  return k ? fs_key_score(k) : FS_NO_BOUND;
+}
+
+/* The TPC consecutive lanes that share column c combine their bests' keys;
+** where the result beats `known` (the column's bound as last read or
+** published), the first of them publishes it with an atomic max and every
+** lane takes it as known.  All lanes of the warp must call it together. */
+__device__ __forceinline__ void fs_bound_publish(const fs_params &p, const fs_col &c,
+                                                 const fs_best &b, bool leader,
+                                                 unsigned long long &known) {
+  unsigned long long k = p.bound && !c.greedy && !p.noise ? fs_best_key(b) : 0ull;
+#pragma unroll
+  for (int o = 1; o < TPC; o <<= 1) {
+    const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, k, o);
+    k = k2 > k ? k2 : k;
+  }
+  if (k > known) {
+    if (leader && c.b < p.B) atomicMax(p.bound + c.b, k);
+    known = k;
+  }
 }
 
 /* The TPC consecutive lanes that share column c combine their bests
@@ -305,7 +363,7 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
                                             int t, int chunk, bool leader) {
   for (int s = 0; s < p.num_samples; s++) {
     fs_best best = fs_best_none();
-    fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best);
+    fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best, FS_NO_BOUND);
     fs_candidate_put(p, c, s, chunk, t > 0, leader, fs_best_key(best), best.z);
   }
 }
@@ -395,6 +453,8 @@ __device__ __forceinline__ void fs_last_cta_reduce(const fs_params &p, int b0, i
   const int n = min(TILE_B, p.B - b0) * p.num_samples, step = nthreads / 32 * FS_RED_ITEMS;
   for (int i = (tid >> 5) * FS_RED_ITEMS; i < n; i += step)
     fs_reduce_items(p, b0 * p.num_samples + i, min(FS_RED_ITEMS, n - i), tid & 31);
+  if (p.bound) /* every chunk of the tile has published: ready for the next launch */
+    for (int i = tid; i < min(TILE_B, p.B - b0); i += nthreads) p.bound[b0 + i] = 0ull;
   if (tid == 0) p.counters[blockIdx.y] = 0u; /* ready for the next launch */
 }
 

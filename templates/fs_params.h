@@ -33,6 +33,9 @@ typedef struct fs_params {
   unsigned long long *cand_keys;     /* workspace [B * S * G] */
   float *cand_logits;                /* workspace [B * S * G] */
   unsigned int *counters;            /* workspace [ceil(B / TILE_B)], zeroed */
+  unsigned long long *bound;         /* workspace [B] or 0: the largest key a chunk has
+                                        published for each row (sample 0; fused calls of
+                                        the wg family), zeroed, reset by the last CTA */
 } fs_params;
 
 #endif /* FS_PARAMS_H */

@@ -270,8 +270,20 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
+  /* each column's bound from the other chunks (fused calls; fs_bound_load),
+  ** read at a tile's start so that the loads complete under its wgmmas */
+  unsigned long long known[TILE_B / EPI_B];
+#pragma unroll
+  for (int nb = 0; nb < TILE_B / EPI_B; nb++) known[nb] = 0ull;
+
   int it = 0; /* fills of this stream's ring consumed */
   for (int j = 0; j < nt; j++) {
+    if (fused)
+#pragma unroll
+      for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
+        const unsigned long long k = fs_bound_load(p, b0 + nb * EPI_B + ecol);
+        known[nb] = k > known[nb] ? k : known[nb];
+      }
     for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, smem, full, empty, sg, it, kt, rank);
     mma_drain(empty, sg, it, rank);
 
@@ -286,9 +298,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
         const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V;
-        if (fused)
-          fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb]);
-        else
+        if (fused) {
+          fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb],
+                       fs_bound_score(known[nb]));
+          fs_bound_publish(p, col, best[nb], epart == 0, known[nb]);
+        } else
           fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
       }
@@ -326,9 +340,15 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
+  unsigned long long known = 0ull; /* the column's bound (fs_bound_load), fused calls */
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
     const int vprev = sp.v0 + (j - 1) * TILE_V; /* first row of the staged tile j - 1 */
+    if (fused) { /* read under this tile's wgmmas, for tile j - 1's fold */
+      const unsigned long long k = fs_bound_load(p, col.b);
+      known = k > known ? k : known;
+    }
+    const float sb = fs_bound_score(known);
     /* next staged quad of rows, or group; units owed, in 1 / KT */
     int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
@@ -344,11 +364,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
           fs_fold_groups(p, zcol, col, epart, gj, gj + q, EPI_V / 16, vprev, sp.v_end, 0u, best);
           gj += q;
         } else {
-          fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best);
+          fs_fold_rows(p, zcol, col, r, r + 4 * q, vprev, sp.v_end, 0u, best, sb);
           r += 4 * q;
         }
       }
     }
+    if (fused && j > 0) fs_bound_publish(p, col, best, epart == 0, known);
     mma_drain(empty, 0, it, rank);
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
@@ -358,7 +379,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   }
   if (fused) {
     if (nt > 0) /* the last tile: no wgmmas left to hide it under */
-      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best);
+      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best,
+                   fs_bound_score(known));
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);

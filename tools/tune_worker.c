@@ -405,11 +405,12 @@ static int load(worker *w, const fs_variant *v, const void *cubin, fs_kernel **k
     return -1;
   }
   st = fs_workspace_reserve(w->ctx, fs_workspace_need(w->ctx, *k, w->B, w->V, 1));
-  /* Fresh counters: a wrong variant before may have left them dirty.  (The
+  /* Fresh counters and bounds: a wrong variant before may have left them
+  ** dirty, and a dirty bound would prune a winner.  (The
   ** stream is a blocking one, so it is ordered after this legacy-stream
   ** memset; the synchronisation makes that explicit.) */
   if (!st && w->ctx->workspace &&
-      (CU(w->cu->cuMemsetD8(w->ctx->workspace, 0, FS_COUNTER_BYTES)) ||
+      (CU(w->cu->cuMemsetD8(w->ctx->workspace, 0, FS_HEAD_BYTES)) ||
        CU(w->cu->cuCtxSynchronize())))
     st = FS_CUDA;
   else if (st)
