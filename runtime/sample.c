@@ -89,9 +89,9 @@ static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket,
   return need;
 }
 
-/* A workspace that grows is replaced, not freed: CUDA graphs captured
-** before keep pointing at the old one, which stays valid (and its counters
-** zeroed) until the context is destroyed. */
+/* A workspace that grows is replaced, not freed: graphs captured before keep
+** the old one, valid (its head zeroed) until the context is destroyed.  The zeroing is a
+** legacy-stream memset, not ordered before calls on non-blocking streams (perf-notes 22g). */
 int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   const fs_cu_api *cu = ctx->cu;
   if (bytes <= ctx->workspace_bytes) return FS_OK;

@@ -20,7 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-/* Workspace for TP: after counters and candidates (see fs_workspace_need). */
+/* Workspace for TP: its tail, after head and candidates (fs_workspace_need). */
 static void tp_buffers(const fs_context *ctx, const fs_kernel *k, const fs_problem *p, int S,
                        CUdeviceptr *local_keys, CUdeviceptr *global_keys,
                        CUdeviceptr *local_logits) {

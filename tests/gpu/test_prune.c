@@ -8,24 +8,28 @@
 **     score fmaf(zmax, 1/T, fs_gumbel_fast(x)) < s, strictly (the bound may
 **     be another chunk's token, of a larger or a smaller id), on the GPU with
 **     the kernels' own noise.  262,144 cases whose needed noise a = s - zmax/T
-**     spans [-4, 26] (X from saturated to tiny), 1/T in {0.5, 1, 2, 20, 33.3},
-**     scores up to +-2000, the 32 smallest words above X (where the bound is
-**     tightest) and 32 random ones; special cases: zmax NaN (X = 0), +inf
-**     (X = 0xffffffff), -inf (X = 0).  It reports how much noise the bound
-**     gives away, and proves it can fail: half the bound (X / 2) must let a
-**     winner be skipped.
+**     spans [-4, 26] (X from saturated to tiny): 1/T in {0.5, 1, 2, 20, 33.3}
+**     and scores up to +-2000, an eighth at 1/T = 1000 and scores up to 1e6
+**     (the margin's relative part); the 32 smallest words above X (where the
+**     bound is tightest) and 32 random ones, and word 0 (the largest noise)
+**     where the kernels skip a quad before its Philox call (t > CAP); special
+**     cases: zmax NaN (X = 0), +inf (X = 0xffffffff), -inf (X = 0).  It
+**     reports how much noise the bound gives away, and proves it can fail:
+**     half the bound (X / 2) must let a winner be skipped.
 **  2. The kernels.  wg variants (cooperative and overlapped epilogues, a
-**     clustered one, the 16-column tile) sample the same heads in a context
-**     with pruning (the default) and one created under FS_PRUNE=0: tokens,
-**     keys and logits must be equal bit for bit, over per-row temperatures
-**     from 0.05 to 2, greedy rows and T = inf, logits of standard deviation 1
-**     (the noise prunes by its words) and 12 (whole quads skip before their
-**     Philox call), an unaligned vocab_offset (two Philox quads per quad of
-**     rows), and calls back to back (the bounds must reset).  That the
-**     pruning ran is shown by the chunks' candidates: some must differ
-**     between the two contexts (a chunk whose tokens all lost to another
-**     chunk's bound keeps a lesser one), and the bounds must read 0 after
-**     every call.
+**     clustered one, the 16-column tile, ping-pong) sample the same heads in
+**     a context with pruning (the default) and one created under FS_PRUNE=0:
+**     tokens, keys and logits must be equal bit for bit, over 250 rows (a
+**     partial last batch tile), per-row temperatures from 0.05 to 2, greedy
+**     rows and T = inf, logits of standard deviation 1 (the noise prunes by
+**     its words) and 12 (whole quads skip before their Philox call), an
+**     unaligned vocab_offset (two Philox quads per quad of rows), rows 3 (all
+**     logits NaN), 4 and 6 (one +inf, one -inf logit) and a NaN logit at
+**     token 7 of every other row (0 x inf), and calls back to back (the bounds
+**     must reset).  That each variant's pruning ran is shown by the chunks'
+**     candidates: some must differ between the two contexts (a chunk whose
+**     tokens all lost to another chunk's bound keeps a lesser one); and the
+**     bounds must read 0 after every call.
 */
 #include "fs_nvrtc.h"
 #include "fs_test.h"
@@ -45,7 +49,9 @@ static const char prune_src[] =
     "    const unsigned *r, unsigned *X, float *sc, int n, int half) {\n"
     "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i >= n) return;\n"
-    "  unsigned b = fs_prune_word(fs_prune_need(s[i], zmax[i], inv_t[i]));\n"
+    "  const float t = fs_prune_need(s[i], zmax[i], inv_t[i]);\n"
+    "  const bool all = t > FS_GUMBEL_CAP; /* the kernels skip every word, before Philox */\n"
+    "  unsigned b = all ? 0u : fs_prune_word(t);\n"
     "  if (half) b >>= 1;\n"
     "  X[i] = b;\n"
     "  const unsigned room = 0xffffffffu - b; /* words above b */\n"
@@ -56,6 +62,7 @@ static const char prune_src[] =
     "    const unsigned x = b + 1u + up; /* in (b, 0xffffffff] */\n"
     "    sc[i * 64 + j] = fmaf(zmax[i], inv_t[i], fs_gumbel_fast(x));\n"
     "  }\n"
+    "  if (all && !half) sc[i * 64] = fmaf(zmax[i], inv_t[i], fs_gumbel_fast(0u)); /* word 0 */\n"
     "}\n";
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -93,14 +100,15 @@ static long violations(fs_context *ctx, CUfunction fn, int n, int half, const fl
 
 static void test_bound(fs_context *ctx) {
   const int n = 1 << 18;
-  static const float inv_ts[] = {0.5f, 1.0f, 2.0f, 20.0f, 33.333332f};
+  static const float inv_ts[] = {0.5f, 1.0f, 2.0f, 20.0f, 33.333332f, 1000.0f};
   float *s = gu_malloc((size_t)n * 4), *zmax = gu_malloc((size_t)n * 4),
         *inv_t = gu_malloc((size_t)n * 4), *sc = gu_malloc((size_t)n * PER * 4);
   unsigned *r = gu_malloc((size_t)n * PER * 4), *X = gu_malloc((size_t)n * 4);
   for (int i = 0; i < n; i++) {
-    const float it = inv_ts[i % 5];
+    const int big = i % 8 == 7; /* large scores and 1/T: the margin's relative part */
+    const float it = big ? inv_ts[5] : inv_ts[i % 5];
     const double a = -4.0 + 30.0 * uni(); /* the noise needed to win */
-    const double sv = (i & 1 ? 40.0 : 2000.0) * (2.0 * uni() - 1.0);
+    const double sv = (big ? 1e6 : i & 1 ? 40.0 : 2000.0) * (2.0 * uni() - 1.0);
     s[i] = (float)sv;
     zmax[i] = (float)((sv - a) / it);
     inv_t[i] = it;
@@ -139,8 +147,9 @@ static void test_bound(fs_context *ctx) {
     const double a = (double)s[i] - (double)zmax[i] * (double)inv_t[i];
     const double g = -log(-log1p(-(double)fs_uniform_small(X[i] + 1u)));
     /* a in [8, 15]: where E >= v is tight (v <= e^-8) and X > 2^10 (a word's
-    ** noise steps are fine) */
-    if (a >= 8.0 && a <= 15.0 && a - g > slack) slack = a - g;
+    ** noise steps are fine); scores up to 2000 (the large ones' margin is
+    ** larger by design) */
+    if (i % 8 != 7 && a >= 8.0 && a <= 15.0 && a - g > slack) slack = a - g;
   }
   printf("1. bound: %ld skipped (case, word) pairs checked, %ld scored at or above the bound; "
          "%d of %d cases skip nothing; the bound gives away at most %.3g of noise "
@@ -166,7 +175,7 @@ static void test_bound(fs_context *ctx) {
 
 /* ---- 2. the kernels with and without pruning ------------------------------- */
 
-#define KB 256        /* rows */
+#define KB 250        /* rows: the last batch tile of every variant below is partial */
 #define KD 256        /* hidden size */
 #define KV 60013      /* vocabulary (not a multiple of 4 or 16) */
 #define KCALLS 3
@@ -196,6 +205,15 @@ static long compare_head(fs_context *cp, fs_context *cn, const char *variant, do
   gu_lmhead lm;
   gu_lmhead_init(&lm, KB, KD, KV, FS_DTYPE_BF16, off, 0, 0, gu_w_scale(KD, sigma),
                  0x5eed0000ull + (unsigned long long)(sigma * 10));
+  /* special logits: W row 7 is +inf at k = 0 and 0 elsewhere, H's column 0 is 0
+  ** but for rows 4 (+1: logit +inf) and 6 (-1: -inf), both sampled, so every
+  ** other row has a NaN logit at token 7 (0 x inf); row 3 of H is NaN (all its
+  ** logits NaN) */
+  for (int k = 0; k < KD; k++) lm.W[7 * lm.ws + k] = gu_encode(FS_DTYPE_BF16, 0.0f);
+  lm.W[7 * lm.ws] = gu_encode(FS_DTYPE_BF16, INFINITY);
+  for (int b = 0; b < KB; b++)
+    lm.H[b * lm.hs] = gu_encode(FS_DTYPE_BF16, b == 4 ? 1.0f : b == 6 ? -1.0f : 0.0f);
+  for (int k = 0; k < KD; k++) lm.H[3 * lm.hs + k] = gu_encode(FS_DTYPE_BF16, NAN);
   gu_lmhead_upload(cp, &lm);
   const fs_problem p = gu_problem(&lm, 1);
   CUdeviceptr dT = gu_upload_new(cp, temps, KB * sizeof(float));
@@ -248,7 +266,7 @@ static long compare_head(fs_context *cp, fs_context *cn, const char *variant, do
 
 /* Both heads on one variant (forced by FS_VARIANT), in a context with
 ** pruning and one created under FS_PRUNE=0. */
-static long compare_variant(const char *variant, const float *temps) {
+static void compare_variant(const char *variant, const float *temps) {
   setenv("FS_VARIANT", variant, 1);
   unsetenv("FS_PRUNE");
   fs_context *cp = NULL, *cn = NULL;
@@ -258,10 +276,10 @@ static long compare_variant(const char *variant, const float *temps) {
   unsetenv("FS_PRUNE");
   const long differ = compare_head(cp, cn, variant, 1.0, 0, temps) +
                       compare_head(cp, cn, variant, 12.0, 1000002, temps);
+  CHECK_MSG(differ > 0, "%s: no chunk candidate differed: its pruning never ran", variant);
   fs_context_destroy(cp);
   fs_context_destroy(cn);
   unsetenv("FS_VARIANT");
-  return differ;
 }
 
 int main(void) {
@@ -281,11 +299,10 @@ int main(void) {
       "fsamp_bf16_sm90a_wg_v128_b128_k64_g2_s4_c1_ov_e128",
       "fsamp_bf16_sm90a_wg_v128_b128_k64_g2_s4_c2_co_e64",
       "fsamp_bf16_sm90a_wg_v128_b16_k128_g1_s4_c1_co_e128",
+      "fsamp_bf16_sm90a_wg_v128_b128_k64_g2_s4_c1_pp_e64",
   };
-  long pruned = 0;
   for (size_t i = 0; i < sizeof variants / sizeof *variants; i++)
-    pruned += compare_variant(variants[i], temps);
-  CHECK_MSG(pruned > 0, "no chunk candidate differed: the pruning never ran");
+    compare_variant(variants[i], temps);
   fs_context_destroy(ctx);
   return fs_test_done("test_prune");
 }
