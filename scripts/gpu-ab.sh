@@ -13,6 +13,9 @@
 # tensors, median of REPS=10 with L2 flushed), so the logits have fs-bench's
 # spread (std ~1, fs-demo's ~21) and the mm column is the same run's.
 # NOISE=group16 runs every call with FS_NOISE_GROUP16 (--noise).
+# ENV_<name>="VAR=value ..." runs build <name> with those variables set, so that
+# two arms can be one binary, e.g. the exact pruning (perf-notes 22g):
+#   BINS="prune=build/fs-bench noprune=build/fs-bench" ENV_noprune="FS_PRUNE=0" BENCH=1 ...
 #
 # A case is model:batch:temperature:variant (the variant without its
 # fsamp_<dtype>_sm90a_ prefix; "-" runs the shipped default of the shape,
@@ -32,8 +35,13 @@ log="$OUT/ab.txt"
 runs="$OUT/ab-runs.log" # every run's whole output, for a FAILED line's reason
 : > "$runs"
 for nb in $BINS; do # check everything before the first round
-  bin=${nb#*=}
+  name=${nb%%=*} bin=${nb#*=}
   [ -x "$bin" ] || { echo "gpu-ab.sh: BINS: $nb: $bin is not an executable" >&2; exit 2; }
+  [[ $name =~ ^[A-Za-z0-9_]+$ ]] || { echo "gpu-ab.sh: BINS: $nb: a name is letters, digits and _" >&2; exit 2; }
+  envs=ENV_$name
+  for a in ${!envs:-}; do
+    [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || { echo "gpu-ab.sh: $envs: '$a' is not VAR=value" >&2; exit 2; }
+  done
 done
 for c in $CASES; do
   IFS=: read -r model b t v <<<"$c"
@@ -48,14 +56,16 @@ for r in $(seq 1 "$ROUNDS"); do
     fv=""; [ "$v" = "-" ] || fv="fsamp_${DTYPE}_sm90a_$v" # empty: not forced
     for nb in $BINS; do
       name=${nb%%=*} bin=${nb#*=}
+      envs=ENV_$name
+      read -r -a arm_env <<<"${!envs:-}" # this arm's variables (ENV_<name>)
       rc=0
       if [ "${BENCH:-0}" = 1 ]; then
-        out=$(FS_TUNING_DB=off FS_VARIANT="$fv" \
+        out=$(env FS_TUNING_DB=off FS_VARIANT="$fv" "${arm_env[@]}" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
               --reps "${REPS:-10}" ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep -E "^ *$b +[0-9]" <<<"$out" | head -1 || true)
       else
-        out=$(FS_TUNING_DB=off FS_VARIANT="$fv" \
+        out=$(env FS_TUNING_DB=off FS_VARIANT="$fv" "${arm_env[@]}" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
               --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
         res=$(grep 'per call' <<<"$out" | head -1 || true)
