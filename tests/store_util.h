@@ -1,13 +1,14 @@
 /*
 ** store_util.h: scratch-directory helpers shared by the tuning-database
-** tests (tests/cpu/test_store*.c), raw one-row SQL queries used to look at a
-** file behind the store's back, and raw SQL scripts with the version-2 schema
-** to build older files by hand.  Header-only: each test is one source.
+** tests (tests/cpu/test_store*.c), a measurement to start from, raw one-row
+** SQL queries used to look at a file behind the store's back, and raw SQL
+** scripts with the version-2 schema to build older files by hand.  Header-only: each test is one source.
 */
 #ifndef FS_STORE_UTIL_H
 #define FS_STORE_UTIL_H
 
 #include "fs_test.h"
+#include "store.h"
 
 #include <dirent.h>
 #include <sqlite3.h>
@@ -44,6 +45,22 @@ static const char *tpath(const char *name) {
   char *p = buf[k++ & 15];
   snprintf(p, 512, "%s/%s", g_dir, name);
   return p;
+}
+
+/* An ok bf16 measurement of the Qwen3-8B shape (D=4096, V=151936) at bucket
+** B in mode token, its optional numbers unknown (-1); the caller names the
+** variant and sets the time (and any other field it needs). */
+static inline fs_store_measurement qwen_meas(int B) {
+  fs_store_measurement m;
+  memset(&m, 0, sizeof m);
+  m.dtype = FS_DTYPE_BF16;
+  m.hidden = 4096;
+  m.vocab = 151936;
+  m.bucket = B;
+  m.outcome = FS_STORE_OUTCOME_OK;
+  m.spread_us = m.floor_us = -1;
+  m.samples = m.registers = m.spills = m.smem_bytes = -1;
+  return m;
 }
 
 /* A one-row query on a raw read-only connection, as an integer (-999 when

@@ -127,20 +127,12 @@ static void test_v1_to_v3(void) {
   CHECK(strcmp(winner_of(s, "NVIDIA H200"), "fsamp_b") == 0);
   CHECK(strcmp(winner_of(s, "NVIDIA H100"), "fsamp_a") == 0);
   /* New columns work on migrated runs. */
-  fs_store_measurement meas;
-  memset(&meas, 0, sizeof meas);
-  meas.dtype = FS_DTYPE_BF16;
-  meas.hidden = 4096;
-  meas.vocab = 151936;
-  meas.bucket = 8;
+  fs_store_measurement meas = qwen_meas(8);
   meas.variant = "fsamp_g";
   meas.outcome = FS_STORE_OUTCOME_SPILLS;
   meas.median_us = -1;
-  meas.spread_us = -1;
-  meas.floor_us = -1;
   meas.spills = 24;
   meas.registers = 255;
-  meas.samples = meas.smem_bytes = -1;
   CHECK(fs_store_add_measurement(s, 1, &meas, NULL) == FS_OK);
   int outcome = -5;
   CHECK(fs_store_has_measurement(s, 1, FS_DTYPE_BF16, 4096, 151936, 8,
@@ -296,19 +288,12 @@ static void test_v2_to_v3(void) {
   CHECK(fs_store_file_version(s) == 2);
   check_v2_winners(s, "read-only");
   /* Writes are refused on the read-only copy like on any read-only store. */
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = 4096;
-  m.vocab = 151936;
-  m.bucket = 8;
+  fs_store_measurement m = qwen_meas(8);
   m.mode = FS_STORE_MODE_GREEDY;
   m.variant = "fsamp_a";
-  m.outcome = FS_STORE_OUTCOME_OK;
   m.median_us = 8.0;
   m.spread_us = 0.05;
   m.floor_us = 7.0;
-  m.samples = m.registers = m.spills = m.smem_bytes = -1;
   CHECK(fs_store_add_measurement(s, 2, &m, NULL) == FS_INVALID_ARGUMENT);
   fs_store_close(s);
   CHECK(sql_int(p, "PRAGMA user_version") == 2);

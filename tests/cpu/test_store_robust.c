@@ -47,15 +47,9 @@ static fs_store_run ctx(const char *device, const char *rev) {
 }
 
 static fs_store_measurement meas(int B, const char *variant, double median) {
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = 4096;
-  m.vocab = 151936;
-  m.bucket = B;
+  fs_store_measurement m = qwen_meas(B);
   m.variant = variant;
   m.params = "tile_v=128,tile_b=16,k=64,warps=4x1,stages=4";
-  m.outcome = FS_STORE_OUTCOME_OK;
   m.median_us = median;
   m.spread_us = 0.05;
   m.samples = 40;

@@ -55,22 +55,6 @@ static fs_store_run h200_run(const char *rev) {
   return r;
 }
 
-/* An ok bf16 measurement of the Qwen3-8B shape (D=4096, V=151936) at bucket
-** B in mode token, its optional numbers unknown (-1); the caller names the
-** variant and sets the time. */
-static fs_store_measurement qwen_meas(int B) {
-  fs_store_measurement m;
-  memset(&m, 0, sizeof m);
-  m.dtype = FS_DTYPE_BF16;
-  m.hidden = 4096;
-  m.vocab = 151936;
-  m.bucket = B;
-  m.outcome = FS_STORE_OUTCOME_OK;
-  m.spread_us = m.floor_us = -1;
-  m.samples = m.registers = m.spills = m.smem_bytes = -1;
-  return m;
-}
-
 /* A tuned database: two devices, three shapes x buckets, ~12 variants per
 ** key with some failures, cubins for every ok variant except one key's
 ** winner. */
