@@ -120,8 +120,8 @@ for step in $steps; do
       shape=$(shape_of "$model")
       # MERGE's winners of these buckets measured again first, so that an old
       # measurement cannot outrank this run's (a variant's latest one counts)
-      names=$(MERGE_DB="$MERGE" shipped "$shape" bf16 | awk -v l=",$BATCHES," 'index(l, "," $1 ",")' |
-              awk '{ print $2 }' | sort -u | paste -sd, -)
+      names=$(MERGE_DB="$MERGE" shipped "$shape" bf16 |
+              awk -v l=",$BATCHES," 'index(l, "," $1 ",") { print $2 }' | sort -u | paste -sd, -)
       [ -z "$names" ] || timeout 40 ./build/fs-tune --model "$model" --batch "$BATCHES" --db $db \
         --budget 15 --filter "$names" < /dev/null > /dev/null 2>&1
       timeout $(( ${BUDGET:-32} + 30 )) ./build/fs-tune --model "$model" --db $db \

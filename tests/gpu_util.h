@@ -25,6 +25,7 @@
 #define FS_GPU_UTIL_H
 
 #include "fs_int.h" /* fs_context's driver table (cu), CUcontext (cu_ctx), fs_target_arch */
+#include "fs_nvrtc.h"
 #include "fs_rng.h"
 #include "fs_test.h"
 
@@ -168,6 +169,26 @@ static inline int gu_variant_name(fs_context *ctx, int B, int D, int V, int dtyp
   s.temperature = 1.0f;
   s.num_samples = 1;
   return fs_variant_name(ctx, &p, &s, buf, n);
+}
+
+/* A test's own kernel: `src` (which may include the runtime's headers,
+** fs_rng.h among them) compiled by NVRTC for ctx's GPU and loaded into *mod;
+** returns its function `entry`.  Leaves ctx's CUDA context current (gu_pop
+** once the module is unloaded). */
+static inline CUfunction gu_test_kernel(fs_context *ctx, const char *name, const char *src,
+                                        const char *entry, CUmodule *mod) {
+  char target[16], err[512];
+  snprintf(target, sizeof target, "sm_%d", fs_target_arch(ctx->arch));
+  fs_cubin c;
+  if (fs_nvrtc_compile(name, src, target, &c, err, sizeof err) != FS_OK)
+    fprintf(stderr, "NVRTC: %s\n%s\n", err, c.log ? c.log : "");
+  REQUIRE(c.data != NULL);
+  gu_push(ctx);
+  CUfunction fn;
+  GU_CU(ctx, ctx->cu->cuModuleLoadData(mod, c.data));
+  GU_CU(ctx, ctx->cu->cuModuleGetFunction(&fn, *mod, entry));
+  fs_cubin_free(&c);
+  return fn;
 }
 
 /* ---- random LM heads ------------------------------------------------------- */

@@ -15,7 +15,6 @@
 ** libdevice's precise version; and it proves it can fail: a naive variant
 ** (-lg2(1 - v) everywhere, which loses the upper tail) must break the bound.
 */
-#include "fs_nvrtc.h"
 #include "fs_test.h"
 #include "gpu_util.h"
 
@@ -87,18 +86,8 @@ int main(void) {
   for (int i = 0; i < per; i++) x[k++] = 0xffffffffu - (uint32_t)i;             /* v ~ 1 */
   for (int i = 0; i < spread; i++) x[k++] = (uint32_t)i * 1024u + ((uint32_t)i * 7u & 1023u);
 
-  char target[16], err[512];
-  snprintf(target, sizeof target, "sm_%d", fs_target_arch(ctx->arch));
-  fs_cubin c;
-  if (fs_nvrtc_compile("test_noise", noise_src, target, &c, err, sizeof err) != FS_OK)
-    fprintf(stderr, "NVRTC: %s\n%s\n", err, c.log ? c.log : "");
-  REQUIRE(c.data != NULL);
-  gu_push(ctx);
   CUmodule mod;
-  CUfunction fn;
-  GU_CU(ctx, ctx->cu->cuModuleLoadData(&mod, c.data));
-  GU_CU(ctx, ctx->cu->cuModuleGetFunction(&fn, mod, "noise"));
-  fs_cubin_free(&c);
+  const CUfunction fn = gu_test_kernel(ctx, "test_noise", noise_src, "noise", &mod);
   CUdeviceptr dx = gu_upload_new(ctx, x, (size_t)n * sizeof *x), dg = gu_alloc(ctx, (size_t)n * 4);
 
   uint32_t w;

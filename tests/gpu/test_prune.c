@@ -31,7 +31,6 @@
 **     tokens all lost to another chunk's bound keeps a lesser one); and the
 **     bounds must read 0 after every call.
 */
-#include "fs_nvrtc.h"
 #include "fs_test.h"
 #include "gpu_util.h"
 
@@ -118,18 +117,8 @@ static void test_bound(fs_context *ctx) {
   s[2] = 0.0f, zmax[2] = -INFINITY; /* e^-inf: everything above word 0 skipped */
   for (size_t i = 0; i < (size_t)n * PER; i++) r[i] = (unsigned)(uni() * 4294967296.0);
 
-  char target[16], err[512];
-  snprintf(target, sizeof target, "sm_%d", fs_target_arch(ctx->arch));
-  fs_cubin c;
-  if (fs_nvrtc_compile("test_prune", prune_src, target, &c, err, sizeof err) != FS_OK)
-    fprintf(stderr, "NVRTC: %s\n%s\n", err, c.log ? c.log : "");
-  REQUIRE(c.data != NULL);
-  gu_push(ctx);
   CUmodule mod;
-  CUfunction fn;
-  GU_CU(ctx, ctx->cu->cuModuleLoadData(&mod, c.data));
-  GU_CU(ctx, ctx->cu->cuModuleGetFunction(&fn, mod, "prune"));
-  fs_cubin_free(&c);
+  const CUfunction fn = gu_test_kernel(ctx, "test_prune", prune_src, "prune", &mod);
   CUdeviceptr d[6] = {gu_upload_new(ctx, s, (size_t)n * 4), gu_upload_new(ctx, zmax, (size_t)n * 4),
                       gu_upload_new(ctx, inv_t, (size_t)n * 4),
                       gu_upload_new(ctx, r, (size_t)n * PER * 4), gu_alloc(ctx, (size_t)n * 4),
