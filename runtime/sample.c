@@ -89,9 +89,13 @@ static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket,
   return need;
 }
 
-/* A workspace that grows is replaced, not freed: graphs captured before keep
-** the old one, valid (its head zeroed) until the context is destroyed.  The zeroing is a
-** legacy-stream memset, not ordered before calls on non-blocking streams (perf-notes 22g). */
+/* A workspace that grows is replaced, not freed: CUDA graphs captured
+** before keep pointing at the old one, which stays valid (and its head,
+** counters and bounds, zeroed) until the context is destroyed.  The zeroing
+** is complete when this returns: a memset on the legacy stream is not
+** ordered before a later call on a non-blocking stream, and a dirty bound
+** would prune a winner (perf-notes 22h).  Never called while a stream
+** captures (fs_sample returns FS_NOT_PREPARED first). */
 int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   const fs_cu_api *cu = ctx->cu;
   if (bytes <= ctx->workspace_bytes) return FS_OK;
@@ -106,6 +110,7 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   bytes = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* fewer regrowths */
   FS_CHECK_CU(ctx, cu->cuMemAlloc(&ctx->workspace, bytes));
   FS_CHECK_CU(ctx, cu->cuMemsetD8(ctx->workspace, 0, bytes));
+  FS_CHECK_CU(ctx, cu->cuCtxSynchronize());
   ctx->workspace_bytes = bytes;
   return FS_OK;
 }
