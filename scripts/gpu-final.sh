@@ -42,6 +42,13 @@
 #          (perf-notes 22a: wg 8-10% slower than wt under warm-up and in
 #          fs-bench rows at Qwen3-8B greedy B = 256, yet first in bursts),
 #          and rewin times these two modes' winners with the same warm-up.
+#   defaults  the default-path GPU tests (gpu/test_pathwise, _distribution,
+#          _determinism, _mode_winners, _tuned_revision: the kernels the
+#          defaults choose) on this call's export $OUT/defaults.db if a step
+#          made one, else on the shipped defaults; it runs after the export,
+#          wherever it stands in STEPS (e.g. STEPS="rewin defaults", ~2 minutes
+#          after rewin's ~4: one call).  (TESTS=<regex> of the tests step is a
+#          ctest -R regex: "pathwise" alone also names the 13 per-family runs.)
 # Copy $OUT/defaults.db to tuning-db/defaults/, then run scripts/gpu-bench.sh
 # in a later call (or in the same one, on the export: FS_DEFAULTS_DB=$OUT/defaults.db
 # OUT=$OUT/bench SWEEP=only ..., a folder under $OUT so that it comes back).  At most
@@ -59,6 +66,7 @@ tune_args=(); [ -n "${FILTER:-}" ] && tune_args=(--filter "$FILTER")
 db=/tmp/fs-final.db; rm -f $db*
 export FS_TUNING_DB=off
 tuned=0
+defaults=0 # the defaults step: run after the export
 # The model presets, "name D=.. V=.. title" a line, read once; shape_of NAME
 # prints a preset's "D=.. V=..", nothing for an unknown name.
 presets_list=$(./build/fs-tune --list-models)
@@ -164,7 +172,8 @@ for step in $steps; do
         --report "$out/tune-$step-$model.csv" < /dev/null 2>&1 | tail -8 | tee -a "$log"
     done
     tuned=1 ;;
-  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, presets, rewin, greedy, group16)" | tee -a "$log"
+  defaults) defaults=1 ;;
+  *) echo "gpu-final.sh: unknown step '$step' (tests, qwen, llama, fp16, fp16big, presets, rewin, greedy, group16, defaults)" | tee -a "$log"
      exit 2 ;;
   esac
 done
@@ -185,6 +194,14 @@ if [ $tuned = 1 ]; then
     ./build/fs-tune import "$MERGE" --db $db 2>&1 | tail -2 | tee -a "$log"
   fi
   ./build/fs-tune export "$out/defaults.db" --db $db 2>&1 | tail -2 | tee -a "$log"
+fi
+if [ $defaults = 1 ]; then
+  ddb=tuning-db/defaults/defaults.db; [ $tuned = 1 ] && ddb=$out/defaults.db
+  echo "gpu-final.sh: the default-path tests on $ddb" | tee -a "$log"
+  FS_DEFAULTS_DB=$ddb timeout 300 ctest --test-dir build -L gpu --output-on-failure -j1 \
+    -R "^gpu/test_(pathwise|distribution|determinism|mode_winners|tuned_revision)\$" \
+    > "$out/gpu-defaults-tests.log" 2>&1
+  grep -E "tests passed|Failed|\*\*\*" "$out/gpu-defaults-tests.log" | tee -a "$log"
 fi
 # the qwen, llama, fp16 and fp16big steps' reports and plots: one file
 if ls "$out"/tune-*.csv > /dev/null 2>&1; then
