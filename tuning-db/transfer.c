@@ -395,12 +395,19 @@ int fs_store_export(fs_store *s, const char *dest_path,
   if (errno != ENOENT)
     return fs_store__err(s, FS_DB, "%s: cannot create '%s': %s", what,
                          dest_path, strerror(errno));
+  /* Written under a temporary name beside it and renamed when whole, so
+  ** that an interrupted export leaves no half-written dest_path. */
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dest_path, (long)getpid()) >= sizeof tmp)
+    return fs_store__err(s, FS_INVALID_ARGUMENT, "%s: the destination path is too long",
+                         what);
+  remove_db_files(tmp);
   fs_store *dst = NULL;
   char err[FS_STORE_ERRMSG_MAX];
-  int status = fs_store_open(dest_path, FS_STORE_CREATE, &dst, err, sizeof err);
+  int status = fs_store_open(tmp, FS_STORE_CREATE, &dst, err, sizeof err);
   if (status) {
     fs_store__set_msg(s, "exporting to ", err);
-    remove_db_files(dest_path);
+    remove_db_files(tmp);
     return status;
   }
   copier c;
@@ -426,10 +433,20 @@ int fs_store_export(fs_store *s, const char *dest_path,
     report_on(s, dst, status);
     fs_store__rollback(dst);
     fs_store_close(dst);
-    remove_db_files(dest_path);
+    remove_db_files(tmp);
     return status;
   }
   fs_store_close(dst);
+  if (stat(dest_path, &sb) == 0)
+    status = fs_store__err(s, FS_INVALID_ARGUMENT, "%s: '%s' appeared while exporting: "
+                           "export writes a new file", what, dest_path);
+  else if (rename(tmp, dest_path) != 0)
+    status = fs_store__err(s, FS_DB, "%s: cannot create '%s': %s", what, dest_path,
+                           strerror(errno));
+  if (status) {
+    remove_db_files(tmp);
+    return status;
+  }
   if (stats) *stats = c.st;
   return FS_OK;
 }

@@ -208,6 +208,12 @@ static void test_export_import(void) {
   fs_store_transfer_stats st;
   CHECK(fs_store_export(src, def, NULL, &st) == FS_OK);
   CHECK(st.winners == keys && st.measurements == keys && st.runs == 2);
+  { /* written under a temporary name and renamed: none of it is left */
+    char tmp[4200];
+    struct stat sb;
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", def, (long)getpid());
+    CHECK_MSG(stat(tmp, &sb) != 0, "%s is left after the export", tmp);
+  }
   /* Winners without a cubin are counted; shared cubins are written once. */
   CHECK_MSG(st.missing_cubins == want.n - want.with_cubin &&
                 st.missing_cubins > 0 && st.missing_cubins < keys,
