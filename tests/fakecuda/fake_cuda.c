@@ -6,8 +6,10 @@
 **
 ** It plays an H200 (sm_90, 132 SMs, 227 KB of shared memory per block) that
 ** runs nothing: modules load, kernels "launch" and graphs "replay" without
-** effect, device memory is an address range without bytes (copies to the
-** host give zeros), and every other call succeeds.  What it does keep:
+** effect, and every other call succeeds.  What it does keep:
+**  - device memory: allocations of up to 256 MB are host memory (their
+**    address is the device pointer), so copies and memsets work on them;
+**    larger ones are addresses only (copies from them give zeros);
 **  - memory accounting: allocations fail with CUDA_ERROR_OUT_OF_MEMORY past
 **    FS_FAKE_CUDA_MEM_GB (default 141) in all, and cuMemGetInfo reports it;
 **  - stream capture: cuStreamIsCapturing is true between a stream's
@@ -18,14 +20,25 @@
 */
 #include <cuda.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { MAX_ALLOCS = 4096 };
-static struct { CUdeviceptr p; size_t n; } g_alloc[MAX_ALLOCS];
+#define BACKED_MAX ((size_t)256 << 20) /* allocations up to this have host bytes */
+static struct { CUdeviceptr p; size_t n; int backed; } g_alloc[MAX_ALLOCS];
 static size_t g_used;
-static CUdeviceptr g_next = 0x100000000ull;
+static CUdeviceptr g_next = (CUdeviceptr)1 << 50; /* unbacked: past user space, never touched */
+
+/* The host bytes of [d, d + n) if a backed allocation holds them, else NULL. */
+static unsigned char *bytes_of(CUdeviceptr d, size_t n) {
+  for (int i = 0; i < MAX_ALLOCS; i++)
+    if (g_alloc[i].p && g_alloc[i].backed && d >= g_alloc[i].p &&
+        n <= g_alloc[i].n && d - g_alloc[i].p <= g_alloc[i].n - n)
+      return (unsigned char *)(uintptr_t)d;
+  return NULL;
+}
 
 static size_t total_bytes(void) {
   const char *e = getenv("FS_FAKE_CUDA_MEM_GB");
@@ -130,15 +143,23 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
   int i = 0;
   while (i < MAX_ALLOCS && g_alloc[i].p) i++;
   if (i == MAX_ALLOCS || n > total_bytes() - g_used) return CUDA_ERROR_OUT_OF_MEMORY;
-  g_alloc[i].p = *p = g_next;
+  void *host = n <= BACKED_MAX ? calloc(1, n ? n : 1) : NULL;
+  if (host) {
+    g_alloc[i].p = (CUdeviceptr)(uintptr_t)host;
+  } else {
+    g_alloc[i].p = g_next;
+    g_next += (n + 0xfffff) & ~(CUdeviceptr)0xfffff;
+  }
   g_alloc[i].n = n;
+  g_alloc[i].backed = host != NULL;
   g_used += n;
-  g_next += (n + 0xfffff) & ~(CUdeviceptr)0xfffff;
+  *p = g_alloc[i].p;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (g_alloc[i].p == p) {
+      if (g_alloc[i].backed) free((void *)(uintptr_t)p);
       g_used -= g_alloc[i].n;
       g_alloc[i].p = 0;
       return CUDA_SUCCESS;
@@ -151,28 +172,38 @@ CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n) {
-  (void)d, (void)h, (void)n;
+  unsigned char *b = bytes_of(d, n);
+  if (b) memcpy(b, h, n);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n) {
-  (void)d;
-  memset(h, 0, n);
+  const unsigned char *b = bytes_of(d, n);
+  if (b)
+    memcpy(h, b, n);
+  else
+    memset(h, 0, n);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
-  (void)d, (void)v, (void)n;
+  unsigned char *b = bytes_of(d, n);
+  if (b) memset(b, v, n);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
-  (void)d, (void)v, (void)n, (void)s;
+  (void)s;
+  unsigned char *b = bytes_of(d, n * 4);
+  for (size_t i = 0; b && i < n; i++) memcpy(b + 4 * i, &v, 4);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  (void)d, (void)v, (void)n, (void)s;
-  return CUDA_SUCCESS;
+  (void)s;
+  return cuMemsetD8(d, v, n);
 }
-CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
-  (void)d, (void)s, (void)n, (void)st;
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream st) {
+  (void)st;
+  unsigned char *b = bytes_of(d, n);
+  const unsigned char *a = bytes_of(src, n);
+  if (b && a) memmove(b, a, n);
   return CUDA_SUCCESS;
 }
 
