@@ -94,7 +94,10 @@ double fs_tools_read_bandwidth(fs_context *ctx, size_t bytes, int reps) {
     return 0;
   }
   CUcontext dummy;
-  if (cu->cuCtxPushCurrent(ctx->cu_ctx)) return 0;
+  if (cu->cuCtxPushCurrent(ctx->cu_ctx)) {
+    fs_cubin_free(&c);
+    return 0;
+  }
   CUmodule mod = NULL;
   CUfunction fn;
   CUdeviceptr buf = 0, out = 0;
