@@ -397,12 +397,16 @@ static inline uint32_t gu_float_bits(float f) {
   return u;
 }
 
+/* Nonzero under the fake driver of tests/fakecuda (FS_FAKE_CUDA set by the
+** cpu/fake_* tests), which runs no kernel: checks of kernel outputs skip. */
+static inline int gu_fake_driver(void) { return getenv("FS_FAKE_CUDA") != NULL; }
+
 /* After gu_outputs_fetch: every one of the n entries was written (differs
 ** from the poison) and the guard tail was not (not checked under the fake
-** driver of tests/fakecuda, FS_FAKE_CUDA, which runs no kernel).  Reports at most a few
+** driver, gu_fake_driver).  Reports at most a few
 ** entries; returns the number of bad entries (each also a CHECK failure). */
 static inline long gu_outputs_check(const gu_outputs *o, const char *what) {
-  if (getenv("FS_FAKE_CUDA")) return 0; /* tests/fakecuda runs no kernel */
+  if (gu_fake_driver()) return 0;
   long bad = 0;
   for (size_t i = 0; i < o->cap; i++) {
     const int in = i < o->n;
