@@ -102,8 +102,11 @@ typedef enum fs_dtype {
 /* Limits of the index arithmetic (checked; larger values are rejected). */
 #define FS_MAX_BATCH 65535         /* B */
 #define FS_MAX_HIDDEN 65536        /* D */
-#define FS_MAX_VOCAB 0x7fffffff    /* V and vocab_offset + V */
+#define FS_MAX_VOCAB 0x7fffffff    /* vocab_offset + V (31-bit token ids) */
+#define FS_MAX_VOCAB_ROWS 0x7ffffc00 /* V: a tile past the last row stays in range */
 #define FS_MAX_SAMPLES 65535       /* num_samples */
+#define FS_MAX_DRAWS (1 << 30)     /* B x num_samples */
+#define FS_MIN_TEMPERATURE 1e-30f  /* the least T > 0: z / T stays finite in fp32 */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -114,7 +117,7 @@ typedef enum fs_dtype {
 typedef struct fs_problem {
   int32_t batch;           /* B, 1..FS_MAX_BATCH */
   int32_t hidden;          /* D, 8..FS_MAX_HIDDEN, multiple of 8 */
-  int32_t vocab;           /* V, rows of W in this call, >= 1 */
+  int32_t vocab;           /* V, rows of W in this call, 1..FS_MAX_VOCAB_ROWS */
   int64_t vocab_offset;    /* global id of W's first row, >= 0 */
   int32_t dtype;           /* an fs_dtype */
   const void *hidden_states; /* device [B, hidden_stride] */
@@ -127,10 +130,12 @@ typedef struct fs_problem {
 ** entries read by the kernel (so it may change between graph replays); when
 ** NULL the scalar beside it applies to every row.
 **  - temperature T: 0 means greedy (exact argmax of the logits) for that row,
-**    so greedy and sampled rows mix in one batch; otherwise finite and > 0.
-**    A per-row value that is negative or NaN is treated as greedy (the host
-**    cannot see device values without a synchronisation); +inf gives the
-**    uniform distribution (z / inf = 0, noise only).
+**    so greedy and sampled rows mix in one batch; otherwise finite and >=
+**    FS_MIN_TEMPERATURE.  A per-row value that is negative or NaN is treated
+**    as greedy (the host cannot see device values without a
+**    synchronisation); +inf gives the uniform distribution (z / inf = 0,
+**    noise only); one in (0, FS_MIN_TEMPERATURE) breaks the contract (z / T
+**    may overflow to +inf, and the draw is then no sample).
 **  - seed, offset: the Philox key is the seed; the counter holds the offset,
 **    the sample index and the global token id.  With a scalar seed the row
 **    index enters the counter too (rows independent); with per-row seeds it
@@ -139,7 +144,8 @@ typedef struct fs_problem {
 typedef struct fs_sampling {
   float temperature;           /* scalar T (used when temperatures == NULL) */
   const float *temperatures;   /* device [B] or NULL */
-  int32_t num_samples;         /* i.i.d. samples per row, 1..FS_MAX_SAMPLES */
+  int32_t num_samples;         /* i.i.d. samples per row, 1..FS_MAX_SAMPLES,
+                                  with B x num_samples <= FS_MAX_DRAWS */
   uint64_t seed;               /* scalar seed (used when seeds == NULL) */
   const uint64_t *seeds;       /* device [B] or NULL */
   uint64_t offset;             /* scalar offset (used when offsets == NULL) */

@@ -31,6 +31,12 @@ int fs_nvrtc_compile(const char *name, const char *source, const char *target,
                      fs_cubin *out, char *err, size_t errlen);
 void fs_cubin_free(fs_cubin *c);
 
+/* Nonzero when `size` bytes at data hold a whole ELF64 file: the header, the
+** program and section header tables and every section's bytes lie inside
+** them.  A stored cubin is checked so before the driver (which takes no
+** size) reads it: a truncated or damaged blob is compiled again instead. */
+int fs_cubin_plausible(const void *data, size_t size);
+
 /* NVRTC's version as major*1000 + minor*10 (13000), or -1. */
 int fs_nvrtc_version(void);
 

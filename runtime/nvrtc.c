@@ -11,6 +11,7 @@
 
 #include <nvrtc.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,4 +170,28 @@ void fs_cubin_free(fs_cubin *c) {
   free(c->data);
   free(c->log);
   memset(c, 0, sizeof *c);
+}
+
+/* Little-endian fields of an ELF64 header or section header. */
+static uint64_t le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+int fs_cubin_plausible(const void *data, size_t size) {
+  const unsigned char *e = data;
+  if (!e || size < 64 || memcmp(e, "\177ELF", 4) || e[4] != 2 || e[5] != 1) return 0;
+  const uint64_t phoff = le(e + 0x20, 8), shoff = le(e + 0x28, 8);
+  const uint64_t phsz = le(e + 0x36, 2), phn = le(e + 0x38, 2);
+  const uint64_t shsz = le(e + 0x3a, 2), shn = le(e + 0x3c, 2);
+  if (phn && (phsz < 56 || phoff > size || phn * phsz > size - phoff)) return 0;
+  if (!shn || shsz < 64 || shoff > size || shn * shsz > size - shoff) return 0;
+  for (uint64_t i = 0; i < shn; i++) {
+    const unsigned char *sh = e + shoff + i * shsz;
+    const uint64_t off = le(sh + 0x18, 8), n = le(sh + 0x20, 8);
+    if (le(sh + 4, 4) != 8 /* SHT_NOBITS occupies no bytes */ && (off > size || n > size - off))
+      return 0;
+  }
+  return 1;
 }

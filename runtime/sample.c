@@ -91,27 +91,41 @@ static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket,
 
 /* A workspace that grows is replaced, not freed: CUDA graphs captured
 ** before keep pointing at the old one, which stays valid (and its head,
-** counters and bounds, zeroed) until the context is destroyed.  The zeroing
-** is complete when this returns: a memset on the legacy stream is not
-** ordered before a later call on a non-blocking stream, and a dirty bound
-** would prune a winner (perf-notes 22h).  Never called while a stream
-** captures (fs_sample returns FS_NOT_PREPARED first). */
+** counters and bounds, zeroed) until the context is destroyed.  It grows to
+** at least twice its size, so that a sequence of ever larger shapes retires
+** few buffers (FS_MAX_RETIRED at most); where that much is not available,
+** to `bytes` exactly.  The new buffer is allocated and zeroed before the old
+** one retires, so a failure leaves the context as it was.  The zeroing is
+** complete when this returns: a memset on the legacy stream is not ordered
+** before a later call on a non-blocking stream, and a dirty bound would
+** prune a winner (perf-notes 22h).  Never called while a stream captures
+** (fs_sample returns FS_NOT_PREPARED first). */
 int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
   const fs_cu_api *cu = ctx->cu;
   if (bytes <= ctx->workspace_bytes) return FS_OK;
-  if (ctx->workspace) {
-    if (ctx->n_retired == FS_MAX_RETIRED)
-      return fs_err(ctx, FS_OUT_OF_MEMORY, "the workspace grew %d times: prepare the largest "
-                    "shape first", FS_MAX_RETIRED);
-    ctx->retired[ctx->n_retired++] = ctx->workspace;
-    ctx->workspace = 0;
-    ctx->workspace_bytes = 0;
+  if (ctx->workspace && ctx->n_retired == FS_MAX_RETIRED)
+    return fs_err(ctx, FS_OUT_OF_MEMORY, "the workspace grew %d times (now %zu bytes, %zu "
+                  "needed): prepare the largest shape first", FS_MAX_RETIRED,
+                  ctx->workspace_bytes, bytes);
+  size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* fewer regrowths */
+  if (ctx->workspace && want / 2 < ctx->workspace_bytes) want = 2 * ctx->workspace_bytes;
+  CUdeviceptr w = 0;
+  if (want > bytes && cu->cuMemAlloc(&w, want) != CUDA_SUCCESS) want = bytes, w = 0;
+  char what[112]; /* the failing call, for fs_cu_fail's message */
+  snprintf(what, sizeof what, "cuMemAlloc of a %zu-byte workspace (it stays at %zu bytes)",
+           want, ctx->workspace_bytes);
+  CUresult r = w ? CUDA_SUCCESS : cu->cuMemAlloc(&w, want);
+  if (r != CUDA_SUCCESS) return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
+  snprintf(what, sizeof what, "zeroing a new %zu-byte workspace", want);
+  r = cu->cuMemsetD8(w, 0, want);
+  if (r == CUDA_SUCCESS) r = cu->cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) {
+    cu->cuMemFree(w);
+    return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
   }
-  bytes = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* fewer regrowths */
-  FS_CHECK_CU(ctx, cu->cuMemAlloc(&ctx->workspace, bytes));
-  FS_CHECK_CU(ctx, cu->cuMemsetD8(ctx->workspace, 0, bytes));
-  FS_CHECK_CU(ctx, cu->cuCtxSynchronize());
-  ctx->workspace_bytes = bytes;
+  if (ctx->workspace) ctx->retired[ctx->n_retired++] = ctx->workspace;
+  ctx->workspace = w;
+  ctx->workspace_bytes = want;
   return FS_OK;
 }
 
@@ -303,9 +317,10 @@ static int choose(fs_context *ctx, const fs_problem *p, int bucket, int mode, fs
   return fs_kernel_load(ctx, &v, out);
 }
 
-/* Prepares one bucket: choose and load its kernels, record a plan. */
+/* Prepares one bucket: choose and load its kernels, record a plan; *need:
+** the workspace its calls of `samples` samples need (reserved by the caller). */
 static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int samples,
-                          fs_plan **out) {
+                          fs_plan **out, size_t *need) {
   fs_problem q = *p;
   q.batch = bucket < p->batch ? bucket : p->batch;
   fs_plan *pl = find_plan(ctx, &q);
@@ -331,13 +346,12 @@ static int prepare_bucket(fs_context *ctx, const fs_problem *p, int bucket, int 
         fprintf(stderr, "flashsampling: dtype=%d D=%d V=%d bucket=%d -> %s (%s)\n", p->dtype,
                 p->hidden, p->vocab, bucket, pl->kernel[m]->v.name, pl->how[m]);
   }
-  size_t need = 0;
+  *need = 0;
   for (int m = 0; m < FS_CALL_MODES; m++)
     if (pl->kernel[m]) {
       const size_t n = bucket_need(ctx, pl->kernel[m], bucket, p->vocab, samples);
-      need = n > need ? n : need;
+      *need = n > *need ? n : *need;
     }
-  FS_TRY(fs_workspace_reserve(ctx, need));
   if (out) *out = pl;
   return FS_OK;
 }
@@ -349,12 +363,17 @@ static int plan_mode(const fs_context *ctx, const fs_plan *pl, const fs_sampling
   return pl->kernel[m] ? m : FS_CALL_TOKEN;
 }
 
+/* Every bucket up to the batch's, then the workspace for the largest need
+** of them, in one allocation. */
 static int prepare_locked(fs_context *ctx, const fs_problem *p, int samples) {
+  size_t need = 0;
   for (int b = 1;; b = b < 256 ? b * 2 : b + 256) {
-    FS_TRY(prepare_bucket(ctx, p, b, samples, NULL));
+    size_t n = 0;
+    FS_TRY(prepare_bucket(ctx, p, b, samples, NULL, &n));
+    need = n > need ? n : need;
     if (b >= fs_bucket(p->batch)) break;
   }
-  return FS_OK;
+  return fs_workspace_reserve(ctx, need);
 }
 
 #define WITH_CONTEXT(ctx, body)                                             \
@@ -386,7 +405,9 @@ int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, C
                     "stream is capturing and dtype=%d D=%d V=%d B=%d num_samples=%d is not "
                     "prepared: call fs_prepare before capture", p->dtype, p->hidden,
                     p->vocab, p->batch, s->num_samples);
-    FS_TRY(prepare_bucket(ctx, p, fs_bucket(p->batch), s->num_samples, &pl));
+    size_t need = 0;
+    FS_TRY(prepare_bucket(ctx, p, fs_bucket(p->batch), s->num_samples, &pl, &need));
+    FS_TRY(fs_workspace_reserve(ctx, need));
   }
   *out = pl->kernel[plan_mode(ctx, pl, s)];
   return FS_OK;
@@ -418,8 +439,10 @@ int fs_variant_name(fs_context *ctx, const fs_problem *problem, const fs_samplin
   fs_plan *pl = find_plan(ctx, problem);
   if (!pl) {
     CUcontext dummy;
+    size_t need; /* the plan alone: a call reserves its workspace */
     FS_CHECK_CU(ctx, ctx->cu->cuCtxPushCurrent(ctx->cu_ctx));
-    int st = prepare_bucket(ctx, problem, fs_bucket(problem->batch), sampling->num_samples, &pl);
+    int st = prepare_bucket(ctx, problem, fs_bucket(problem->batch), sampling->num_samples, &pl,
+                            &need);
     ctx->cu->cuCtxPopCurrent(&dummy);
     FS_TRY(st);
   }

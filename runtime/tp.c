@@ -82,14 +82,19 @@ typedef struct fs_nccl_api {
 
 static fs_nccl_api g_nccl;
 static int g_nccl_ok;
+static char g_nccl_why[256]; /* why it could not be loaded (dlerror() is read once) */
 static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
 
 static void load_nccl(void) {
   void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return;
-  *(void **)&g_nccl.allreduce = dlsym(h, "ncclAllReduce");
-  *(void **)&g_nccl.errstr = dlsym(h, "ncclGetErrorString");
-  g_nccl_ok = g_nccl.allreduce && g_nccl.errstr;
+  const char *e = h ? NULL : dlerror();
+  if (h) {
+    *(void **)&g_nccl.allreduce = dlsym(h, "ncclAllReduce");
+    *(void **)&g_nccl.errstr = dlsym(h, "ncclGetErrorString");
+    g_nccl_ok = g_nccl.allreduce && g_nccl.errstr;
+    if (!g_nccl_ok) e = "it lacks ncclAllReduce or ncclGetErrorString";
+  }
+  snprintf(g_nccl_why, sizeof g_nccl_why, "%s", e ? e : "?");
 }
 
 static int nccl_allreduce(void *comm, void *buf, size_t count, int op, void *stream) {
@@ -110,6 +115,6 @@ int fs_sample_nccl(fs_context *ctx, const fs_problem *problem, const fs_sampling
     return fs_err(ctx, FS_INVALID_ARGUMENT, "nccl_comm=NULL: an NCCL communicator is required");
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
-    return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", dlerror());
+    return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
   return fs_sample_tp(ctx, problem, sampling, outputs, nccl_allreduce, nccl_comm, stream);
 }

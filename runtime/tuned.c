@@ -158,6 +158,10 @@ static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
       (r = cu->cuMemAlloc(&dk, (size_t)B * 16)) ||
       (r = cu->cuMemcpyHtoD(dh, host, (nh + nw) * 2)))
     st = fs_cu_fail(ctx, r, "allocating the re-validation problem", __FILE__, __LINE__);
+  /* its launches use the context's workspace on the legacy stream, which a
+  ** call still running on a non-blocking stream of the user's may hold */
+  if (!st && (r = cu->cuCtxSynchronize()))
+    st = fs_cu_fail(ctx, r, "cuCtxSynchronize before re-validation", __FILE__, __LINE__);
   dw = dh + nh * 2;
   fs_problem q = {B, D, V, 0, p->dtype, (void *)(uintptr_t)dh, 0, (void *)(uintptr_t)dw, 0};
   fs_sampling sm = {1.0f, NULL, 1, 7, NULL, 0, NULL};
@@ -188,12 +192,14 @@ static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
 }
 
 /* Loads a database winner: its stored cubin if that was compiled from the
-** code that would run today, else today's source compiled with NVRTC.
+** code that would run today and is a whole ELF file (fs_cubin_plausible),
+** else today's source compiled with NVRTC.
 ** `same` nonzero: the caller has already found v's source to hash as c's
 ** (accept() did), so it is not generated and hashed again. */
 static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c, int same,
                        fs_kernel **out) {
-  if (c->cubin && (same || same_source(ctx->gen, v, c)))
+  if (c->cubin && fs_cubin_plausible(c->cubin, c->cubin_size) &&
+      (same || same_source(ctx->gen, v, c)))
     return fs_kernel_load_cubin(ctx, v, c->cubin, out);
   return fs_kernel_load(ctx, v, out);
 }

@@ -27,8 +27,8 @@ int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs) {
   if (p->hidden % 8)
     return BAD("problem->hidden=%d: D must be a multiple of 8 (16-byte rows)",
                (int)p->hidden);
-  if (p->vocab < 1)
-    return BAD("problem->vocab=%d: V must be >= 1", (int)p->vocab);
+  if (p->vocab < 1 || p->vocab > FS_MAX_VOCAB_ROWS)
+    return BAD("problem->vocab=%d: V must be in 1..%d", (int)p->vocab, FS_MAX_VOCAB_ROWS);
   if (p->vocab_offset < 0 ||
       p->vocab_offset > (int64_t)FS_MAX_VOCAB - p->vocab)
     return BAD("problem->vocab_offset=%lld: must be >= 0 and vocab_offset + "
@@ -66,19 +66,22 @@ int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs) {
 }
 
 int fs_validate_sampling(fs_context *ctx, const fs_sampling *s, int batch) {
-  (void)batch;
   if (!s) return BAD("sampling=NULL: a sampling description is required");
   if (s->num_samples < 1 || s->num_samples > FS_MAX_SAMPLES)
     return BAD("sampling->num_samples=%d: must be in 1..%d",
                (int)s->num_samples, FS_MAX_SAMPLES);
+  if ((long long)batch * s->num_samples > FS_MAX_DRAWS)
+    return BAD("sampling->num_samples=%d: B x num_samples (B=%d) must not exceed %d",
+               (int)s->num_samples, batch, FS_MAX_DRAWS);
   if (!s->temperatures) {
     float t = s->temperature;
     if (isnan(t))
       return BAD("sampling->temperature=nan: must be 0 (greedy) or a finite "
-                 "value > 0");
-    if (t < 0.0f || isinf(t))
+                 "value >= %g", (double)FS_MIN_TEMPERATURE);
+    if (t < 0.0f || isinf(t) || (t > 0.0f && t < FS_MIN_TEMPERATURE))
       return BAD("sampling->temperature=%g: must be 0 (greedy) or a finite "
-                 "value > 0", (double)t);
+                 "value >= %g (smaller ones overflow z / T in fp32)", (double)t,
+                 (double)FS_MIN_TEMPERATURE);
   } else if (misaligned(s->temperatures, 4)) {
     return BAD("sampling->temperatures=%p: must be 4-byte aligned",
                (const void *)s->temperatures);

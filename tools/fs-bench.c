@@ -279,9 +279,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "--shape")) {
       char tail;
       if (sscanf(v, "D=%d,V=%d%c", &D, &V, &tail) != 2 || D < 8 || D % 8 || D > FS_MAX_HIDDEN ||
-          V < 1 || V > FS_MAX_VOCAB)
+          V < 1 || V > FS_MAX_VOCAB_ROWS)
         return bad("--shape %s: expected D=<hidden, a multiple of 8 in 8..%d>,V=<vocabulary "
-                   "in 1..%d>", v, FS_MAX_HIDDEN, FS_MAX_VOCAB);
+                   "in 1..%d>", v, FS_MAX_HIDDEN, FS_MAX_VOCAB_ROWS);
     } else if (!strcmp(k, "--batch")) {
       if ((nb = parse_list(v, batches, 64)) < 1)
         return bad("--batch %s: expected up to 64 comma-separated batch sizes in 1..%d", v,

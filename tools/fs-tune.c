@@ -103,8 +103,8 @@ static int parse_shape(const char *s, int *D, int *V) {
   if (d < 8 || d > FS_MAX_HIDDEN || d % 8)
     return bad("--shape %s: D=%d: the hidden size must be a multiple of 8 in 8..%d "
                "(16-byte rows)", s, d, FS_MAX_HIDDEN);
-  if (v < 1 || v > FS_MAX_VOCAB)
-    return bad("--shape %s: V=%d: the vocabulary size must be in 1..%d", s, v, FS_MAX_VOCAB);
+  if (v < 1 || v > FS_MAX_VOCAB_ROWS)
+    return bad("--shape %s: V=%d: the vocabulary size must be in 1..%d", s, v, FS_MAX_VOCAB_ROWS);
   *D = d;
   *V = v;
   return 0;

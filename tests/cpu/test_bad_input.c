@@ -115,6 +115,9 @@ static void test_problem(void) {
   reject(&p, &s, "problem->vocab=0", NULL, 0);
   p.vocab = -5;
   reject(&p, &s, "problem->vocab=-5", NULL, 0);
+  p.vocab = FS_MAX_VOCAB_ROWS + 1; /* a tile past the last row would overflow int */
+  p.vocab_offset = 0;
+  reject(&p, &s, "problem->vocab=2147482625", "2147482624", 0);
 
   p = good_problem(); p.vocab_offset = -1;
   reject(&p, &s, "problem->vocab_offset=-1", NULL, 0);
@@ -169,6 +172,11 @@ static void test_sampling(void) {
   reject(&p, &s, "sampling->num_samples=65536", "65535", 0);
   s.num_samples = -3;
   reject(&p, &s, "sampling->num_samples=-3", NULL, 0);
+  /* B x num_samples past FS_MAX_DRAWS (the kernels index draws in int) */
+  fs_problem pb = good_problem();
+  pb.batch = 16385;
+  s.num_samples = 65535;
+  reject(&pb, &s, "sampling->num_samples=65535", "B x num_samples (B=16385)", 0);
 
   s = good_sampling(); s.temperature = NAN;
   reject(&p, &s, "sampling->temperature=nan", NULL, 0);
@@ -182,6 +190,11 @@ static void test_sampling(void) {
   accept(&p, &s, "temperature 0 (greedy)");
   s.temperature = 1e-30f;
   accept(&p, &s, "a tiny temperature");
+  s.temperature = 1e-31f; /* 1 / T would overflow z / T for logits of ~3e8 */
+  reject(&p, &s, "sampling->temperature=1e-31", "1e-30", 0);
+  s.temperature = 1e-39f; /* subnormal: 1 / T is inf */
+  reject(&p, &s, "sampling->temperature=1e-39", "1e-30", 0);
+  s.temperature = 1e-30f;
   /* With a per-row array the scalar is not used, and per-row values that
   ** are negative or NaN mean greedy. */
   s.temperature = NAN;

@@ -2,7 +2,8 @@
 ** test_nvrtc: an NVRTC failure is data.  A broken source gives FS_NVRTC, a
 ** one-line message naming the program and target, and the compiler's log;
 ** a good one gives a cubin and a resource report, with the count of its PTX's
-** generic-address loads and stores.  Needs no GPU.
+** generic-address loads and stores, and it passes fs_cubin_plausible while
+** its cuts and damaged copies do not.  Needs no GPU.
 */
 #include "fs_test.h"
 
@@ -27,6 +28,18 @@ int main(void) {
   CHECK(c.data && c.size > 0);
   CHECK_MSG(c.registers > 0 && c.spill_bytes == 0, "registers %d spills %d", c.registers,
             c.spill_bytes);
+  /* A stored cubin is loaded only when it is a whole ELF file: this one is,
+  ** and no cut of it, nor one with a bad magic or section table, is. */
+  CHECK(fs_cubin_plausible(c.data, c.size));
+  CHECK(!fs_cubin_plausible(c.data, c.size - 1));
+  CHECK(!fs_cubin_plausible(c.data, c.size / 2));
+  CHECK(!fs_cubin_plausible(c.data, 63));
+  CHECK(!fs_cubin_plausible(NULL, c.size));
+  c.data[1] ^= 1;
+  CHECK(!fs_cubin_plausible(c.data, c.size));
+  c.data[1] ^= 1;
+  c.data[0x2f] = (char)0x7f; /* the section table's offset past the file */
+  CHECK(!fs_cubin_plausible(c.data, c.size));
   fs_cubin_free(&c);
 
   /* Loads and stores through generic addresses are counted from the PTX:
