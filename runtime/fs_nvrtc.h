@@ -33,7 +33,7 @@ void fs_cubin_free(fs_cubin *c);
 
 /* Nonzero when `size` bytes at data hold a whole ELF64 file: the header, the
 ** program and section header tables and every section's bytes lie inside
-** them.  A stored cubin is checked so before the driver (which takes no
+** them, and the section names' table is one of the sections.  A stored cubin is checked so before the driver (which takes no
 ** size) reads it: a truncated or damaged blob is compiled again instead. */
 int fs_cubin_plausible(const void *data, size_t size);
 

@@ -184,9 +184,9 @@ int fs_cubin_plausible(const void *data, size_t size) {
   if (!e || size < 64 || memcmp(e, "\177ELF", 4) || e[4] != 2 || e[5] != 1) return 0;
   const uint64_t phoff = le(e + 0x20, 8), shoff = le(e + 0x28, 8);
   const uint64_t phsz = le(e + 0x36, 2), phn = le(e + 0x38, 2);
-  const uint64_t shsz = le(e + 0x3a, 2), shn = le(e + 0x3c, 2);
+  const uint64_t shsz = le(e + 0x3a, 2), shn = le(e + 0x3c, 2), shstr = le(e + 0x3e, 2);
   if (phn && (phsz < 56 || phoff > size || phn * phsz > size - phoff)) return 0;
-  if (!shn || shsz < 64 || shoff > size || shn * shsz > size - shoff) return 0;
+  if (!shn || shsz < 64 || shoff > size || shn * shsz > size - shoff || shstr >= shn) return 0;
   for (uint64_t i = 0; i < shn; i++) {
     const unsigned char *sh = e + shoff + i * shsz;
     const uint64_t off = le(sh + 0x18, 8), n = le(sh + 0x20, 8);

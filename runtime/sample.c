@@ -92,9 +92,10 @@ static size_t bucket_need(const fs_context *ctx, const fs_kernel *k, int bucket,
 /* A workspace that grows is replaced, not freed: CUDA graphs captured
 ** before keep pointing at the old one, which stays valid (and its head,
 ** counters and bounds, zeroed) until the context is destroyed.  It grows to
-** at least twice its size, so that a sequence of ever larger shapes retires
-** few buffers (FS_MAX_RETIRED at most); where that much is not available,
-** to `bytes` exactly.  The new buffer is allocated and zeroed before the old
+** at least twice its size, but by at most 1 GiB more than asked (so that a
+** large workspace does not take twice the memory it needs), so that a
+** sequence of ever larger shapes retires few buffers (FS_MAX_RETIRED at
+** most); where that much is not available, to `bytes` exactly.  The new buffer is allocated and zeroed before the old
 ** one retires, so a failure leaves the context as it was.  The zeroing is
 ** complete when this returns: a memset on the legacy stream is not ordered
 ** before a later call on a non-blocking stream, and a dirty bound would
@@ -108,7 +109,11 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
                   "needed): prepare the largest shape first", FS_MAX_RETIRED,
                   ctx->workspace_bytes, bytes);
   size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* fewer regrowths */
-  if (ctx->workspace && want / 2 < ctx->workspace_bytes) want = 2 * ctx->workspace_bytes;
+  if (ctx->workspace && want / 2 < ctx->workspace_bytes) {
+    const size_t gib = (size_t)1 << 30;
+    want = 2 * ctx->workspace_bytes;
+    if (want - bytes > gib) want = bytes + gib;
+  }
   CUdeviceptr w = 0;
   if (want > bytes && cu->cuMemAlloc(&w, want) != CUDA_SUCCESS) want = bytes, w = 0;
   char what[112]; /* the failing call, for fs_cu_fail's message */

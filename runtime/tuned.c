@@ -197,10 +197,16 @@ static int revalidate(fs_context *ctx, fs_kernel *k, const fs_variant *dflt,
 ** `same` nonzero: the caller has already found v's source to hash as c's
 ** (accept() did), so it is not generated and hashed again. */
 static int load_choice(fs_context *ctx, const fs_variant *v, const fs_store_choice *c, int same,
-                       fs_kernel **out) {
-  if (c->cubin && fs_cubin_plausible(c->cubin, c->cubin_size) &&
-      (same || same_source(ctx->gen, v, c)))
+                       fs_kernel **out, int *used_cubin) {
+  *used_cubin = 0;
+  if (c->cubin && !fs_cubin_plausible(c->cubin, c->cubin_size)) {
+    if (logging())
+      fprintf(stderr, "flashsampling: the stored cubin of %s (%zu bytes) is not a whole ELF "
+              "file: compiled again\n", v->name, c->cubin_size);
+  } else if (c->cubin && (same || same_source(ctx->gen, v, c))) {
+    *used_cubin = 1;
     return fs_kernel_load_cubin(ctx, v, c->cubin, out);
+  }
   return fs_kernel_load(ctx, v, out);
 }
 
@@ -241,14 +247,15 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
         continue;
       }
       fs_kernel *k = NULL;
-      st = load_choice(ctx, &v, &c, aa.same, &k);
+      int used_cubin = 0;
+      st = load_choice(ctx, &v, &c, aa.same, &k, &used_cubin);
       if (!st && c.match == FS_STORE_MATCH_NEAREST) st = revalidate(ctx, k, dflt, p, bucket);
       if (!st) {
         snprintf(how, howlen, "%s, %s%s%s (D=%d V=%d B=%d)", names[i],
                  c.match == FS_STORE_MATCH_EXACT ? "tuned" : "nearest tuned",
                  mode == FS_CALL_TOKEN ? "" : mode == FS_CALL_GREEDY ? " for greedy calls"
                                                                      : " for group16 noise",
-                 c.cubin ? ", stored cubin" : "", c.hidden, c.vocab, c.bucket);
+                 used_cubin ? ", stored cubin" : "", c.hidden, c.vocab, c.bucket);
         *out = k;
       } else {
         if (logging())

@@ -296,8 +296,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "--temperature")) {
       char *end;
       temperature = strtof(v, &end);
-      if (end == v || *end || !(temperature >= 0.0f) || !(temperature < INFINITY))
-        return bad("--temperature %s: must be a finite number >= 0 (0: greedy)", v);
+      if (end == v || *end || !(temperature == 0.0f || temperature >= FS_MIN_TEMPERATURE) ||
+          !(temperature < INFINITY))
+        return bad("--temperature %s: must be 0 (greedy) or a finite number >= %g", v,
+                   (double)FS_MIN_TEMPERATURE);
     } else if (!strcmp(k, "--flush")) {
       if (!strcmp(v, "read")) flush_write = 0;
       else if (!strcmp(v, "write")) flush_write = 1;

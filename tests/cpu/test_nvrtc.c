@@ -38,6 +38,11 @@ int main(void) {
   c.data[1] ^= 1;
   CHECK(!fs_cubin_plausible(c.data, c.size));
   c.data[1] ^= 1;
+  const char shstr = c.data[0x3f];
+  c.data[0x3f] = (char)0x7f; /* the section names' table past the sections */
+  CHECK(!fs_cubin_plausible(c.data, c.size));
+  c.data[0x3f] = shstr;
+  CHECK(fs_cubin_plausible(c.data, c.size));
   c.data[0x2f] = (char)0x7f; /* the section table's offset past the file */
   CHECK(!fs_cubin_plausible(c.data, c.size));
   fs_cubin_free(&c);

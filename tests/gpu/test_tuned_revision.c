@@ -12,8 +12,12 @@
 **   2. an old revision with another source hash      -> the built-in default;
 **   3. today's revision with another source hash     -> the winner is used,
 **      compiled by NVRTC (its stored hash does not match, so no cubin is).
+**   4. today's revision and source hash with a stored cubin of that source
+**                                                    -> the winner, from the cubin;
+**   5. the same with half of the cubin stored        -> the winner, compiled
+**      (fs_cubin_plausible keeps a damaged cubin from the driver).
 ** Case 2 is the one that fails if the rule is too lax, cases 1 and 3 if it
-** is too strict.
+** is too strict; case 5 if stored cubins are loaded unchecked.
 */
 #include "fs_nvrtc.h"
 #include "gen.h"
@@ -30,12 +34,23 @@
 #define TB 8
 #define OLD_REV "gen-0-0123abcd"
 
-static void write_db(const char *path, const fs_context *ctx, const char *rev,
-                     const char *variant, const char *source_hash) {
+/* cubin: stored with the winner (n bytes), unless NULL. */
+static void write_db_cubin(const char *path, const fs_context *ctx, const char *rev,
+                           const char *variant, const char *source_hash, const void *cubin,
+                           size_t n) {
   int64_t id = 0;
+  char arch[16];
   fs_store *st = gs_begin(path, ctx, rev, &id);
   gs_add_ok(st, id, TD, TV, TB, FS_STORE_MODE_TOKEN, variant, source_hash, 10.0);
+  snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
+  if (cubin)
+    REQUIRE(fs_store_put_cubin(st, variant, arch, "13.0", source_hash, cubin, n) == FS_OK);
   gs_end(st, id);
+}
+
+static void write_db(const char *path, const fs_context *ctx, const char *rev,
+                     const char *variant, const char *source_hash) {
+  write_db_cubin(path, ctx, rev, variant, source_hash, NULL, 0);
 }
 
 /* fs_variant_name for the test shape in a fresh context reading `db`. */
@@ -64,6 +79,11 @@ int main(void) {
   /* the source as an older revision would have generated it: the same code,
   ** the older revision's name in its generated header */
   REQUIRE(fs_gen_source(g, v, &src, err, sizeof err) == FS_OK);
+  /* today's source, its hash and its cubin (cases 4 and 5) */
+  char hash_now[32];
+  snprintf(hash_now, sizeof hash_now, "%016llx", fs_nvrtc_cache_key(src, v->target));
+  fs_cubin cub;
+  REQUIRE(fs_nvrtc_compile(v->name, src, v->target, &cub, err, sizeof err) == FS_OK);
   const char *cur = fs_gen_revision(g);
   char *at = strstr(src, cur), old[65536];
   REQUIRE(at != NULL && strlen(src) + 32 < sizeof old);
@@ -90,6 +110,20 @@ int main(void) {
   printf("3. this revision, other hash:    %s\n", got);
   CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database"),
             "a winner of this revision was not used: %s", got);
+
+  write_db_cubin(db, ctx, fs_gen_revision(g), v->name, hash_now, cub.data, cub.size);
+  chosen(db, got, sizeof got);
+  printf("4. this source, its cubin:       %s\n", got);
+  CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, ", stored cubin"),
+            "a winner's stored cubin of today's source was not loaded: %s", got);
+
+  write_db_cubin(db, ctx, fs_gen_revision(g), v->name, hash_now, cub.data, cub.size / 2);
+  chosen(db, got, sizeof got);
+  printf("5. this source, half its cubin:  %s\n", got);
+  CHECK_MSG(strncmp(got, v->name, strlen(v->name)) == 0 && strstr(got, "tuning database") &&
+                !strstr(got, "stored cubin"),
+            "a winner's truncated cubin was loaded (or the winner dropped): %s", got);
+  fs_cubin_free(&cub);
 
   gs_remove_db(db);
   free(list);

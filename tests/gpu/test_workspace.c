@@ -6,10 +6,12 @@
 **     1, 2, ..., 48: every call succeeds (each grows the workspace, which
 **     retired a buffer per growth and failed at the 33rd, num_samples 35,
 **     before it grew geometrically), with at most 8 buffers retired.
-**  2. fs_prepare at B=24576 (every bucket up to it, one allocation): succeeds
-**     (it walked ~100 buckets, one growth each, and failed).
-**  3. In a second context, B=64 prepared: with the GPU's memory taken (4 GB
-**     allocations until one fails), a shape that needs tens of GB (B=16384, num_samples=65535) fails with
+**  2. fs_prepare at B=24576 in a new context (every bucket up to it, one
+**     allocation): succeeds (it walked ~100 buckets, one growth each, and
+**     failed).
+**  3. In a third context, B=64 prepared, then B=16384 (every plan loaded):
+**     with the GPU's memory taken (4 GB allocations until one fails), the
+**     same shape at 65535 samples, which needs tens of GB, fails with
 **     FS_OUT_OF_MEMORY and a message naming the workspace, and the workspace
 **     is unchanged: B=64 with one sample is still prepared, so (the memory
 **     given back) it is captured in a CUDA graph, and the graph's replay
@@ -71,14 +73,19 @@ int main(void) {
   printf("1. num_samples 1..48 prepared: %d buffers retired, workspace %zu bytes\n",
          ctx->n_retired, ctx->workspace_bytes);
 
-  /* 2. a large batch */
+  /* 2. a large batch, in a context of its own (one that part 1 grew would
+  ** need no more growths) */
+  fs_context *c2 = NULL;
+  int st = fs_context_create(0, &c2);
+  REQUIRE(st == FS_OK);
   s.num_samples = 1;
   p = problem(dH, dW, BMAX);
-  int st = fs_prepare(ctx, &p, &s);
+  st = fs_prepare(c2, &p, &s);
   CHECK_MSG(st == FS_OK, "fs_prepare B=%d: %s (%d): %s", BMAX, fs_status_string(st), st,
-            fs_last_error(ctx));
-  printf("2. B=%d prepared: %d buffers retired, workspace %zu bytes\n", BMAX, ctx->n_retired,
-         ctx->workspace_bytes);
+            fs_last_error(c2));
+  printf("2. B=%d prepared: %d buffers retired, workspace %zu bytes\n", BMAX, c2->n_retired,
+         c2->workspace_bytes);
+  fs_context_destroy(c2);
 
   /* 3. a growth that cannot succeed, in a context of its own (whose one
   ** growth so far leaves it far from the limit on growths) */
@@ -89,6 +96,11 @@ int main(void) {
   s.num_samples = 1;
   st = fs_prepare(c3, &p, &s);
   CHECK_MSG(st == FS_OK, "fs_prepare B=64 in a new context: %s", fs_last_error(c3));
+  /* the plans of every bucket up to B=16384 loaded first (their modules take
+  ** memory too), with the workspace for one sample */
+  p = problem(dH, dW, 16384);
+  st = fs_prepare(c3, &p, &s);
+  CHECK_MSG(st == FS_OK, "fs_prepare B=16384 in the new context: %s", fs_last_error(c3));
   const CUdeviceptr ws = c3->workspace;
   const size_t wsb = c3->workspace_bytes;
   const int retired = c3->n_retired;
