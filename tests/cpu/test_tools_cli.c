@@ -61,7 +61,8 @@ int main(void) {
   expect(bench, ARGS("--reps", "2"), 2, "--reps 2", "3..100000", NULL);
   expect(bench, ARGS("--reps", "ten"), 2, "--reps ten", NULL);
   expect(bench, ARGS("--reps", "1000000000"), 2, "--reps 1000000000", NULL);
-  expect(bench, ARGS("--temperature", "-1"), 2, "--temperature -1", ">= 0 (0: greedy)", NULL);
+  expect(bench, ARGS("--temperature", "-1"), 2, "--temperature -1", "0 (greedy) or", NULL);
+  expect(bench, ARGS("--temperature", "1e-35"), 2, "--temperature 1e-35", ">= 1e-30", NULL);
   expect(bench, ARGS("--temperature", "nan"), 2, "--temperature nan", NULL);
   expect(bench, ARGS("--temperature", "inf"), 2, "--temperature inf", NULL);
   expect(bench, ARGS("--temperature", "1x"), 2, "--temperature 1x", NULL);
