@@ -43,8 +43,7 @@ static fs_problem problem(CUdeviceptr dH, CUdeviceptr dW, int B) {
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   setenv("FS_TUNING_DB", "off", 1);
-  /* under tests/fakecuda (the cpu test cpu/fake_workspace) no kernel runs */
-  const int fake = getenv("FS_FAKE_CUDA") != NULL;
+  const int fake = gu_fake_driver(); /* cpu/fake_workspace: no kernel runs */
   const int BMAX = 24576;
   CUdeviceptr dH = gu_alloc(ctx, (size_t)BMAX * TD * 2), dW = gu_alloc(ctx, (size_t)TV * TD * 2);
   gu_push(ctx);
