@@ -148,13 +148,14 @@ FS_RNG_FN float fs_gumbel_fast(fs_u32 x) {
 ** that every word x > X scores fmaf(z, inv_t, fs_gumbel_fast(x)) < s, strictly
 ** (so the token loses to the bound's token whatever their ids).  No word
 ** reaches t > FS_GUMBEL_CAP.
-** Why it holds: x > X gives v = fs_uniform_small(x) > e^-t (X rounds
-** e^-t 2^32 up), so E = -log1p(-v) >= v > e^-t and the exact noise -log E < t.
+** Why it holds: x > X gives v = fs_uniform_small(x) > e^-t (X is e^-t 2^32
+** rounded up, but for ex2.approx's error, which the margin covers), so
+** E = -log1p(-v) >= v > e^-t and the exact noise -log E < t.
 ** The margin 2^-12 + (|a| + |s|) 2^-21 (a = s - zmax inv_t) covers
 ** fs_gumbel_fast's 2^-17, ex2.approx's and the uniform's roundings, the
 ** rounding of a, and a spacing of s, so that the fp32 score stays below s.
-** NaNs: a NaN zmax (four NaN logits, which never win) gives X = 0; an
-** infinite zmax gives X = 0xffffffff (nothing skipped). */
+** NaNs: a NaN zmax (four NaN logits, which never win) gives X = 0; a zmax
+** of +inf gives X = 0xffffffff (nothing skipped), one of -inf X = 0. */
 FS_RNG_FN float fs_prune_need(float s, float zmax, float inv_t) {
   const float a = fmaf(-zmax, inv_t, s); /* the noise a token must beat */
   return a - fmaf(fabsf(a) + fabsf(s), 0x1p-21f, 0x1p-12f);

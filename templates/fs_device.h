@@ -293,8 +293,8 @@ __device__ __forceinline__ void fs_fold_part(const fs_params &p, const float *zc
     fs_fold_rows(p, zcol, c, part * RPT, part * RPT + RPT, vrow0, v_end, s, best, sb);
 }
 
-/* The bound of batch row b (fused calls, sample 0): the key last published
-** for it by any chunk, read through L2, or 0 where there is none to read (no
+/* The bound of batch row b (fused calls, sample 0): the largest key any
+** chunk has published for it so far, read through L2, or 0 where none (no
 ** bound buffer, a row past B, the grouped noise; a greedy row's stays 0). */
 __device__ __forceinline__ unsigned long long fs_bound_load(const fs_params &p, int b) {
   unsigned long long k = 0ull;

@@ -41,7 +41,7 @@
 ** fsamp_wg.cu; a thread's best per row (one sample per row) is kept across a
 ** chunk's tiles in shared memory.  The epilogue is not overlapped with the
 ** next tile's wgmmas: it needs the accumulators, and the registers hold one
-** set of them (128 of a consumer's 168).
+** set of them (128 of the 232 that setmaxnreg gives a consumer).
 */
 
 /* ---- tunables (the generator overrides these) ---------------------------- */
