@@ -161,6 +161,27 @@ typedef struct fs_outputs {
                        over vocab shards is the unsharded winner */
 } fs_outputs;
 
+/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex()), a struct
+** that later versions only append to: set `size` to sizeof(fs_options) and
+** zero what is unused (NULL options mean all unused).  The library reads the
+** fields that `size` covers, so a program built against an older header
+** keeps working; a size beyond this library's fs_options is rejected.
+**  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
+**    and xgrammar: global token id t is allowed for row b when bit t % 32 of
+**    word token_mask[b * token_mask_stride + t / 32] is 1.  A token that is
+**    not is drawn as if its logit were -inf (no mass in either noise, never a
+**    greedy argmax while an allowed token has a logit above -inf); a row with
+**    no allowed token draws as a row of -inf logits does, the token then
+**    reported with logit -inf.  The kernel reads it, so it may change between
+**    graph replays.  Word-aligned device memory; the same array on every rank
+**    of fs_sample_tp_ex() (the ids are global). */
+typedef struct fs_options {
+  size_t size;                /* sizeof(fs_options) as the caller was compiled */
+  const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
+  int64_t token_mask_stride;  /* words between rows, >= ceil((vocab_offset + V) / 32);
+                                 0 means exactly that */
+} fs_options;
+
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the
 ** context's workspace, so that later fs_sample() calls of the same dtype, D
 ** and V with B <= problem->batch and num_samples <= sampling->num_samples do
@@ -181,6 +202,12 @@ int fs_prepare(fs_context *ctx, const fs_problem *problem,
 int fs_sample(fs_context *ctx, const fs_problem *problem,
               const fs_sampling *sampling, const fs_outputs *outputs,
               void *stream);
+
+/* fs_sample() with further inputs (fs_options; NULL: fs_sample() itself).
+** The same kernels serve it: what fs_prepare() prepared needs nothing more. */
+int fs_sample_ex(fs_context *ctx, const fs_problem *problem,
+                 const fs_sampling *sampling, const fs_options *options,
+                 const fs_outputs *outputs, void *stream);
 
 /* Writes the name of the kernel variant fs_sample() would run for this call
 ** into buf (NUL-terminated, truncated to bufsize) and how it was chosen.
@@ -256,6 +283,12 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
                  const fs_sampling *sampling, const fs_outputs *outputs,
                  fs_allreduce_fn allreduce, void *user, void *stream);
 
+/* fs_sample_tp() with further inputs (fs_options, the same on every rank). */
+int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
+                    const fs_sampling *sampling, const fs_options *options,
+                    const fs_outputs *outputs, fs_allreduce_fn allreduce,
+                    void *user, void *stream);
+
 /* fs_sample_tp() with an NCCL communicator (ncclComm_t passed as void*),
 ** using ncclAllReduce (ncclUint64/ncclMax, then ncclFloat32/ncclSum).
 ** libnccl.so.2 is loaded at run time; FS_UNSUPPORTED if it is missing. */
@@ -280,6 +313,15 @@ int fs_reference_sample_noise(const fs_problem *problem,
                               int32_t *tokens /* OUT [B*S] */,
                               float *logits /* OUT [B*S] or NULL */,
                               uint64_t *keys /* OUT [B*S] or NULL */);
+
+/* fs_reference_sample_noise() with further inputs (fs_options; its
+** token_mask a HOST array). */
+int fs_reference_sample_ex(const fs_problem *problem,
+                           const fs_sampling *sampling, int noise,
+                           const fs_options *options,
+                           int32_t *tokens /* OUT [B*S] */,
+                           float *logits /* OUT [B*S] or NULL */,
+                           uint64_t *keys /* OUT [B*S] or NULL */);
 
 #ifdef __cplusplus
 }
