@@ -152,6 +152,9 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     if (MASKED) {
       const unsigned allow = fs_mask_bits(p, c.b, tok0);
+      /* four masked tokens lose to any best with a number (-inf included:
+      ** ties go to the earlier token) */
+      if (!(allow & 0xfu) && best.s == best.s) continue;
 #pragma unroll
       for (int j = 0; j < 4; j++) z[j] = allow >> j & 1u ? z[j] : FS_MASKED_LOGIT;
     }
@@ -252,9 +255,11 @@ __device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, 
     const float4 z4 = *(const float4 *)(zg + 4 * q);
     w[4 * q] = z4.x, w[4 * q + 1] = z4.y, w[4 * q + 2] = z4.z, w[4 * q + 3] = z4.w;
   }
-  if (allow != 0xffffu)
+  if (allow != 0xffffu) {
+    if (!allow && best.s == best.s) return; /* as fs_epilogue_rows' masked quads */
 #pragma unroll
     for (int i = 0; i < 16; i++) w[i] = allow >> i & 1u ? w[i] : FS_MASKED_LOGIT;
+  }
   if (nv < 16) {
     /* NaN past the chunk: no mass, never the max (fmaxf skips it) and never
     ** equal to it, so that tokens there are never picked, and m is NaN
