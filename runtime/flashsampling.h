@@ -165,16 +165,21 @@ typedef struct fs_outputs {
 ** that later versions only append to: set `size` to sizeof(fs_options) and
 ** zero what is unused (NULL options mean all unused).  The library reads the
 ** fields that `size` covers, so a program built against an older header
-** keeps working; a size beyond this library's fs_options is rejected.
+** keeps working; a size below the end of token_mask, or beyond this
+** library's fs_options, is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
-**    word token_mask[b * token_mask_stride + t / 32] is 1.  A token that is
-**    not is drawn as if its logit were -inf (no mass in either noise, never a
-**    greedy argmax while an allowed token has a logit above -inf); a row with
-**    no allowed token draws as a row of -inf logits does, the token then
-**    reported with logit -inf.  The kernel reads it, so it may change between
-**    graph replays.  Word-aligned device memory; the same array on every rank
-**    of fs_sample_tp_ex() (the ids are global). */
+**    word token_mask[b * token_mask_stride + t / 32] is 1; only the bits of
+**    this call's ids [vocab_offset, vocab_offset + V) are read.  A token that
+**    is not allowed is drawn as if its logit were -inf (no mass in either
+**    noise, never a greedy argmax while an allowed token has a logit above
+**    -inf); a row with no allowed token among them draws as a row of -inf
+**    logits does: its first id, vocab_offset, with logit -inf (over the ranks
+**    of fs_sample_tp_ex(), the smallest such id).  The kernel reads the mask,
+**    so it may change between graph replays.  4-byte aligned device memory;
+**    the same array on every rank of fs_sample_tp_ex() (the ids are global).
+**  - token_mask_stride: ignored without a mask; token_mask_stride x B must
+**    stay within 2^40 words. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */

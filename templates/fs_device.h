@@ -208,12 +208,17 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
                                              int v_end, unsigned s, fs_best &best, float sb) {
-  if (p.mask)
-    fs_epilogue_rows<true, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  else if ((unsigned)p.vocab_offset & 3u)
+  const bool phased = (unsigned)p.vocab_offset & 3u;
+  if (p.mask) {
+    if (phased)
+      fs_epilogue_rows<true, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+    else
+      fs_epilogue_rows<false, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  } else if (phased) {
     fs_epilogue_rows<true, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  else
+  } else {
     fs_epilogue_rows<false, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  }
 }
 
 /* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
