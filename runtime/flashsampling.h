@@ -32,12 +32,12 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
-#define FS_VERSION_MINOR 1
+#define FS_VERSION_MINOR 2
 #define FS_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.1.0"
+#define FS_VERSION_STRING "0.2.0"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -161,25 +161,28 @@ typedef struct fs_outputs {
                        over vocab shards is the unsharded winner */
 } fs_outputs;
 
-/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex()), a struct
-** that later versions only append to: set `size` to sizeof(fs_options) and
-** zero what is unused (NULL options mean all unused).  The library reads the
-** fields that `size` covers, so a program built against an older header
-** keeps working; a size below the end of token_mask, or beyond this
-** library's fs_options, is rejected.
+/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex(); since
+** 0.2.0), a struct that later versions only append to: set `size` to
+** sizeof(fs_options) and zero what is unused (NULL options mean all unused).
+** A later library reads only the fields that `size` covers, so a program
+** built against this header keeps working; a size that no version of
+** fs_options has had (here: anything but this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
-**    word token_mask[b * token_mask_stride + t / 32] is 1; only the bits of
-**    this call's ids [vocab_offset, vocab_offset + V) are read.  A token that
+**    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
+**    holding this call's ids [vocab_offset, vocab_offset + V) are read, and
+**    only those ids' bits used.  A token that
 **    is not allowed is drawn as if its logit were -inf (no mass in either
 **    noise, never a greedy argmax while an allowed token has a logit above
 **    -inf); a row with no allowed token among them draws as a row of -inf
 **    logits does: its first id, vocab_offset, with logit -inf (over the ranks
 **    of fs_sample_tp_ex(), the smallest such id).  The kernel reads the mask,
 **    so it may change between graph replays.  4-byte aligned device memory;
-**    the same array on every rank of fs_sample_tp_ex() (the ids are global).
+**    for fs_sample_tp_ex(), the same contents and stride on each rank's
+**    device (the ids are global).
 **  - token_mask_stride: ignored without a mask; token_mask_stride x B must
-**    stay within 2^40 words. */
+**    stay within 2^40 words.  fs_sample_tp_ex() needs it given (the whole
+**    vocabulary's words: a shard cannot know them), not 0. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -288,7 +291,8 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
                  const fs_sampling *sampling, const fs_outputs *outputs,
                  fs_allreduce_fn allreduce, void *user, void *stream);
 
-/* fs_sample_tp() with further inputs (fs_options, the same on every rank). */
+/* fs_sample_tp() with further inputs (fs_options, the same on every rank;
+** a mask needs its token_mask_stride given). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

@@ -151,20 +151,20 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples);
 
-/* Runs a given loaded kernel (tests and the tuner use it to force a
-** variant).  Arguments must have been validated; no allocation. */
 /* A call's token mask, resolved (fs_validate_options): words NULL for none. */
 typedef struct fs_mask {
   const uint32_t *words;
   long long stride; /* words between rows */
 } fs_mask;
 
+/* Runs a given loaded kernel (tests and the tuner use it to force a
+** variant).  Arguments must have been validated; no allocation. */
+int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
+              const fs_sampling *s, const fs_outputs *o, CUstream stream);
 /* fs_launch with a token mask (NULL: none). */
 int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
                      const fs_sampling *s, const fs_mask *m, const fs_outputs *o,
                      CUstream stream);
-int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
-              const fs_sampling *s, const fs_outputs *o, CUstream stream);
 
 /* The kernel of the prepared plan for this call, preparing it first when
 ** not capturing (FS_NOT_PREPARED while capturing).  ctx's CUDA context must

@@ -47,6 +47,12 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
+  if (m.words && options->token_mask_stride == 0)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->token_mask_stride=0: fs_sample_tp_ex needs the mask's row stride "
+                  "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
+                  "0 would mean this shard's ceil((vocab_offset + V) / 32) = %lld",
+                  (long long)m.stride);
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;

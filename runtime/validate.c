@@ -111,15 +111,12 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   m->words = NULL;
   m->stride = 0;
   if (!o) return FS_OK;
-  /* the fields the caller's fs_options has: those that o->size covers */
-  if (o->size < offsetof(fs_options, token_mask) + sizeof o->token_mask ||
-      o->size > sizeof(fs_options))
+  /* the sizes of fs_options that have been: the first version's, 0.2 */
+  if (o->size != sizeof(fs_options))
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
                "(%zu in this library; a larger one is from a newer header)", o->size,
                sizeof(fs_options));
-  const long long stride =
-      o->size >= offsetof(fs_options, token_mask_stride) + sizeof o->token_mask_stride
-          ? (long long)o->token_mask_stride : 0;
+  const long long stride = (long long)o->token_mask_stride;
   if (!o->token_mask) return FS_OK;
   if (misaligned(o->token_mask, 4))
     return BAD("options->token_mask=%p: must be 4-byte aligned", (const void *)o->token_mask);
@@ -127,11 +124,11 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   if (stride < 0 || (stride > 0 && stride < need))
     return BAD("options->token_mask_stride=%lld: must be 0 (means ceil((vocab_offset + V) / "
                "32) = %lld words) or at least that", stride, need);
-  if (stride > (1LL << 40) / p->batch)
-    return BAD("options->token_mask_stride=%lld: token_mask_stride x B (B=%d) exceeds the "
-               "2^40-word index range", stride, (int)p->batch);
-  m->words = o->token_mask;
   m->stride = stride ? stride : need;
+  if (m->stride > (1LL << 40) / p->batch)
+    return BAD("options->token_mask_stride=%lld: token_mask_stride x B (B=%d) exceeds the "
+               "2^40-word index range", m->stride, (int)p->batch);
+  m->words = o->token_mask;
   return FS_OK;
 }
 

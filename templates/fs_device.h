@@ -108,15 +108,18 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
-/* The token mask (fs_options): bits i .. i + n - 1 (n <= 32) of row b's
-** mask, bit j for global id tok + j, from one or two words; words past the
-** one of the last id (vocab_offset + V - 1) are not read (their bits are 0).
-** Rows b >= B (a tile's padding) read row 0's. */
+/* The token mask (fs_options): bit j (j < N <= 32) is row b's bit of global
+** id tok + j, from the word of tok and, where the N ids straddle words, the
+** next; a word past the one of the last id (vocab_offset + V - 1) is never
+** read (its bits are 0: ids past a tile's end, or a cluster's padding
+** tiles), nor are rows b >= B (a tile's padding: row 0's is read). */
+template <unsigned N>
 __device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsigned tok) {
   const unsigned *row = p.mask + (long long)(b < p.B ? b : 0) * p.mask_stride;
   const unsigned w = tok >> 5, sh = tok & 31u, last = (unsigned)(p.vocab_offset + p.V - 1) >> 5;
+  if (w > last) return 0u;
   unsigned bits = __ldg(row + w) >> sh;
-  if (sh && w < last) bits |= __ldg(row + w + 1) << (32u - sh);
+  if (sh > 32u - N && w < last) bits |= __ldg(row + w + 1) << (32u - sh);
   return bits;
 }
 
@@ -151,7 +154,7 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     float z[4] = {z4.x, z4.y, z4.z, z4.w};
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     if (MASKED) {
-      const unsigned allow = fs_mask_bits(p, c.b, tok0);
+      const unsigned allow = fs_mask_bits<4>(p, c.b, tok0);
       /* four masked tokens lose to any best with a number (-inf included:
       ** ties go to the earlier token) */
       if (!(allow & 0xfu) && best.s == best.s) continue;
@@ -314,7 +317,7 @@ __device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *
     if (k >= ng || v >= v_end) break;
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     fs_fold_group(zcol + 16 * k, c, tok0, min(16, v_end - v), s,
-                  p.mask ? fs_mask_bits(p, c.b, tok0) & 0xffffu : 0xffffu, best);
+                  p.mask ? fs_mask_bits<16>(p, c.b, tok0) & 0xffffu : 0xffffu, best);
   }
 }
 

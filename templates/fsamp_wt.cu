@@ -282,7 +282,7 @@ __device__ __forceinline__ void fold_tokens(const fs_params &p, const float (&zi
   if (!active) return;
   float z[4] = {zin[0], zin[1], zin[2], zin[3]};
   if (p.mask) { /* tokens 2 q, 2 q + 1, 8 + 2 q, 9 + 2 q of group k */
-    const unsigned allow = fs_mask_bits(p, c.b, tok0 + 16u * (unsigned)k + 2u * q);
+    const unsigned allow = fs_mask_bits<10>(p, c.b, tok0 + 16u * (unsigned)k + 2u * q);
 #pragma unroll
     for (int e = 0; e < 4; e++)
       z[e] = allow >> (8 * (e >> 1) + (e & 1)) & 1u ? z[e] : FS_MASKED_LOGIT;
@@ -437,7 +437,7 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
       group_vals<4>(acc, (r * NG + k0) / 4, z);
       quad_transpose(z);
       if (grouped && nv > 0 && p.mask) { /* the token mask: masked logits -inf */
-        const unsigned allow = fs_mask_bits(p, c.b, tok0 + 16u * (unsigned)k);
+        const unsigned allow = fs_mask_bits<16>(p, c.b, tok0 + 16u * (unsigned)k);
 #pragma unroll
         for (int i = 0; i < 16; i++) z[i] = allow >> i & 1u ? z[i] : FS_MASKED_LOGIT;
       }

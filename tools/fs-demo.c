@@ -250,6 +250,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   free(mask);
   return rc;
 fail:
+  free(mask);
   fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
   if (*fs_last_compile_log(ctx)) fprintf(stderr, "%.4000s\n", fs_last_compile_log(ctx));
   return 1;

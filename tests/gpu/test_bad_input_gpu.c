@@ -19,18 +19,19 @@
 ** and, with the real CUcontext, gives a working context.
 **
 ** The further inputs (fs_options) of fs_sample_ex() and fs_sample_tp_ex(),
-** the same way: options->size 0, 12 (ending inside token_mask) and
+** the same way: options->size 0, 12 (ending inside token_mask), one that
+** ends before token_mask_stride (no version had that layout) and
 ** sizeof(fs_options) + 8 (from a newer header) name options->size and the
 ** value; a token_mask misaligned by 2 bytes names token_mask; a
 ** token_mask_stride of -1, 1, 31 (one below ceil((vocab_offset + V) / 32) =
 ** 32 at V = 1000) and 2^40 (past the index range) names token_mask_stride,
-** the value and the rule; fs_sample_tp_ex() refuses a bad stride and a bad
-** size before any collective is called; fs_reference_sample_ex() refuses a
+** the value and the rule; fs_sample_tp_ex() refuses a bad stride, a stride
+** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
+** bad size before any collective is called; fs_reference_sample_ex() refuses a
 ** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
 ** fs_sample()'s tokens, keys and logits bit for bit: NULL options, options
 ** with a NULL token_mask, and a mask of all ones with stride 0, 32 (the
-** minimum) and 40 (padding words), and with a size that ends before
-** token_mask_stride (a garbage stride there is not read).
+** minimum) and 40 (padding words).
 **
 ** Kernel selection failures, forced with FS_VARIANT in a fresh context each
 ** (FS_VARIANT is read when a shape is first prepared), all derived from this
@@ -329,6 +330,16 @@ static void test_options_args(void) {
                      rule, NULL);
   opt = options_of(0, mask, 0);
   expect_bad_options("fs_sample_tp_ex, options->size 0", 1, &opt, "options->size", NULL, NULL);
+  /* catches: a shard's own width taken for the mask's row stride (every
+  ** rank but the last would read rows b >= 1 at the wrong words) */
+  opt = options_of(full, mask, 0);
+  expect_bad_options("fs_sample_tp_ex, token_mask_stride 0", 1, &opt, "token_mask_stride=0",
+                     "fs_sample_tp_ex", NULL);
+  /* catches: a layout no version had, read as if it were one (a wrong size
+  ** that would silently take the minimal stride) */
+  opt = options_of(offsetof(fs_options, token_mask_stride), mask, -5);
+  snprintf(needle, sizeof needle, "options->size=%zu", offsetof(fs_options, token_mask_stride));
+  expect_bad_options("options->size ends before token_mask_stride", 0, &opt, needle, NULL, NULL);
 
   /* the CPU reference checks the same rules (host pointers) */
   {
@@ -360,10 +371,6 @@ static void test_options_args(void) {
   expect_same_draw("all-ones mask, stride 32 (the minimum)", &opt);
   opt = options_of(full, mask, MASK_WORDS);
   expect_same_draw("all-ones mask, stride 40", &opt);
-  /* a caller built when fs_options ended at token_mask: the stride field is
-  ** not its own and is not read (catches a library that reads past size) */
-  opt = options_of(offsetof(fs_options, token_mask_stride), mask, -5);
-  expect_same_draw("size before token_mask_stride, stride -5", &opt);
 }
 
 static void test_context_args(void) {

@@ -34,7 +34,8 @@
 **    64), D from 512 to 2048 (520: a partial K tile), V from 2003 to 151937,
 **    bf16 and fp16, scalar T in {0.5, 0.7, 1, 2, 0 (greedy calls)} and
 **    per-row temperatures mixing greedy rows, scalar and per-row seeds,
-**    num_samples 1 to 64, vocab_offset 0, 37 (not a multiple of 4 or 32;
+**    num_samples 1 to 64 (1 at V = 151937 in both noises, where the wg
+**    family prunes by other chunks' bounds), vocab_offset 0, 37 (not a multiple of 4 or 32;
 **    vocab_offset + V ends inside a word), and in FS_NOISE_GROUP16 0 and
 **    multiples of 16 that are not of 32, token_mask_stride 0, equal to the
 **    minimum and 1 to 5 words above it.  Per draw:
@@ -51,7 +52,7 @@
 **       bound of the exact (group) score, and a token other than the
 **       reference's is a near-tie (or, in a group, a pick near a boundary);
 **     - greedy rows give the same draw for every sample.
-**    At least 99.9% of the ~19,700 draws must be the reference's.  (The
+**    At least 99.9% of the ~20,000 draws must be the reference's.  (The
 **    first run on an H200 found the staged folds' masked path taking token
 **    tok0's noise from the wrong Philox word when vocab_offset % 4 == 0:
 **    3,099 mismatches beyond the bound, all in such cases; wt was clean.)
@@ -337,6 +338,21 @@ static const mk_case cases[] = {
     /* a greedy call (scalar T = 0): the greedy call mode's kernel */
     {{"b256_d1024_v4000_bf16_greedy_off37", 256, 1024, 4000, FS_DTYPE_BF16, 37, TEMPS_SCALAR,
       0.0f, 0, 1, 2, 0}, FS_NOISE_TOKEN, -1},
+    /* one sample per row, as in serving, over a large vocabulary: the wg
+    ** family's pruning by other chunks' bounds (the "low" rows' allowed
+    ** tokens far below their best), the overlap mode's interleave and wt's
+    ** bests carried across tiles run only with num_samples 1 (catches e.g. a
+    ** bound or zmax taken from the unmasked logits) */
+    {{"b1_d1024_vbig_bf16_t1_s1", 1, 1024, V_BIG, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 1.0f, 0, 1, 6,
+      0}, FS_NOISE_TOKEN, 0},
+    {{"b64_d512_vbig_fp16_mix_off37_s1", 64, 512, V_BIG, FS_DTYPE_FP16, 37, TEMPS_MIX, 0.0f, 0, 1,
+      2, 0}, FS_NOISE_TOKEN, 0},
+    {{"b256_d512_vbig_bf16_mix_s1", 256, 512, V_BIG, FS_DTYPE_BF16, 0, TEMPS_MIX, 0.0f, 1, 1, 1,
+      0}, FS_NOISE_TOKEN, -1},
+    {{"g16_b64_d512_vbig_bf16_mix_s1", 64, 512, V_BIG, FS_DTYPE_BF16, 0, TEMPS_MIX, 0.0f, 0, 1, 2,
+      0}, FS_NOISE_GROUP16, 0},
+    {{"g16_b256_d512_vbig_fp16_t1_off16_s1", 256, 512, V_BIG, FS_DTYPE_FP16, 16, TEMPS_SCALAR,
+      1.0f, 0, 1, 1, 0}, FS_NOISE_GROUP16, 1},
     /* FS_NOISE_GROUP16 (vocab_offset % 16 == 0): masks cut the groups */
     {{"g16_b1_d1024_v40000_fp16_t2_off4144", 1, 1024, 40000, FS_DTYPE_FP16, 4144, TEMPS_SCALAR,
       2.0f, 0, 32, 6, 0}, FS_NOISE_GROUP16, 1},
