@@ -115,17 +115,19 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
     if (want - bytes > gib) want = bytes + gib;
   }
   CUdeviceptr w = 0;
-  if (want > bytes && cu->cuMemAlloc(&w, want) != CUDA_SUCCESS) want = bytes, w = 0;
+  CUresult r = cu->cuMemAlloc(&w, want);
+  if (r != CUDA_SUCCESS && want > bytes) r = cu->cuMemAlloc(&w, want = bytes);
   char what[112]; /* the failing call, for fs_cu_fail's message */
-  snprintf(what, sizeof what, "cuMemAlloc of a %zu-byte workspace (it stays at %zu bytes)",
-           want, ctx->workspace_bytes);
-  CUresult r = w ? CUDA_SUCCESS : cu->cuMemAlloc(&w, want);
-  if (r != CUDA_SUCCESS) return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
-  snprintf(what, sizeof what, "zeroing a new %zu-byte workspace", want);
+  if (r != CUDA_SUCCESS) {
+    snprintf(what, sizeof what, "cuMemAlloc of a %zu-byte workspace (it stays at %zu bytes)",
+             want, ctx->workspace_bytes);
+    return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
+  }
   r = cu->cuMemsetD8(w, 0, want);
   if (r == CUDA_SUCCESS) r = cu->cuCtxSynchronize();
   if (r != CUDA_SUCCESS) {
     cu->cuMemFree(w);
+    snprintf(what, sizeof what, "zeroing a new %zu-byte workspace", want);
     return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
   }
   if (ctx->workspace) ctx->retired[ctx->n_retired++] = ctx->workspace;
