@@ -32,12 +32,12 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
-#define FS_VERSION_MINOR 1
+#define FS_VERSION_MINOR 2
 #define FS_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.1.0"
+#define FS_VERSION_STRING "0.2.0"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -161,6 +161,35 @@ typedef struct fs_outputs {
                        over vocab shards is the unsharded winner */
 } fs_outputs;
 
+/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex(); since
+** 0.2.0), a struct that later versions only append to: set `size` to
+** sizeof(fs_options) and zero what is unused (NULL options mean all unused).
+** A later library reads only the fields that `size` covers, so a program
+** built against this header keeps working; a size that no version of
+** fs_options has had (here: anything but this one) is rejected.
+**  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
+**    and xgrammar: global token id t is allowed for row b when bit t % 32 of
+**    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
+**    holding this call's ids [vocab_offset, vocab_offset + V) are read, and
+**    only those ids' bits used.  A token that
+**    is not allowed is drawn as if its logit were -inf (no mass in either
+**    noise, never a greedy argmax while an allowed token has a logit above
+**    -inf); a row with no allowed token among them draws as a row of -inf
+**    logits does: its first id, vocab_offset, with logit -inf (over the ranks
+**    of fs_sample_tp_ex(), the smallest such id).  The kernel reads the mask,
+**    so it may change between graph replays.  4-byte aligned device memory;
+**    for fs_sample_tp_ex(), the same contents and stride on each rank's
+**    device (the ids are global).
+**  - token_mask_stride: ignored without a mask; token_mask_stride x B must
+**    stay within 2^40 words.  fs_sample_tp_ex() needs it given (the whole
+**    vocabulary's words: a shard cannot know them), not 0. */
+typedef struct fs_options {
+  size_t size;                /* sizeof(fs_options) as the caller was compiled */
+  const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
+  int64_t token_mask_stride;  /* words between rows, >= ceil((vocab_offset + V) / 32);
+                                 0 means exactly that */
+} fs_options;
+
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the
 ** context's workspace, so that later fs_sample() calls of the same dtype, D
 ** and V with B <= problem->batch and num_samples <= sampling->num_samples do
@@ -181,6 +210,12 @@ int fs_prepare(fs_context *ctx, const fs_problem *problem,
 int fs_sample(fs_context *ctx, const fs_problem *problem,
               const fs_sampling *sampling, const fs_outputs *outputs,
               void *stream);
+
+/* fs_sample() with further inputs (fs_options; NULL: fs_sample() itself).
+** The same kernels serve it: what fs_prepare() prepared needs nothing more. */
+int fs_sample_ex(fs_context *ctx, const fs_problem *problem,
+                 const fs_sampling *sampling, const fs_options *options,
+                 const fs_outputs *outputs, void *stream);
 
 /* Writes the name of the kernel variant fs_sample() would run for this call
 ** into buf (NUL-terminated, truncated to bufsize) and how it was chosen.
@@ -256,6 +291,13 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
                  const fs_sampling *sampling, const fs_outputs *outputs,
                  fs_allreduce_fn allreduce, void *user, void *stream);
 
+/* fs_sample_tp() with further inputs (fs_options, the same on every rank;
+** a mask needs its token_mask_stride given). */
+int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
+                    const fs_sampling *sampling, const fs_options *options,
+                    const fs_outputs *outputs, fs_allreduce_fn allreduce,
+                    void *user, void *stream);
+
 /* fs_sample_tp() with an NCCL communicator (ncclComm_t passed as void*),
 ** using ncclAllReduce (ncclUint64/ncclMax, then ncclFloat32/ncclSum).
 ** libnccl.so.2 is loaded at run time; FS_UNSUPPORTED if it is missing. */
@@ -280,6 +322,15 @@ int fs_reference_sample_noise(const fs_problem *problem,
                               int32_t *tokens /* OUT [B*S] */,
                               float *logits /* OUT [B*S] or NULL */,
                               uint64_t *keys /* OUT [B*S] or NULL */);
+
+/* fs_reference_sample_noise() with further inputs (fs_options; its
+** token_mask a HOST array). */
+int fs_reference_sample_ex(const fs_problem *problem,
+                           const fs_sampling *sampling, int noise,
+                           const fs_options *options,
+                           int32_t *tokens /* OUT [B*S] */,
+                           float *logits /* OUT [B*S] or NULL */,
+                           uint64_t *keys /* OUT [B*S] or NULL */);
 
 #ifdef __cplusplus
 }

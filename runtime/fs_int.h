@@ -151,10 +151,20 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples);
 
+/* A call's token mask, resolved (fs_validate_options): words NULL for none. */
+typedef struct fs_mask {
+  const uint32_t *words;
+  long long stride; /* words between rows */
+} fs_mask;
+
 /* Runs a given loaded kernel (tests and the tuner use it to force a
 ** variant).  Arguments must have been validated; no allocation. */
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream);
+/* fs_launch with a token mask (NULL: none). */
+int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
+                     const fs_sampling *s, const fs_mask *m, const fs_outputs *o,
+                     CUstream stream);
 
 /* The kernel of the prepared plan for this call, preparing it first when
 ** not capturing (FS_NOT_PREPARED while capturing).  ctx's CUDA context must
@@ -202,6 +212,10 @@ int fs_cu_fail(fs_context *ctx, CUresult r, const char *call,
 int fs_validate_problem(fs_context *ctx, const fs_problem *p, int need_ptrs);
 int fs_validate_sampling(fs_context *ctx, const fs_sampling *s, int batch);
 int fs_validate_outputs(fs_context *ctx, const fs_outputs *o);
+/* Checks options (NULL: none) against the problem and resolves its mask
+** into *m (words NULL: none). */
+int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
+                        fs_mask *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs
 ** vocab_offset % 16 == 0). */
 int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p);

@@ -30,6 +30,8 @@
 ** (words of fs_noise_group(seed_b, offset_b, k, sample, tag)); a group whose
 ** m is +-inf offers its first token equal to m with score m, one of NaNs its
 ** first token with score NaN.  The winner is the best group's pick.
+** A token mask (fs_options) sets z = -inf for every token of a row whose bit
+** is 0, before all of the above.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -185,7 +187,7 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
 /* Draws rows [b0, b1) x samples [s0, s1) into
 ** sc->res[(b - b0) * (s1 - s0) + (s - s0)].  The problem and sampling must
 ** have been validated; sc must hold (b1 - b0) rows and (s1 - s0) samples. */
-static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise,
+static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const fs_mask *m,
                      int b0, int b1, int s0, int s1, ref_scratch *sc) {
   const int D = p->hidden, V = p->vocab, nb = b1 - b0, ns = s1 - s0;
   const long long hs = fs_h_stride(p), ws = fs_w_stride(p);
@@ -221,8 +223,13 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise,
         a0 += x * w[0]; a1 += x * w[1]; a2 += x * w[2]; a3 += x * w[3];
         a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
       }
-      const double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
+      double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
+      if (m->words) {
+        const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
+        for (j = 0; j < nv; j++)
+          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u)) acc[j] = -INFINITY;
+      }
       if (rp.greedy) {
         for (j = 0; j < nv; j++) ref_offer(ri, acc[j], acc[j], token0 + j, INFINITY);
         continue;
@@ -278,9 +285,17 @@ int fs_reference_sample(const fs_problem *problem, const fs_sampling *sampling,
 
 int fs_reference_sample_noise(const fs_problem *problem, const fs_sampling *sampling,
                               int noise, int32_t *tokens, float *logits, uint64_t *keys) {
+  return fs_reference_sample_ex(problem, sampling, noise, NULL, tokens, logits, keys);
+}
+
+int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *sampling, int noise,
+                           const fs_options *options, int32_t *tokens, float *logits,
+                           uint64_t *keys) {
+  fs_mask m;
   FS_TRY(fs_validate_problem(NULL, problem, 1));
   FS_TRY(fs_validate_sampling(NULL, sampling, problem->batch));
   FS_TRY(fs_validate_noise(NULL, noise, problem));
+  FS_TRY(fs_validate_options(NULL, options, problem, &m));
   if (!tokens)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "tokens=NULL: a [B, num_samples] int32 host array is "
@@ -310,7 +325,7 @@ int fs_reference_sample_noise(const fs_problem *problem, const fs_sampling *samp
     const int b1 = B - b0 < rows ? B : b0 + rows;
     for (int s0 = 0; s0 < S; s0 += samples) {
       const int s1 = S - s0 < samples ? S : s0 + samples;
-      ref_pass(problem, sampling, noise, b0, b1, s0, s1, &sc);
+      ref_pass(problem, sampling, noise, &m, b0, b1, s0, s1, &sc);
       for (int i = 0; i < b1 - b0; i++) {
         for (int t = 0; t < s1 - s0; t++) {
           const fs_ref_result *r = &sc.res[(size_t)i * (s1 - s0) + t];
@@ -333,9 +348,16 @@ int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,
 
 int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
                            int row, int sample, fs_ref_result *out) {
+  return fs_reference_row_ex(p, s, noise, NULL, row, sample, out);
+}
+
+int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
+                        const fs_options *options, int row, int sample, fs_ref_result *out) {
+  fs_mask m;
   FS_TRY(fs_validate_problem(NULL, p, 1));
   FS_TRY(fs_validate_sampling(NULL, s, p->batch));
   FS_TRY(fs_validate_noise(NULL, noise, p));
+  FS_TRY(fs_validate_options(NULL, options, p, &m));
   if (row < 0 || row >= p->batch)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,
@@ -349,7 +371,7 @@ int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
                   "out=NULL: an fs_ref_result is required");
   ref_scratch sc;
   FS_TRY(ref_alloc(&sc, 1, 1, p->hidden));
-  ref_pass(p, s, noise, row, row + 1, sample, sample + 1, &sc);
+  ref_pass(p, s, noise, &m, row, row + 1, sample, sample + 1, &sc);
   *out = sc.res[0];
   ref_free(&sc);
   return FS_OK;

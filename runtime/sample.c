@@ -115,17 +115,19 @@ int fs_workspace_reserve(fs_context *ctx, size_t bytes) {
     if (want - bytes > gib) want = bytes + gib;
   }
   CUdeviceptr w = 0;
-  if (want > bytes && cu->cuMemAlloc(&w, want) != CUDA_SUCCESS) want = bytes, w = 0;
+  CUresult r = cu->cuMemAlloc(&w, want);
+  if (r != CUDA_SUCCESS && want > bytes) r = cu->cuMemAlloc(&w, want = bytes);
   char what[112]; /* the failing call, for fs_cu_fail's message */
-  snprintf(what, sizeof what, "cuMemAlloc of a %zu-byte workspace (it stays at %zu bytes)",
-           want, ctx->workspace_bytes);
-  CUresult r = w ? CUDA_SUCCESS : cu->cuMemAlloc(&w, want);
-  if (r != CUDA_SUCCESS) return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
-  snprintf(what, sizeof what, "zeroing a new %zu-byte workspace", want);
+  if (r != CUDA_SUCCESS) {
+    snprintf(what, sizeof what, "cuMemAlloc of a %zu-byte workspace (it stays at %zu bytes)",
+             want, ctx->workspace_bytes);
+    return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
+  }
   r = cu->cuMemsetD8(w, 0, want);
   if (r == CUDA_SUCCESS) r = cu->cuCtxSynchronize();
   if (r != CUDA_SUCCESS) {
     cu->cuMemFree(w);
+    snprintf(what, sizeof what, "zeroing a new %zu-byte workspace", want);
     return fs_cu_fail(ctx, r, what, __FILE__, __LINE__);
   }
   if (ctx->workspace) ctx->retired[ctx->n_retired++] = ctx->workspace;
@@ -176,6 +178,12 @@ static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint6
 
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream) {
+  return fs_launch_masked(ctx, k, p, s, NULL, o, stream);
+}
+
+int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
+                     const fs_sampling *s, const fs_mask *m, const fs_outputs *o,
+                     CUstream stream) {
   const fs_cu_api *cu = ctx->cu;
   if (k->v.k_multiple > 0 && p->hidden % k->v.k_multiple)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->hidden=%d: variant %s needs D to be a "
@@ -203,6 +211,10 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.noise = ctx->noise;
   prm.temperature = s->temperature;
   prm.temperatures = s->temperatures;
+  if (m && m->words) {
+    prm.mask = m->words;
+    prm.mask_stride = m->stride;
+  }
   prm.seed = s->seed;
   prm.seeds = (const unsigned long long *)s->seeds;
   prm.offset = s->offset;
@@ -419,20 +431,27 @@ int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, C
 }
 
 static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                         const fs_outputs *o, CUstream stream) {
+                         const fs_mask *m, const fs_outputs *o, CUstream stream) {
   fs_kernel *k = NULL;
   FS_TRY(fs_plan_kernel(ctx, p, s, stream, &k));
-  return fs_launch(ctx, k, p, s, o, stream);
+  return fs_launch_masked(ctx, k, p, s, m, o, stream);
+}
+
+int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                 const fs_options *options, const fs_outputs *outputs, void *stream) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  fs_mask m;
+  FS_TRY(fs_validate_problem(ctx, problem, 1));
+  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  FS_TRY(fs_validate_options(ctx, options, problem, &m));
+  FS_TRY(fs_validate_outputs(ctx, outputs));
+  FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
+  WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, &m, outputs, (CUstream)stream));
 }
 
 int fs_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
               const fs_outputs *outputs, void *stream) {
-  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
-  FS_TRY(fs_validate_problem(ctx, problem, 1));
-  FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
-  FS_TRY(fs_validate_outputs(ctx, outputs));
-  FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
-  WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, outputs, (CUstream)stream));
+  return fs_sample_ex(ctx, problem, sampling, NULL, outputs, stream);
 }
 
 int fs_variant_name(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

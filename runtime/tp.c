@@ -34,11 +34,25 @@ static void tp_buffers(const fs_context *ctx, const fs_kernel *k, const fs_probl
 int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                  const fs_outputs *outputs, fs_allreduce_fn allreduce, void *user,
                  void *stream) {
+  return fs_sample_tp_ex(ctx, problem, sampling, NULL, outputs, allreduce, user, stream);
+}
+
+int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    const fs_options *options, const fs_outputs *outputs,
+                    fs_allreduce_fn allreduce, void *user, void *stream) {
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!allreduce)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
+  fs_mask m;
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
+  FS_TRY(fs_validate_options(ctx, options, problem, &m));
+  if (m.words && options->token_mask_stride == 0)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->token_mask_stride=0: fs_sample_tp_ex needs the mask's row stride "
+                  "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
+                  "0 would mean this shard's ceil((vocab_offset + V) / 32) = %lld",
+                  (long long)m.stride);
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;
@@ -52,7 +66,7 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   if (!st) {
     tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
     fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
-    st = fs_launch(ctx, k, problem, sampling, &local, (CUstream)stream);
+    st = fs_launch_masked(ctx, k, problem, sampling, &m, &local, (CUstream)stream);
   }
   CUresult r = CUDA_SUCCESS;
   if (!st && (r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))

@@ -8,6 +8,7 @@
 #include "fs_rng.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define BAD(...) fs_err(ctx, FS_INVALID_ARGUMENT, __VA_ARGS__)
@@ -102,6 +103,32 @@ int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p) {
     return BAD("problem->vocab_offset=%lld: FS_NOISE_GROUP16 needs a multiple of %d "
                "(shards cut inside a group of 16 ids would each see part of it)",
                (long long)p->vocab_offset, FS_GROUP_TOKENS);
+  return FS_OK;
+}
+
+int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
+                        fs_mask *m) {
+  m->words = NULL;
+  m->stride = 0;
+  if (!o) return FS_OK;
+  /* the sizes of fs_options that have been: the first version's, 0.2 */
+  if (o->size != sizeof(fs_options))
+    return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
+               "(%zu in this library; a larger one is from a newer header)", o->size,
+               sizeof(fs_options));
+  const long long stride = (long long)o->token_mask_stride;
+  if (!o->token_mask) return FS_OK;
+  if (misaligned(o->token_mask, 4))
+    return BAD("options->token_mask=%p: must be 4-byte aligned", (const void *)o->token_mask);
+  const long long need = (p->vocab_offset + p->vocab + 31) / 32;
+  if (stride < 0 || (stride > 0 && stride < need))
+    return BAD("options->token_mask_stride=%lld: must be 0 (means ceil((vocab_offset + V) / "
+               "32) = %lld words) or at least that", stride, need);
+  m->stride = stride ? stride : need;
+  if (m->stride > (1LL << 40) / p->batch)
+    return BAD("options->token_mask_stride=%lld: token_mask_stride x B (B=%d) exceeds the "
+               "2^40-word index range", m->stride, (int)p->batch);
+  m->words = o->token_mask;
   return FS_OK;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The session's last kernel pass on the H200, in steps that fit 10-minute
 # device calls: STEPS (default "tests qwen llama fp16 fp16big") picks them:
-#   tests  the GPU tests: the pathwise, distribution (and ties, where built) runs of every
-#          family six at a time (correctness checks, bound by the CPU
+#   tests  the GPU tests: the pathwise, distribution, ties, group and mask runs
+#          of every family six at a time (correctness checks, bound by the CPU
 #          reference), the rest one at a time; ~3-4 minutes (TESTS=<regex>:
 #          only those, one at a time);
 #   qwen / llama / fp16   fs-tune of Qwen3-8B bf16, Llama 3 70B bf16,
@@ -89,9 +89,9 @@ for step in $steps; do
       timeout 400 ctest --test-dir build -L gpu -R "$TESTS" --output-on-failure -j1 \
         > "$out/gpu-tests.log" 2>&1
     else
-      timeout 420 ctest --test-dir build -L gpu -R "pathwise|distribution|ties|group" --output-on-failure \
+      timeout 420 ctest --test-dir build -L gpu -R "pathwise|distribution|ties|group|mask" --output-on-failure \
         -j6 > "$out/gpu-tests.log" 2>&1
-      timeout 240 ctest --test-dir build -L gpu -E "pathwise|distribution|ties|group" --output-on-failure \
+      timeout 240 ctest --test-dir build -L gpu -E "pathwise|distribution|ties|group|mask" --output-on-failure \
         -j1 >> "$out/gpu-tests.log" 2>&1
     fi
     grep -E "tests passed|Failed|\*\*\*" "$out/gpu-tests.log" | tee -a "$log" ;;

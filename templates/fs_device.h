@@ -108,6 +108,24 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
+/* The token mask (fs_options): bit j (j < N <= 32) is row b's bit of global
+** id tok + j, from the word of tok and, where the N ids straddle words, the
+** next; a word past the one of the last id (vocab_offset + V - 1) is never
+** read (its bits are 0: ids past a tile's end, or a cluster's padding
+** tiles), nor are rows b >= B (a tile's padding: row 0's is read). */
+template <unsigned N>
+__device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsigned tok) {
+  const unsigned *row = p.mask + (long long)(b < p.B ? b : 0) * p.mask_stride;
+  const unsigned w = tok >> 5, sh = tok & 31u, last = (unsigned)(p.vocab_offset + p.V - 1) >> 5;
+  if (w > last) return 0u;
+  unsigned bits = __ldg(row + w) >> sh;
+  if (sh > 32u - N && w < last) bits |= __ldg(row + w + 1) << (32u - sh);
+  return bits;
+}
+
+/* A masked token's logit: -inf (flashsampling.h: drawn as if its logit were). */
+#define FS_MASKED_LOGIT __int_as_float(0xff800000)
+
 /* No bound from other chunks (fs_fold_rows' sb). */
 #define FS_NO_BOUND __int_as_float(0x7fffffff)
 
@@ -122,8 +140,9 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
 ** skipped, before its Philox call when no word could (its largest logit too
 ** far below), else after it, before the logs, when all four words are too
 ** large.  A skipped token loses to an existing one, so the row's draw is
-** unchanged; only this chunk's candidate may then be a lesser token. */
-template <bool PHASED>
+** unchanged; only this chunk's candidate may then be a lesser token.
+** MASKED: p.mask's zero bits make logits -inf first. */
+template <bool PHASED, bool MASKED>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
                                                  int v_end, unsigned s, fs_best &best, float sb) {
@@ -132,8 +151,16 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     const int v = vrow0 + r;
     if (v >= v_end) break;
     const float4 z4 = *(const float4 *)(zcol + r);
-    const float z[4] = {z4.x, z4.y, z4.z, z4.w};
+    float z[4] = {z4.x, z4.y, z4.z, z4.w};
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
+    if (MASKED) {
+      const unsigned allow = fs_mask_bits<4>(p, c.b, tok0);
+      /* four masked tokens lose to any best with a number (-inf included:
+      ** ties go to the earlier token) */
+      if (!(allow & 0xfu) && best.s == best.s) continue;
+#pragma unroll
+      for (int j = 0; j < 4; j++) z[j] = allow >> j & 1u ? z[j] : FS_MASKED_LOGIT;
+    }
     float sc[4] = {z[0], z[1], z[2], z[3]};
     if (!c.greedy) {
       float t = FS_NO_BOUND; /* the noise a token of the quad must exceed, if bounded */
@@ -179,14 +206,22 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
   }
 }
 
-/* fs_epilogue_rows for either phase of vocab_offset (a uniform branch). */
+/* fs_epilogue_rows for either phase of vocab_offset, with or without a mask
+** (uniform branches). */
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
                                              int v_end, unsigned s, fs_best &best, float sb) {
-  if ((unsigned)p.vocab_offset & 3u)
-    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  else
-    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  const bool phased = (unsigned)p.vocab_offset & 3u;
+  if (p.mask) {
+    if (phased)
+      fs_epilogue_rows<true, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+    else
+      fs_epilogue_rows<false, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  } else if (phased) {
+    fs_epilogue_rows<true, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  } else {
+    fs_epilogue_rows<false, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  }
 }
 
 /* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
@@ -216,14 +251,22 @@ __device__ __forceinline__ void fs_best_offer(fs_best &best, float sc, float z, 
 ** the first token with P_i > u S (u its uniform, the product rounded toward
 ** zero, so that P_15 = S exceeds it).  A group without finite mass (m is
 ** +-inf or NaN, or m c2 overflows) offers its first token equal to m (the
-** first token when m is NaN) with score m / T (m when that is NaN). */
+** first token when m is NaN) with score m / T (m when that is NaN).  allow
+** (16 bits): bit i 0 makes token i's logit -inf (the token mask; 0xffff
+** without). */
 __device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, unsigned tok0,
-                                              int nv, unsigned s, fs_best &best) {
+                                              int nv, unsigned s, unsigned allow,
+                                              fs_best &best) {
   float w[16];
 #pragma unroll
   for (int q = 0; q < 4; q++) {
     const float4 z4 = *(const float4 *)(zg + 4 * q);
     w[4 * q] = z4.x, w[4 * q + 1] = z4.y, w[4 * q + 2] = z4.z, w[4 * q + 3] = z4.w;
+  }
+  if (allow != 0xffffu) {
+    if (!allow && best.s == best.s) return; /* as fs_epilogue_rows' masked quads */
+#pragma unroll
+    for (int i = 0; i < 16; i++) w[i] = allow >> i & 1u ? w[i] : FS_MASKED_LOGIT;
   }
   if (nv < 16) {
     /* NaN past the chunk: no mass, never the max (fmaxf skips it) and never
@@ -259,7 +302,7 @@ __device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, 
     sc = m * c.inv_t;
     if (sc != sc) sc = m;
   }
-  fs_best_offer(best, sc, zg[n], tok0 + (unsigned)n);
+  fs_best_offer(best, sc, allow >> n & 1u ? zg[n] : FS_MASKED_LOGIT, tok0 + (unsigned)n);
 }
 
 /* Groups k = part + TPC j, j in [j0, j1), of a column whose ng groups of 16
@@ -272,8 +315,9 @@ __device__ __forceinline__ void fs_fold_groups(const fs_params &p, const float *
   for (int j = j0; j < j1; j++) {
     const int k = part + TPC * j, v = vrow0 + 16 * k;
     if (k >= ng || v >= v_end) break;
-    fs_fold_group(zcol + 16 * k, c, (unsigned)(p.vocab_offset + v), min(16, v_end - v), s,
-                  best);
+    const unsigned tok0 = (unsigned)(p.vocab_offset + v);
+    fs_fold_group(zcol + 16 * k, c, tok0, min(16, v_end - v), s,
+                  p.mask ? fs_mask_bits<16>(p, c.b, tok0) & 0xffffu : 0xffffu, best);
   }
 }
 

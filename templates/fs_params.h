@@ -36,6 +36,9 @@ typedef struct fs_params {
   unsigned long long *bound;         /* workspace [B] or 0: the largest key a chunk has
                                         published for each row (sample 0; fused calls of
                                         the wg family), zeroed, reset by the last CTA */
+  const unsigned int *mask;          /* [B, mask_stride] or 0: bit t % 32 of word t / 32
+                                        of row b allows global id t (fs_options) */
+  long long mask_stride;             /* words between the mask's rows */
 } fs_params;
 
 #endif /* FS_PARAMS_H */

@@ -250,11 +250,11 @@ __device__ __forceinline__ unsigned fs_word(const fs_philox_out &r, unsigned j) 
 ** this path (the others run its shuffles only).  Unphased (tok0 % 4 == 0),
 ** lanes 2l and 2l + 1 of the quad need halves of the same two Philox quads:
 ** each computes one and they swap halves; PHASED computes the quads its two
-** pairs straddle. */
+** pairs straddle.  With a token mask, masked tokens' logits are -inf. */
 template <bool PHASED>
-__device__ __forceinline__ void fold_tokens(const float (&z)[4], int k, const fs_col &c,
-                                            unsigned tok0, int vrow0, int v_end, bool noise,
-                                            bool active, unsigned s, fs_best &best) {
+__device__ __forceinline__ void fold_tokens(const fs_params &p, const float (&zin)[4], int k,
+                                            const fs_col &c, unsigned tok0, int vrow0, int v_end,
+                                            bool noise, bool active, unsigned s, fs_best &best) {
   const unsigned q = threadIdx.x & 3u, odd = q & 1u;
   unsigned w[4] = {0u, 0u, 0u, 0u};
   if (noise) {
@@ -280,6 +280,13 @@ __device__ __forceinline__ void fold_tokens(const float (&z)[4], int k, const fs
     }
   }
   if (!active) return;
+  float z[4] = {zin[0], zin[1], zin[2], zin[3]};
+  if (p.mask) { /* tokens 2 q, 2 q + 1, 8 + 2 q, 9 + 2 q of group k */
+    const unsigned allow = fs_mask_bits<10>(p, c.b, tok0 + 16u * (unsigned)k + 2u * q);
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      z[e] = allow >> (8 * (e >> 1) + (e & 1)) & 1u ? z[e] : FS_MASKED_LOGIT;
+  }
   const bool use_noise = noise && !c.greedy;
   float sc[4];
 #pragma unroll
@@ -429,6 +436,11 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
       float z[16];
       group_vals<4>(acc, (r * NG + k0) / 4, z);
       quad_transpose(z);
+      if (grouped && nv > 0 && p.mask) { /* the token mask: masked logits -inf */
+        const unsigned allow = fs_mask_bits<16>(p, c.b, tok0 + 16u * (unsigned)k);
+#pragma unroll
+        for (int i = 0; i < 16; i++) z[i] = allow >> i & 1u ? z[i] : FS_MASKED_LOGIT;
+      }
       if (grouped && nv > 0) {
         const float g = fs_gumbel_fast(rw.v[0]), u = fs_group_uniform(rw.v[1]);
         const unsigned tok = tok0 + 16u * (unsigned)k;
@@ -450,9 +462,9 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
       for (int t = 0; t < 2; t++) {
         const float zt[4] = {z[4 * t], z[4 * t + 1], z[4 * t + 2], z[4 * t + 3]};
         if (tok0 & 3u)
-          fold_tokens<true>(zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
+          fold_tokens<true>(p, zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
         else
-          fold_tokens<false>(zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
+          fold_tokens<false>(p, zt, k + t, c, tok0, vrow0, v_end, noise, tokens, s, best);
       }
     }
   }
@@ -496,8 +508,9 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
         const fs_col col = fs_col_load(p, b0 + acc_row(r));
         fs_best b = fused ? sbest[r * CTHREADS + tid] : fs_best_none();
         /* greedy rows of whole tiles, once a best has a number: unrolled
-        ** (three instructions per logit) in fold_greedy below */
-        const bool fast = fused && col.greedy && vrow0 + TILE_V <= sp.v_end && b.s == b.s;
+        ** (three instructions per logit) in fold_greedy below (unmasked) */
+        const bool fast =
+            fused && col.greedy && !p.mask && vrow0 + TILE_V <= sp.v_end && b.s == b.s;
         fastrows |= (unsigned)fast << r;
         if (__any_sync(0xffffffffu, !fast))
           fold_row(p, acc, r, col, vrow0, sp.v_end, (unsigned)s, fast, b);

@@ -6,11 +6,13 @@
 **
 **   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
-**           [--check 0|1]
+**           [--check 0|1] [--noise token|group16] [--mask-density P]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
 ** checked by the library (its message names the field and the rule).
+** --mask-density P (0 < P <= 1) draws through fs_sample_ex with a token mask
+** that allows each (row, token) with probability P (from --seed).
 */
 #include "fs_tools.h"
 
@@ -26,12 +28,13 @@ typedef struct args {
   float T;
   unsigned long long seed;
   int noise; /* fs_noise_mode */
+  double mask_density; /* 0: no token mask */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
-  "               [--noise token|group16]\n"
+  "               [--noise token|group16] [--mask-density P]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -44,7 +47,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -57,7 +60,7 @@ static int parse(int argc, char **argv, args *a) {
     }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
-                                             "--noise", NULL};
+                                             "--noise", "--mask-density", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -90,6 +93,11 @@ static int parse(int argc, char **argv, args *a) {
     } else if (!strcmp(k, "--noise")) {
       if (fs_tools_parse_noise(v, &a->noise))
         return bad("--noise %s: " FS_TOOLS_NOISE_RULE, *v ? v : "''");
+    } else if (!strcmp(k, "--mask-density")) {
+      char *end;
+      a->mask_density = strtod(v, &end);
+      if (end == v || *end || !(a->mask_density > 0.0 && a->mask_density <= 1.0))
+        return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
     } else {
@@ -98,6 +106,21 @@ static int parse(int argc, char **argv, args *a) {
     if (st) return st;
   }
   return 0;
+}
+
+/* The token mask of --mask-density: [B, ceil(V / 32)] words, each bit set
+** with probability a->mask_density (malloc'ed; NULL without a mask or memory). */
+static uint32_t *make_mask(const args *a, size_t *words) {
+  *words = (size_t)a->B * (size_t)((a->V + 31) / 32);
+  if (a->mask_density <= 0.0) return NULL;
+  uint32_t *m = calloc(*words, 4);
+  unsigned long long s = a->seed ^ 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; m && i < *words * 32; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    if ((double)(s >> 11) * (1.0 / 9007199254740992.0) < a->mask_density)
+      m[i / 32] |= 1u << (i % 32);
+  }
+  return m;
 }
 
 static void print_tokens(const int32_t *tok, int B) {
@@ -121,8 +144,13 @@ static int run_cpu(const args *a) {
   }
   fs_problem p = {a->B, a->D, a->V, 0, a->dtype, H, 0, W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
+  size_t words;
+  uint32_t *mask = make_mask(a, &words);
+  if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  fs_options opt = {sizeof opt, mask, 0};
   double t0 = fs_tools_now();
-  int st = fs_reference_sample_noise(&p, &sm, a->noise, tok, NULL, NULL);
+  int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
+  free(mask);
   double ms = fs_tools_now() - t0;
   if (st) {
     fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(NULL));
@@ -137,7 +165,8 @@ static int run_cpu(const args *a) {
 
 /* Compares the last call's tokens with the CPU reference on the same data. */
 static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
-                 const fs_problem *p, const fs_sampling *sm, CUdeviceptr tok) {
+                 const fs_problem *p, const fs_sampling *sm, const uint32_t *mask,
+                 CUdeviceptr tok) {
   const fs_cu_api *cu = ctx->cu;
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
@@ -152,7 +181,8 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  int st = fs_reference_sample_noise(&q, sm, a->noise, ref, NULL, NULL), bad = 0;
+  const fs_options opt = {sizeof opt, mask, 0};
+  int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) bad += gpu[b] != ref[b];
   printf("check: %d of %d tokens equal the CPU reference's\n", a->B - bad, a->B);
@@ -162,16 +192,19 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
 
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
-  CUdeviceptr H = 0, W = 0, tok = 0;
+  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0;
   CUevent e0, e1;
   CUcontext dummy;
-  size_t wbytes = (size_t)a->V * a->D * 2;
+  size_t wbytes = (size_t)a->V * a->D * 2, words;
+  uint32_t *mask = make_mask(a, &words);
+  if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   double bw = fs_tools_read_bandwidth(ctx, (size_t)2 << 30, 10);
   int st = FS_OK;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   if (cu->cuMemAlloc(&H, (size_t)a->B * a->D * 2) || cu->cuMemAlloc(&W, wbytes) ||
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
-      cu->cuEventCreate(&e1, 0)) {
+      cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
+                                              cu->cuMemcpyHtoD(dmask, mask, words * 4)))) {
     fprintf(stderr, "fs-demo: device allocation failed\n");
     return 1;
   }
@@ -183,16 +216,17 @@ static int run_gpu(fs_context *ctx, const args *a) {
                   (void *)(uintptr_t)W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
+  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
     goto fail;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
-  for (int i = 0; i < 3 && !st; i++) st = fs_sample(ctx, &p, &sm, &o, NULL);
+  for (int i = 0; i < 3 && !st; i++) st = fs_sample_ex(ctx, &p, &sm, &opt, &o, NULL);
   cu->cuEventRecord(e0, NULL);
   for (int i = 0; i < a->iters && !st; i++) {
     sm.offset = (unsigned long long)i;
-    st = fs_sample(ctx, &p, &sm, &o, NULL);
+    st = fs_sample_ex(ctx, &p, &sm, &opt, &o, NULL);
   }
   cu->cuEventRecord(e1, NULL);
   cu->cuEventSynchronize(e1);
@@ -211,9 +245,12 @@ static int run_gpu(fs_context *ctx, const args *a) {
          wbytes / 1e9);
   printf("floor: %.1f us (W bytes / measured read bandwidth %.2f TB/s) -> time/floor %.3f\n",
          floor_us, bw / 1e12, us / floor_us);
-  if (a->check) return check(ctx, a, H, W, &p, &sm, tok);
-  return 0;
+  if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
+  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, tok) : 0;
+  free(mask);
+  return rc;
 fail:
+  free(mask);
   fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
   if (*fs_last_compile_log(ctx)) fprintf(stderr, "%.4000s\n", fs_last_compile_log(ctx));
   return 1;

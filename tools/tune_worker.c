@@ -16,10 +16,12 @@
 **
 ** Verification, per sampling configuration (T = 1 with a fixed seed; T = 0,
 ** greedy; T = 1 under FS_NOISE_GROUP16, where a key's score is its token's
-** group's), outputs poisoned with 0xFF bytes first and a poisoned guard tail
+** group's; T = 1 with a token mask that allows about half of each row's
+** tokens, masked_out(), so that every winner's masked path is checked too),
+** outputs poisoned with 0xFF bytes first and a poisoned guard tail
 ** after the B entries:
 **  - every entry written, the guard untouched, token in [0, V), the key's
-**    token equal to the token;
+**    token equal to the token, and (with the mask) allowed;
 **  - the logit and the key's score equal the exact ones (recomputed here in
 **    double from the same bf16/fp16 bits) within tol(x) = 1e-3 (1 + |x|);
 **  - a token that differs from the oracle's scores (exactly) no more than
@@ -42,7 +44,7 @@
 ** timed in the clock and power state of sustained decoding rather than a
 ** burst; and in the job's mode, fs-tune's --mode: group16 timed with
 ** FS_NOISE_GROUP16 on the sampled configuration, greedy on the greedy one;
-** verified on all three configurations whatever is timed), then runs with
+** verified on all four configurations whatever is timed), then runs with
 ** the L2 flushed before each (cuMemsetD8Async of a 256 MB scratch buffer,
 ** outside the timed region); median and spread (half the interquartile
 ** range); stop at 200 runs, or after >= 20 runs when spread is below the
@@ -63,7 +65,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NCFG 3
+#define NCFG 4
 #define GUARD 32
 #define WARMUPS 5
 #define MIN_RUNS 20
@@ -83,6 +85,9 @@ typedef struct worker {
   uint16_t *hH;
   CUdeviceptr dH;
   int cap;                    /* rows the outputs hold (plus GUARD) */
+  uint32_t *hmask;            /* CFG_MASKED's token mask, [B, mask_words] */
+  CUdeviceptr dmask;
+  int mask_B, mask_V;         /* the (B, V) it was made for (0: none) */
   CUdeviceptr tok, lgt, key;
   int32_t *htok;
   float *hlgt;
@@ -101,18 +106,29 @@ typedef struct worker {
 } worker;
 
 /* The configurations every candidate is verified on: sampled (T = 1),
-** greedy (CFG_GREEDY) and sampled with FS_NOISE_GROUP16 (CFG_GROUP16: the
+** greedy (CFG_GREEDY), sampled with FS_NOISE_GROUP16 (CFG_GROUP16: the
 ** runtime runs a bucket's group16 winner for such calls, so every candidate
-** must draw them right too); timed on the first, or on the greedy one for a
-** job with greedy set. */
+** must draw them right too) and sampled with a token mask (CFG_MASKED: the
+** same kernels serve fs_sample_ex); timed on the first, or on the greedy one
+** for a job with greedy set. */
 #define CFG_GREEDY 1
 #define CFG_GROUP16 2
+#define CFG_MASKED 3
 static const fs_sampling cfgs[NCFG] = {
     {1.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
     {0.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
     {1.0f, NULL, 1, 0x5eed2026ull, NULL, 7, NULL},
+    {1.0f, NULL, 1, 0x5eed2026ull, NULL, 8, NULL},
 };
-static const char *const cfg_names[NCFG] = {"T=1", "greedy", "group16 T=1"};
+static const char *const cfg_names[NCFG] = {"T=1", "greedy", "group16 T=1", "masked T=1"};
+
+/* CFG_MASKED's mask: about half of each row's tokens out, by a hash of (row,
+** token); token row % V always allowed, so that no row is all masked. */
+static int masked_out(int row, int token, int V) {
+  const uint32_t h = ((uint32_t)token * 0x9E3779B1u) ^ ((uint32_t)row * 0x85EBCA6Bu);
+  return token != row % V && ((h ^ (h >> 15)) * 0x2C1B3C6Du) >> 31;
+}
+static long long mask_words(int V) { return (V + 31) / 32; }
 
 static double tol(double x) { return 1e-3 * (1.0 + fabs(x)); }
 
@@ -199,9 +215,10 @@ static double logit(const worker *w, int row, int token) {
 /* The exact perturbed score of (row, token) under cfg; *z gets the logit.
 ** Under CFG_GROUP16 the score is the token's group's (flashsampling.h): m / T
 ** + ln sum_i exp((z_i - m) / T) + g over its tokens inside [0, V), m their
-** largest logit (this data's logits are finite). */
+** largest logit (this data's logits are finite).  Under CFG_MASKED a masked
+** token's logit and score are -inf. */
 static double exact_score(const worker *w, int cfg, int row, int token, double *z) {
-  *z = logit(w, row, token);
+  *z = cfg == CFG_MASKED && masked_out(row, token, w->V) ? -INFINITY : logit(w, row, token);
   const fs_sampling *s = &cfgs[cfg];
   if (!(s->temperature > 0)) return *z;
   if (cfg != CFG_GROUP16)
@@ -284,6 +301,26 @@ static int setup_batch(worker *w, int B) {
       return -1;
     w->cap = B;
   }
+  if (w->mask_B != B || w->mask_V != w->V) {
+    dfree(w, &w->dmask);
+    free(w->hmask);
+    w->mask_B = w->mask_V = 0;
+    const long long nw = mask_words(w->V);
+    w->hmask = calloc((size_t)B * (size_t)nw, 4);
+    if (!w->hmask) {
+      snprintf(w->msg, sizeof w->msg, "out of host memory for the token mask");
+      return -1;
+    }
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < w->V; t++)
+        if (!masked_out(b, t, w->V)) w->hmask[(size_t)b * nw + t / 32] |= 1u << (t % 32);
+    const size_t bytes = (size_t)B * (size_t)nw * 4;
+    if (CU(w->cu->cuMemAlloc(&w->dmask, bytes)) ||
+        CU(w->cu->cuMemcpyHtoD(w->dmask, w->hmask, bytes)))
+      return -1;
+    w->mask_B = B;
+    w->mask_V = w->V;
+  }
   return 0;
 }
 
@@ -319,7 +356,8 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
     return -1;
   }
   w->ctx->noise = cfg == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
-  int st = fs_launch(w->ctx, k, &p, &s, &o, w->stream);
+  const fs_mask mask = {(const uint32_t *)(uintptr_t)w->dmask, mask_words(w->V)};
+  int st = fs_launch_masked(w->ctx, k, &p, &s, cfg == CFG_MASKED ? &mask : NULL, &o, w->stream);
   w->ctx->noise = FS_NOISE_TOKEN;
   if (st) {
     snprintf(w->msg, sizeof w->msg, "launch: %s: %s", fs_status_string(st),
@@ -368,6 +406,10 @@ static int check(worker *w, int cfg, const int32_t *ref_tok, const double *ref_s
     if (fs_key_token(w->hkey[b]) != (uint32_t)t) {
       snprintf(w->msg, sizeof w->msg, "%s row %d: token %d but its key names token %u", what, b,
                t, fs_key_token(w->hkey[b]));
+      return -1;
+    }
+    if (cfg == CFG_MASKED && masked_out(b, t, w->V)) {
+      snprintf(w->msg, sizeof w->msg, "%s row %d: token %d, which the mask excludes", what, b, t);
       return -1;
     }
     double z, sc = exact_score(w, cfg, b, t, &z);
@@ -447,9 +489,10 @@ static void do_setup(worker *w, const tune_msg *m, const void *cubin, tune_msg *
   for (int c = 0; c < NCFG && w->nref < nref; c++) {
     double z;
     fs_problem p = {nref, w->D, w->V, 0, w->dtype, w->hH, 0, w->hW, 0};
-    int st = fs_reference_sample_noise(&p, &cfgs[c],
-                                       c == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN,
-                                       w->ref_tok[c], NULL, NULL);
+    const fs_options opt = {sizeof opt, w->hmask, mask_words(w->V)}; /* its first rows */
+    int st = fs_reference_sample_ex(&p, &cfgs[c],
+                                    c == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN,
+                                    c == CFG_MASKED ? &opt : NULL, w->ref_tok[c], NULL, NULL);
     if (st) {
       snprintf(w->msg, sizeof w->msg, "CPU reference: %s", fs_last_error(NULL));
       r->status = st;
@@ -604,6 +647,7 @@ static void worker_free(worker *w) {
     dfree(w, &w->tok);
     dfree(w, &w->lgt);
     dfree(w, &w->key);
+    dfree(w, &w->dmask);
     dfree(w, &w->scratch);
     if (w->e0) w->cu->cuEventDestroy(w->e0);
     if (w->e1) w->cu->cuEventDestroy(w->e1);
@@ -612,7 +656,7 @@ static void worker_free(worker *w) {
     w->cu->cuCtxPopCurrent(&dummy);
     fs_context_destroy(w->ctx);
   }
-  free(w->hW); free(w->hH); free(w->htok); free(w->hlgt); free(w->hkey);
+  free(w->hW); free(w->hH); free(w->htok); free(w->hlgt); free(w->hkey); free(w->hmask);
   for (int c = 0; c < NCFG; c++) { free(w->otok[c]); free(w->oscore[c]); }
 }
 

@@ -18,6 +18,21 @@
 ** device_ordinal; fs_context_create_from_cucontext(NULL) names cu_context
 ** and, with the real CUcontext, gives a working context.
 **
+** The further inputs (fs_options) of fs_sample_ex() and fs_sample_tp_ex(),
+** the same way: options->size 0, 12 (ending inside token_mask), one that
+** ends before token_mask_stride (no version had that layout) and
+** sizeof(fs_options) + 8 (from a newer header) name options->size and the
+** value; a token_mask misaligned by 2 bytes names token_mask; a
+** token_mask_stride of -1, 1, 31 (one below ceil((vocab_offset + V) / 32) =
+** 32 at V = 1000) and 2^40 (past the index range) names token_mask_stride,
+** the value and the rule; fs_sample_tp_ex() refuses a bad stride, a stride
+** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
+** bad size before any collective is called; fs_reference_sample_ex() refuses a
+** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
+** fs_sample()'s tokens, keys and logits bit for bit: NULL options, options
+** with a NULL token_mask, and a mask of all ones with stride 0, 32 (the
+** minimum) and 40 (padding words).
+**
 ** Kernel selection failures, forced with FS_VARIANT in a fresh context each
 ** (FS_VARIANT is read when a shape is first prepared), all derived from this
 ** GPU's default variant name: a name that is not a variant, one that breaks
@@ -39,6 +54,7 @@
 #include "gpu_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +74,11 @@ static int32_t g_tok[TB * TS];
 static uint64_t g_key[TB * TS];
 static float g_logit[TB * TS];
 static CUdeviceptr g_seeds; /* device [TB] */
+static CUdeviceptr g_mask;  /* device [TB, MASK_WORDS], every bit 1 (gu_alloc's fill) */
+static long g_allreduce_calls;
+
+#define MASK_NEED ((TV + 31) / 32) /* ceil((vocab_offset + V) / 32) of g_p */
+#define MASK_WORDS 40              /* the widest stride the accepted cases use */
 
 /* The valid call on ctx reproduces the baseline bit for bit. */
 static void check_valid_call(fs_context *ctx, const char *after) {
@@ -205,6 +226,151 @@ static void test_sample_args(void) {
   CHECK_MSG(st == FS_OK, "fs_prepare after errors: %s: %s", fs_status_string(st),
             fs_last_error(g_ctx));
   check_valid_call(g_ctx, "fs_prepare/fs_variant_name errors");
+}
+
+/* An all-reduce that must never be reached (it fails if it is). */
+static int never_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)count, (void)op, (void)stream;
+  g_allreduce_calls++;
+  return 1;
+}
+
+/* One fs_sample_ex call (tp: fs_sample_tp_ex, whose collective must not be
+** reached) with bad options: expect_bad's checks, with up to three needles. */
+static void expect_bad_options(const char *what, int tp, const fs_options *opt,
+                               const char *needle1, const char *needle2, const char *needle3) {
+  gu_outputs_poison(g_ctx, &g_o);
+  const fs_outputs o = gu_outputs_api(&g_o);
+  const long calls = g_allreduce_calls;
+  const int st = tp ? fs_sample_tp_ex(g_ctx, &g_p, &g_s, opt, &o, never_allreduce, NULL, NULL)
+                    : fs_sample_ex(g_ctx, &g_p, &g_s, opt, &o, NULL);
+  const char *msg = fs_last_error(g_ctx);
+  printf("%-44s -> %s: %s\n", what, fs_status_string(st), msg);
+  /* catches: bad options accepted (a kernel would read a wrong mask) */
+  CHECK_MSG(st == FS_INVALID_ARGUMENT, "%s: got %s (%d), want invalid argument: %s", what,
+            fs_status_string(st), st, msg);
+  /* catches: a message that does not say what was wrong */
+  CHECK_MSG(has(msg, needle1) && has(msg, needle2) && has(msg, needle3),
+            "%s: the message does not name \"%s\"%s%s%s%s: \"%s\"", what, needle1,
+            needle2 ? ", " : "", needle2 ? needle2 : "", needle3 ? ", " : "",
+            needle3 ? needle3 : "", msg);
+  /* catches: a TP call that reached the collective before validating */
+  CHECK_MSG(g_allreduce_calls == calls, "%s: the all-reduce was called", what);
+  gu_outputs_fetch(g_ctx, &g_o);
+  long written = 0;
+  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
+            written);
+  check_valid_call(g_ctx, what);
+}
+
+/* Accepted options that allow every token: fs_sample_ex must draw the
+** baseline (fs_sample's) bit for bit.  Catches: options that are accepted
+** but change the draw, or a mask of all ones read as something else. */
+static void expect_same_draw(const char *what, const fs_options *opt) {
+  gu_outputs_poison(g_ctx, &g_o);
+  const fs_outputs o = gu_outputs_api(&g_o);
+  const int st = fs_sample_ex(g_ctx, &g_p, &g_s, opt, &o, NULL);
+  printf("%-44s -> %s%s%s\n", what, fs_status_string(st), st ? ": " : "",
+         st ? fs_last_error(g_ctx) : "");
+  CHECK_MSG(st == FS_OK, "%s: fs_sample_ex returned %s: %s", what, fs_status_string(st),
+            fs_last_error(g_ctx));
+  if (st != FS_OK) return;
+  gu_outputs_fetch(g_ctx, &g_o);
+  gu_outputs_check(&g_o, what);
+  long diff = 0;
+  for (int i = 0; i < TB * TS; i++)
+    diff += g_o.h_tokens[i] != g_tok[i] || g_o.h_keys[i] != g_key[i] ||
+            gu_float_bits(g_o.h_logits[i]) != gu_float_bits(g_logit[i]);
+  CHECK_MSG(diff == 0, "%s: %ld draws differ from fs_sample's", what, diff);
+}
+
+static fs_options options_of(size_t size, const void *mask, int64_t stride) {
+  fs_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.size = size;
+  opt.token_mask = (const uint32_t *)mask;
+  opt.token_mask_stride = stride;
+  return opt;
+}
+
+static void test_options_args(void) {
+  const void *mask = gu_ptr(g_mask);
+  const size_t full = sizeof(fs_options);
+  const size_t short_size = offsetof(fs_options, token_mask) + sizeof(const uint32_t *) - 4;
+  fs_options opt;
+  char needle[64], what[96];
+  const char *rule = "ceil((vocab_offset + V) / 32)";
+
+  opt = options_of(0, mask, 0);
+  expect_bad_options("options->size 0", 0, &opt, "options->size=0", "sizeof(fs_options)", NULL);
+  opt = options_of(short_size, mask, 0);
+  snprintf(needle, sizeof needle, "options->size=%zu", short_size);
+  expect_bad_options("options->size ends inside token_mask", 0, &opt, needle, NULL, NULL);
+  opt = options_of(full + 8, mask, 0);
+  snprintf(needle, sizeof needle, "options->size=%zu", full + 8);
+  expect_bad_options("options->size sizeof(fs_options) + 8", 0, &opt, needle,
+                     "sizeof(fs_options)", NULL);
+  opt = options_of(full, plus(mask, 2), 0);
+  expect_bad_options("token_mask misaligned by 2 bytes", 0, &opt, "token_mask", "4-byte", NULL);
+  static const int64_t bad_strides[] = {-1, 1, MASK_NEED - 1, (int64_t)1 << 40};
+  for (size_t i = 0; i < sizeof bad_strides / sizeof *bad_strides; i++) {
+    const int64_t st = bad_strides[i];
+    opt = options_of(full, mask, st);
+    snprintf(needle, sizeof needle, "token_mask_stride=%lld", (long long)st);
+    snprintf(what, sizeof what, "token_mask_stride %lld", (long long)st);
+    /* the rule for strides below the minimum; the index range past it */
+    expect_bad_options(what, 0, &opt, needle, st < MASK_NEED ? rule : "range", NULL);
+  }
+  opt = options_of(full, mask, 1);
+  expect_bad_options("fs_sample_tp_ex, token_mask_stride 1", 1, &opt, "token_mask_stride=1", rule,
+                     NULL);
+  opt = options_of(full, mask, -1);
+  expect_bad_options("fs_sample_tp_ex, token_mask_stride -1", 1, &opt, "token_mask_stride=-1",
+                     rule, NULL);
+  opt = options_of(0, mask, 0);
+  expect_bad_options("fs_sample_tp_ex, options->size 0", 1, &opt, "options->size", NULL, NULL);
+  /* catches: a shard's own width taken for the mask's row stride (every
+  ** rank but the last would read rows b >= 1 at the wrong words) */
+  opt = options_of(full, mask, 0);
+  expect_bad_options("fs_sample_tp_ex, token_mask_stride 0", 1, &opt, "token_mask_stride=0",
+                     "fs_sample_tp_ex", NULL);
+  /* catches: a layout no version had, read as if it were one (a wrong size
+  ** that would silently take the minimal stride) */
+  opt = options_of(offsetof(fs_options, token_mask_stride), mask, -5);
+  snprintf(needle, sizeof needle, "options->size=%zu", offsetof(fs_options, token_mask_stride));
+  expect_bad_options("options->size ends before token_mask_stride", 0, &opt, needle, NULL, NULL);
+
+  /* the CPU reference checks the same rules (host pointers) */
+  {
+    const fs_problem hp = gu_problem(&g_lm, 0);
+    uint32_t hmask[TB * MASK_NEED];
+    int32_t tok[TB * TS];
+    memset(hmask, 0xFF, sizeof hmask);
+    opt = options_of(0, hmask, 0);
+    int st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &opt, tok, NULL, NULL);
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "options->size"),
+              "fs_reference_sample_ex(options->size 0): %s: %s", fs_status_string(st),
+              fs_last_error(NULL));
+    opt = options_of(full, hmask, 1);
+    st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &opt, tok, NULL, NULL);
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "token_mask_stride=1"),
+              "fs_reference_sample_ex(token_mask_stride 1): %s: %s", fs_status_string(st),
+              fs_last_error(NULL));
+    printf("%-44s -> %s: %s\n", "fs_reference_sample_ex, token_mask_stride 1",
+           fs_status_string(st), fs_last_error(NULL));
+  }
+
+  /* accepted: what allows every token draws as fs_sample */
+  expect_same_draw("options NULL", NULL);
+  opt = options_of(full, NULL, 0);
+  expect_same_draw("options with token_mask NULL", &opt);
+  opt = options_of(full, mask, 0);
+  expect_same_draw("all-ones mask, stride 0", &opt);
+  opt = options_of(full, mask, MASK_NEED);
+  expect_same_draw("all-ones mask, stride 32 (the minimum)", &opt);
+  opt = options_of(full, mask, MASK_WORDS);
+  expect_same_draw("all-ones mask, stride 40", &opt);
 }
 
 static void test_context_args(void) {
@@ -426,6 +592,7 @@ int main(void) {
   gu_outputs_alloc(g_ctx, &g_o, TB * TS, 1, 1);
   uint64_t seeds[TB] = {1, 2, 3, 4};
   g_seeds = gu_upload_new(g_ctx, seeds, sizeof seeds);
+  g_mask = gu_alloc(g_ctx, sizeof(uint32_t) * TB * MASK_WORDS);
 
   /* the baseline every recovery is compared with */
   REQUIRE(gu_sample_fetch(g_ctx, &g_p, &g_s, &g_o, NULL, "first valid call") == FS_OK);
@@ -435,8 +602,10 @@ int main(void) {
 
   test_context_args();
   test_sample_args();
+  test_options_args();
   test_variant_failures();
 
+  gu_free(g_ctx, g_mask);
   gu_free(g_ctx, g_seeds);
   gu_outputs_free(g_ctx, &g_o);
   gu_lmhead_free(g_ctx, &g_lm);
