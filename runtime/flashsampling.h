@@ -161,9 +161,10 @@ typedef struct fs_outputs {
                        over vocab shards is the unsharded winner */
 } fs_outputs;
 
-/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex(); since
-** 0.2.0), a struct that later versions only append to: set `size` to
-** sizeof(fs_options) and zero what is unused (NULL options mean all unused).
+/* Further inputs of one call (fs_sample_ex(), fs_sample_tp_ex(),
+** fs_sample_nccl_ex(); since 0.2.0), a struct that later versions only
+** append to: set `size` to sizeof(fs_options) and zero what is unused (NULL
+** options mean all unused).
 ** A later library reads only the fields that `size` covers, so a program
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but this one) is rejected.
@@ -304,6 +305,12 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
 int fs_sample_nccl(fs_context *ctx, const fs_problem *problem,
                    const fs_sampling *sampling, const fs_outputs *outputs,
                    void *nccl_comm, void *stream);
+
+/* fs_sample_nccl() with further inputs (fs_options, the same on every rank,
+** as for fs_sample_tp_ex(): a mask needs its token_mask_stride given). */
+int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem,
+                      const fs_sampling *sampling, const fs_options *options,
+                      const fs_outputs *outputs, void *nccl_comm, void *stream);
 
 /* ---- CPU reference ---------------------------------------------------------- */
 /* The same draw on the CPU in plain C: logits in double from the same

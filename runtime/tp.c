@@ -124,11 +124,18 @@ static int nccl_allreduce(void *comm, void *buf, size_t count, int op, void *str
 
 int fs_sample_nccl(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                    const fs_outputs *outputs, void *nccl_comm, void *stream) {
+  return fs_sample_nccl_ex(ctx, problem, sampling, NULL, outputs, nccl_comm, stream);
+}
+
+int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                      const fs_options *options, const fs_outputs *outputs, void *nccl_comm,
+                      void *stream) {
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!nccl_comm)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "nccl_comm=NULL: an NCCL communicator is required");
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  return fs_sample_tp(ctx, problem, sampling, outputs, nccl_allreduce, nccl_comm, stream);
+  return fs_sample_tp_ex(ctx, problem, sampling, options, outputs, nccl_allreduce, nccl_comm,
+                         stream);
 }

@@ -9,7 +9,9 @@
 **    bitwise those of one unsharded fs_sample() (each logit is one row-by-row
 **    dot product whatever the shard, so no tolerance is needed).
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
-**    fs_sample_nccl(): the same tokens as fs_sample().  Skipped with a
+**    fs_sample_nccl(): the same tokens as fs_sample(); and through
+**    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
+**    fs_sample_ex() with it (a stride of 0 refused).  Skipped with a
 **    message if libnccl.so.2 cannot be loaded.
 ** Multi-GPU runs need a machine with several GPUs (see issue 5).
 */
@@ -85,6 +87,32 @@ int main(void) {
       const int bad = tp_mismatches(ctx, &go, &u.ref, "NCCL, 1 rank");
       CHECK_MSG(bad == 0, "NCCL single rank: %d mismatches", bad);
       printf("NCCL, 1 rank: %s\n", bad ? "MISMATCH" : "equal to fs_sample");
+      /* masked: even ids only, the whole vocabulary's words per row */
+      enum { MW = (V + 31) / 32 };
+      uint32_t *hm = gu_malloc((size_t)B * MW * 4);
+      for (size_t i = 0; i < (size_t)B * MW; i++) hm[i] = 0x55555555u;
+      CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * MW * 4);
+      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW};
+      gu_outputs mref;
+      tp_outputs(ctx, &mref);
+      const fs_outputs mo = gu_outputs_api(&mref);
+      REQUIRE(fs_sample_ex(ctx, &u.full, &u.s, &opt, &mo, NULL) == FS_OK);
+      gu_outputs_fetch(ctx, &mref);
+      int odd = 0;
+      for (int i = 0; i < NITEMS; i++) odd += mref.h_tokens[i] & 1;
+      CHECK_MSG(odd == 0, "fs_sample_ex with even ids allowed drew %d odd ids", odd);
+      gu_outputs_poison(ctx, &go);
+      st = fs_sample_nccl_ex(ctx, &u.full, &u.s, &opt, &o, comm, NULL);
+      CHECK_MSG(st == FS_OK, "fs_sample_nccl_ex: %s", fs_last_error(ctx));
+      const int mbad = tp_mismatches(ctx, &go, &mref, "NCCL masked, 1 rank");
+      CHECK_MSG(mbad == 0, "NCCL single rank, masked: %d mismatches", mbad);
+      printf("NCCL masked, 1 rank: %s\n", mbad ? "MISMATCH" : "equal to fs_sample_ex");
+      opt.token_mask_stride = 0; /* refused: a shard cannot know the whole vocabulary */
+      CHECK(fs_sample_nccl_ex(ctx, &u.full, &u.s, &opt, &o, comm, NULL) == FS_INVALID_ARGUMENT &&
+            strstr(fs_last_error(ctx), "token_mask_stride=0"));
+      gu_outputs_free(ctx, &mref);
+      gu_free(ctx, dm);
+      free(hm);
       destroy(comm);
       gu_outputs_free(ctx, &go);
     }
@@ -94,6 +122,8 @@ int main(void) {
   CHECK(fs_sample_tp(ctx, &u.full, &u.s, &o0, NULL, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "allreduce"));
   CHECK(fs_sample_nccl(ctx, &u.full, &u.s, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
+        strstr(fs_last_error(ctx), "nccl_comm"));
+  CHECK(fs_sample_nccl_ex(ctx, &u.full, &u.s, NULL, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "nccl_comm"));
   tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
