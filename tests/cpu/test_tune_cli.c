@@ -134,6 +134,14 @@ static void test_dry_run(void) {
   for (const char *p = r.out; (p = strstr(p, "  compiled fsamp_")) != NULL; p++) compiled++;
   CHECK_MSG(compiled >= 1, "no compiled variant in:\n%.3000s", r.out);
   CHECK(strstr(r.out, "_v128_b16_") != NULL);
+  /* on sm_90a the TMA and wgmma tiles come before mma.sync's (tune_plan.c) */
+  CHECK_MSG(strstr(r.out, "  compiled fsamp_bf16_sm90a_mma_") == NULL,
+            "an mma.sync variant among the first 6 of sm_90a:\n%.3000s", r.out);
+  /* sm_80 has no TMA family: mma.sync is its space */
+  result r80 = RUN("--dry-run", "--arch", "80", "--filter", "_v128_b16_", "--max-variants", "2",
+                   "--jobs", "2");
+  CHECK_MSG(strstr(r80.out, "  compiled fsamp_bf16_sm80_mma_") != NULL,
+            "no mma.sync variant among the first of sm_80:\n%.3000s", r80.out);
   CHECK(strstr(r.out, "rejected (register spills)") != NULL);
   expect("--dry-run", r, 0, "timing needs a GPU: no variants were timed", NULL);
   CHECK(exists("dry.csv") && exists("dry.csv.svg"));
