@@ -7,6 +7,7 @@
 ** max is the unsharded argmax, smaller token on exact ties); fsamp_finalize
 ** writes tokens and, when asked, this rank's logit where it holds the winner
 ** (0 elsewhere), which a sum all-reduce turns into the winner's logit.
+** Through NCCL the keys are reduced out of place (no copy of them first).
 ** NCCL is loaded with dlopen, so the library does not depend on it.
 */
 #include "fs_int.h"
@@ -37,22 +38,31 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   return fs_sample_tp_ex(ctx, problem, sampling, NULL, outputs, allreduce, user, stream);
 }
 
-int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
-                    const fs_options *options, const fs_outputs *outputs,
-                    fs_allreduce_fn allreduce, void *user, void *stream) {
-  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
-  if (!allreduce)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
+/* The collective of one call: the engine's in-place all-reduce, or NCCL's
+** (nccl_comm set), which reduces the keys out of place and so saves the
+** copy of the local keys that an in-place one needs. */
+typedef struct tp_coll {
+  fs_allreduce_fn allreduce;
+  void *user;
+  void *nccl_comm;
+} tp_coll;
+
+static int nccl_reduce(void *comm, const void *send, void *recv, size_t count, int op,
+                       void *stream);
+
+static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                     const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
+                     void *stream) {
   fs_mask m;
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   if (m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->token_mask_stride=0: fs_sample_tp_ex needs the mask's row stride "
+                  "options->token_mask_stride=0: %s needs the mask's row stride "
                   "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
                   "0 would mean this shard's ceil((vocab_offset + V) / 32) = %lld",
-                  (long long)m.stride);
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex", (long long)m.stride);
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;
@@ -69,10 +79,16 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
     st = fs_launch_masked(ctx, k, problem, sampling, &m, &local, (CUstream)stream);
   }
   CUresult r = CUDA_SUCCESS;
-  if (!st && (r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))
-    st = fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
-  if (!st && allreduce(user, (void *)(uintptr_t)gk, n, FS_REDUCE_MAX_U64, stream))
-    st = fs_err(ctx, FS_CUDA, "allreduce(max of %zu keys) failed", n);
+  if (!st && c->nccl_comm) {
+    if (nccl_reduce(c->nccl_comm, (void *)(uintptr_t)lk, (void *)(uintptr_t)gk, n,
+                    FS_REDUCE_MAX_U64, stream))
+      st = fs_err(ctx, FS_CUDA, "ncclAllReduce(max of %zu keys) failed", n);
+  } else if (!st) {
+    if ((r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))
+      st = fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
+    else if (c->allreduce(c->user, (void *)(uintptr_t)gk, n, FS_REDUCE_MAX_U64, stream))
+      st = fs_err(ctx, FS_CUDA, "allreduce(max of %zu keys) failed", n);
+  }
   if (!st) {
     int nn = (int)n;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, (void *)&outputs->logits,
@@ -82,10 +98,23 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
       st = fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_finalize)", __FILE__, __LINE__);
   }
   if (!st && outputs->logits &&
-      allreduce(user, outputs->logits, n, FS_REDUCE_SUM_F32, stream))
-    st = fs_err(ctx, FS_CUDA, "allreduce(sum of %zu logits) failed", n);
+      (c->nccl_comm ? nccl_reduce(c->nccl_comm, outputs->logits, outputs->logits, n,
+                                  FS_REDUCE_SUM_F32, stream)
+                    : c->allreduce(c->user, outputs->logits, n, FS_REDUCE_SUM_F32, stream)))
+    st = fs_err(ctx, FS_CUDA, "%s(sum of %zu logits) failed",
+                c->nccl_comm ? "ncclAllReduce" : "allreduce", n);
   cu->cuCtxPopCurrent(&dummy);
   return st;
+}
+
+int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    const fs_options *options, const fs_outputs *outputs,
+                    fs_allreduce_fn allreduce, void *user, void *stream) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  if (!allreduce)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
+  const tp_coll c = {allreduce, user, NULL};
+  return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
 /* ---- NCCL, loaded at run time ------------------------------------------- */
@@ -111,9 +140,13 @@ static void load_nccl(void) {
   snprintf(g_nccl_why, sizeof g_nccl_why, "%s", e ? e : "?");
 }
 
-static int nccl_allreduce(void *comm, void *buf, size_t count, int op, void *stream) {
-  ncclResult_t r = g_nccl.allreduce(buf, buf, count, op == FS_REDUCE_MAX_U64 ? ncclUint64 : ncclFloat32,
-                                    op == FS_REDUCE_MAX_U64 ? ncclMax : ncclSum, (ncclComm_t)comm,
+/* ncclAllReduce of count keys (max) or logits (sum) from send into recv
+** (which may be send) on stream; 0, or 1 after saying why on stderr. */
+static int nccl_reduce(void *comm, const void *send, void *recv, size_t count, int op,
+                       void *stream) {
+  const int keys = op == FS_REDUCE_MAX_U64;
+  ncclResult_t r = g_nccl.allreduce(send, recv, count, keys ? ncclUint64 : ncclFloat32,
+                                    keys ? ncclMax : ncclSum, (ncclComm_t)comm,
                                     (cudaStream_t)stream);
   if (r != ncclSuccess) {
     fprintf(stderr, "flashsampling: ncclAllReduce failed: %s\n", g_nccl.errstr(r));
@@ -136,6 +169,6 @@ int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampl
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  return fs_sample_tp_ex(ctx, problem, sampling, options, outputs, nccl_allreduce, nccl_comm,
-                         stream);
+  const tp_coll c = {NULL, NULL, nccl_comm};
+  return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
