@@ -177,13 +177,14 @@ typedef struct fs_outputs {
 **    noise, never a greedy argmax while an allowed token has a logit above
 **    -inf); a row with no allowed token among them draws as a row of -inf
 **    logits does: its first id, vocab_offset, with logit -inf (over the ranks
-**    of fs_sample_tp_ex(), the smallest such id).  The kernel reads the mask,
-**    so it may change between graph replays.  4-byte aligned device memory;
-**    for fs_sample_tp_ex(), the same contents and stride on each rank's
-**    device (the ids are global).
+**    of fs_sample_tp_ex() / fs_sample_nccl_ex(), the smallest such id).  The
+**    kernel reads the mask, so it may change between graph replays.  4-byte
+**    aligned device memory; for the tensor-parallel calls, the same contents
+**    and stride on each rank's device (the ids are global).
 **  - token_mask_stride: ignored without a mask; token_mask_stride x B must
-**    stay within 2^40 words.  fs_sample_tp_ex() needs it given (the whole
-**    vocabulary's words: a shard cannot know them), not 0. */
+**    stay within 2^40 words.  fs_sample_tp_ex() and fs_sample_nccl_ex() need
+**    it given (the whole vocabulary's words: a shard cannot know them), not
+**    0. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */

@@ -47,8 +47,8 @@ typedef struct tp_coll {
   void *nccl_comm;
 } tp_coll;
 
-static int nccl_reduce(void *comm, const void *send, void *recv, size_t count, int op,
-                       void *stream);
+static int nccl_reduce(fs_context *ctx, void *comm, const void *send, void *recv, size_t count,
+                       int op, void *stream);
 
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
@@ -80,9 +80,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   }
   CUresult r = CUDA_SUCCESS;
   if (!st && c->nccl_comm) {
-    if (nccl_reduce(c->nccl_comm, (void *)(uintptr_t)lk, (void *)(uintptr_t)gk, n,
-                    FS_REDUCE_MAX_U64, stream))
-      st = fs_err(ctx, FS_CUDA, "ncclAllReduce(max of %zu keys) failed", n);
+    st = nccl_reduce(ctx, c->nccl_comm, (void *)(uintptr_t)lk, (void *)(uintptr_t)gk, n,
+                     FS_REDUCE_MAX_U64, stream);
   } else if (!st) {
     if ((r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))
       st = fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
@@ -97,12 +96,12 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                                 (CUstream)stream, args, NULL)))
       st = fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_finalize)", __FILE__, __LINE__);
   }
-  if (!st && outputs->logits &&
-      (c->nccl_comm ? nccl_reduce(c->nccl_comm, outputs->logits, outputs->logits, n,
-                                  FS_REDUCE_SUM_F32, stream)
-                    : c->allreduce(c->user, outputs->logits, n, FS_REDUCE_SUM_F32, stream)))
-    st = fs_err(ctx, FS_CUDA, "%s(sum of %zu logits) failed",
-                c->nccl_comm ? "ncclAllReduce" : "allreduce", n);
+  if (!st && outputs->logits && c->nccl_comm)
+    st = nccl_reduce(ctx, c->nccl_comm, outputs->logits, outputs->logits, n, FS_REDUCE_SUM_F32,
+                     stream);
+  else if (!st && outputs->logits &&
+           c->allreduce(c->user, outputs->logits, n, FS_REDUCE_SUM_F32, stream))
+    st = fs_err(ctx, FS_CUDA, "allreduce(sum of %zu logits) failed", n);
   cu->cuCtxPopCurrent(&dummy);
   return st;
 }
@@ -141,18 +140,18 @@ static void load_nccl(void) {
 }
 
 /* ncclAllReduce of count keys (max) or logits (sum) from send into recv
-** (which may be send) on stream; 0, or 1 after saying why on stderr. */
-static int nccl_reduce(void *comm, const void *send, void *recv, size_t count, int op,
-                       void *stream) {
+** (which may be send) on stream: FS_OK, or FS_CUDA with NCCL's reason in
+** ctx's error message. */
+static int nccl_reduce(fs_context *ctx, void *comm, const void *send, void *recv, size_t count,
+                       int op, void *stream) {
   const int keys = op == FS_REDUCE_MAX_U64;
   ncclResult_t r = g_nccl.allreduce(send, recv, count, keys ? ncclUint64 : ncclFloat32,
                                     keys ? ncclMax : ncclSum, (ncclComm_t)comm,
                                     (cudaStream_t)stream);
-  if (r != ncclSuccess) {
-    fprintf(stderr, "flashsampling: ncclAllReduce failed: %s\n", g_nccl.errstr(r));
-    return 1;
-  }
-  return 0;
+  if (r != ncclSuccess)
+    return fs_err(ctx, FS_CUDA, "ncclAllReduce(%s of %zu %s) failed: %s", keys ? "max" : "sum",
+                  count, keys ? "keys" : "logits", g_nccl.errstr(r));
+  return FS_OK;
 }
 
 int fs_sample_nccl(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

@@ -7,8 +7,8 @@
 ** still finds a good winner): the built-in default first (it is also the
 ** oracle), then by how far the batch tile is from the bucket, preferring
 ** the plain choices (last-CTA reduction, persistent grid, 16-byte loads),
-** and, in a space that has the TMA family (ws: sm_90 and later), the TMA and
-** wgmma families before mma.sync and FFMA, then in enumeration order.
+** and, in a space that has the wgmma family (wg: sm_90a), the TMA and wgmma
+** families before mma.sync and FFMA, then in enumeration order.
 ** --max-variants cuts each bucket's list.  Sources are generated here, in
 ** the main thread (Lua is not thread-safe), and variants whose sources are
 ** byte-identical (they differ only in host-side parameters such as the grid)
@@ -58,24 +58,25 @@ typedef struct fam_range {
 ** that each family's best-fitting tiles rank first, plus one for each
 ** probe-only choice the family has (a second-launch reduction, one CTA per
 ** tile, 8-byte loads).  Parameters are read by name, so families without
-** them are not penalised.  Where the space has the TMA family (ws), the
-** cp.async families (mma, fma) rank after every TMA and wgmma tile (+64, more
-** than any distance): on the H200 no mma.sync or FFMA variant won a bucket,
-** 6-14% behind the best at B = 1..16 and 1.3-2.9x at B >= 64 (perf-notes
-** 25c), so a small --budget spends its time on the families that win. */
+** them are not penalised.  Where the space has the wgmma family (wg: sm_90a,
+** where this was measured), the cp.async families (mma, fma) rank after every
+** TMA and wgmma tile (+64, more than any distance): on the H200 no mma.sync
+** or FFMA variant won a bucket, 6-14% behind the best at B = 1..16 and
+** 1.3-2.9x at B >= 64 (perf-notes 25c), so a small --budget spends its time
+** on the families that win. */
 static double promise(const fs_variant *v, int bucket, const fam_range *fr, int nfr) {
   char buf[32];
   double want = bucket;
-  int has_tma = 0;
+  int hopper = 0;
   for (int i = 0; i < nfr; i++) {
-    if (!strcmp(fr[i].family, "ws")) has_tma = 1;
+    if (!strcmp(fr[i].family, "wg")) hopper = 1;
     if (!strcmp(fr[i].family, v->family)) {
       if (want < fr[i].lo) want = fr[i].lo;
       if (want > fr[i].hi) want = fr[i].hi;
     }
   }
   double s = 4.0 * fabs(log2((double)(v->tile_b > 0 ? v->tile_b : 1)) - log2(want));
-  if (has_tma && (!strcmp(v->family, "mma") || !strcmp(v->family, "fma"))) s += 64;
+  if (hopper && (!strcmp(v->family, "mma") || !strcmp(v->family, "fma"))) s += 64;
   if (!strcmp(tune_param(v, "reduce", buf, sizeof buf), "pass2")) s += 1;
   if (!strcmp(tune_param(v, "grid", buf, sizeof buf), "tiles")) s += 1;
   if (!strcmp(tune_param(v, "load", buf, sizeof buf), "8")) s += 1;

@@ -128,8 +128,8 @@ static void test_usage(void) {
 }
 
 static void test_dry_run(void) {
-  result r = RUN("--dry-run", "--filter", "_v128_b16_", "--max-variants", "6", "--jobs", "2",
-                 "--report", "dry.csv");
+  result r = RUN("--dry-run", "--arch", "90", "--filter", "_v128_b16_", "--max-variants", "6",
+                 "--jobs", "2", "--report", "dry.csv");
   int compiled = 0;
   for (const char *p = r.out; (p = strstr(p, "  compiled fsamp_")) != NULL; p++) compiled++;
   CHECK_MSG(compiled >= 1, "no compiled variant in:\n%.3000s", r.out);

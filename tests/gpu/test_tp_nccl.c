@@ -5,9 +5,10 @@
 **
 ** For R = 2, 4 and 8 ranks (those the visible GPUs allow), rank k on GPU k
 ** holds an uneven shard of W (vocab_offset set) and its own copy of H and of
-** the per-row temperatures; one NCCL communicator per rank from
-** ncclCommInitAll, one thread per rank calling fs_prepare and
-** fs_sample_nccl on its own stream.  Every rank's tokens, keys and logits
+** the per-row temperatures; fs_prepare on each rank first, then one NCCL
+** communicator per rank from ncclCommInitAll and one thread per rank calling
+** fs_sample_nccl_ex (NULL options: fs_sample_nccl's call) on its own stream.
+** Every rank's tokens, keys and logits
 ** must be bitwise those of one unsharded fs_sample on GPU 0 (each logit is
 ** one row-by-row dot product whatever the shard and the GPU, so no
 ** tolerance is needed), for sampled and greedy rows and two samples per row;
@@ -23,7 +24,7 @@
 #include "tp_util.h"
 
 #include <dlfcn.h>
-#include <math.h>
+#include <math.h> /* isinf */
 #include <pthread.h>
 
 #define MAXR TP_MAXR
@@ -146,7 +147,7 @@ static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const 
 static void make_mask(uint32_t *m) {
   unsigned long long st = 0x7E5A11ull;
   for (size_t i = 0; i < (size_t)B * MW; i++)
-    m[i] = (uint32_t)(fs_test_uniform(&st) * 4294967296.0);
+    m[i] = (uint32_t)(fs_test_rand(&st) >> 32);
   memset(m + 1 * MW, 0, MW * 4);
   memset(m + 3 * MW, 0, MW * 4);
   m[3 * MW + (V - 7) / 32] = 1u << ((V - 7) % 32);
