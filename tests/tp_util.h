@@ -27,8 +27,8 @@ static inline void tp_shard_bounds(int nv, int R, int *start) {
   for (int k = 1; k < R; k++) start[k] += (k % 2 ? 3 : -5);
 }
 
-/* The host data (malloc'ed; free both): H [TP_B, TP_D] uniform in [0, 1),
-** W [TP_V, TP_D] in [0, 0.2). */
+/* The host data (malloc'ed; free both): H [TP_B, TP_D] uniform in [-1, 1),
+** W [TP_V, TP_D] in [-0.2, 0.2) (fs_test_uniform). */
 static inline void tp_host_data(uint16_t **h, uint16_t **w) {
   unsigned long long seed = 99;
   *h = gu_malloc((size_t)TP_B * TP_D * 2);
