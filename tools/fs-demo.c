@@ -108,6 +108,11 @@ static int parse(int argc, char **argv, args *a) {
   return 0;
 }
 
+/* The demo's host random stream (a 64-bit LCG): advances *s, returns it. */
+static unsigned long long lcg(unsigned long long *s) {
+  return *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+}
+
 /* The token mask of --mask-density: [B, ceil(V / 32)] words, each bit set
 ** with probability a->mask_density (malloc'ed; NULL without a mask or memory). */
 static uint32_t *make_mask(const args *a, size_t *words) {
@@ -116,8 +121,7 @@ static uint32_t *make_mask(const args *a, size_t *words) {
   uint32_t *m = calloc(*words, 4);
   unsigned long long s = a->seed ^ 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; m && i < *words * 32; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    if ((double)(s >> 11) * (1.0 / 9007199254740992.0) < a->mask_density)
+    if ((double)(lcg(&s) >> 11) * (1.0 / 9007199254740992.0) < a->mask_density)
       m[i / 32] |= 1u << (i % 32);
   }
   return m;
@@ -137,8 +141,7 @@ static int run_cpu(const args *a) {
   if (!H || !W || !tok) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   unsigned long long s = a->seed;
   for (size_t i = 0; i < nh + nw; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    float u = (float)((s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+    float u = (float)((lcg(&s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
     uint16_t x = a->dtype == FS_DTYPE_BF16 ? fs_float_to_bf16(u) : fs_float_to_half(u);
     if (i < nh) H[i] = x; else W[i - nh] = x;
   }

@@ -96,6 +96,17 @@ static int has(const char *msg, const char *needle) {
   return !needle || strstr(msg, needle) != NULL;
 }
 
+/* After a rejected call: no token entry written (g_o was poisoned before
+** it), then a valid call on the same context draws as the first one did. */
+static void expect_unwritten_then_valid(const char *what) {
+  gu_outputs_fetch(g_ctx, &g_o);
+  long written = 0;
+  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
+            written);
+  check_valid_call(g_ctx, what);
+}
+
 /* One bad fs_sample call: expects FS_INVALID_ARGUMENT, a message holding
 ** both needles (NULL: not checked), no output written, then a working
 ** context. */
@@ -111,12 +122,7 @@ static void expect_bad(const char *what, const fs_problem *p, const fs_sampling 
   CHECK_MSG(has(msg, needle1) && has(msg, needle2),
             "%s: the message does not name \"%s\"%s%s: \"%s\"", what, needle1,
             needle2 ? " and " : "", needle2 ? needle2 : "", msg);
-  gu_outputs_fetch(g_ctx, &g_o);
-  long written = 0;
-  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
-  CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
-            written);
-  check_valid_call(g_ctx, what);
+  expect_unwritten_then_valid(what);
 }
 
 static const void *plus(const void *p, size_t bytes) {
@@ -256,12 +262,7 @@ static void expect_bad_options(const char *what, int tp, const fs_options *opt,
             needle3 ? needle3 : "", msg);
   /* catches: a TP call that reached the collective before validating */
   CHECK_MSG(g_allreduce_calls == calls, "%s: the all-reduce was called", what);
-  gu_outputs_fetch(g_ctx, &g_o);
-  long written = 0;
-  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
-  CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
-            written);
-  check_valid_call(g_ctx, what);
+  expect_unwritten_then_valid(what);
 }
 
 /* Accepted options that allow every token: fs_sample_ex must draw the
