@@ -430,6 +430,14 @@ static inline long gu_outputs_check(const gu_outputs *o, const char *what) {
   return bad;
 }
 
+/* Token entries of o's host copy (fetched) that are no longer poisoned (-1),
+** guard included: what a call that should have run nothing wrote. */
+static inline long gu_outputs_written(const gu_outputs *o) {
+  long written = 0;
+  for (size_t i = 0; i < o->cap; i++) written += o->h_tokens[i] != -1;
+  return written;
+}
+
 /* Runs fs_sample and reports a failure with the context's message. */
 static inline int gu_sample(fs_context *ctx, const fs_problem *p,
                             const fs_sampling *s, const gu_outputs *o,

@@ -100,8 +100,7 @@ static int has(const char *msg, const char *needle) {
 ** it), then a valid call on the same context draws as the first one did. */
 static void expect_unwritten_then_valid(const char *what) {
   gu_outputs_fetch(g_ctx, &g_o);
-  long written = 0;
-  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  const long written = gu_outputs_written(&g_o);
   CHECK_MSG(written == 0, "%s: %ld token entries were written by a rejected call", what,
             written);
   check_valid_call(g_ctx, what);
@@ -430,8 +429,7 @@ static void expect_variant_failure(const char *name, const char *needle, const c
             "FS_VARIANT=%s: fs_last_compile_log is neither empty nor a log: %.200s", name,
             log ? log : "(NULL)");
   gu_outputs_fetch(c, &g_o);
-  long written = 0;
-  for (size_t i = 0; i < g_o.cap; i++) written += g_o.h_tokens[i] != -1;
+  const long written = gu_outputs_written(&g_o);
   CHECK_MSG(written == 0, "FS_VARIANT=%s: %ld entries written by a failed call", name, written);
   unsetenv("FS_VARIANT");
   char after[200];

@@ -47,7 +47,7 @@
 */
 #include "fs_tools.h"
 #include "gen.h"
-#include "gpu_util.h"
+#include "gpu_graph.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,33 +63,6 @@ static CUdeviceptr g_W;       /* [DT_V, DT_D] bf16 */
 static CUdeviceptr g_W16;     /* [DT_V, SMALL_D] fp16 */
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-/* A copy of one call's n outputs. */
-typedef struct snap {
-  size_t n;
-  int32_t *tok;
-  float *logit;
-  uint64_t *key;
-} snap;
-
-static snap snap_take(const gu_outputs *o) {
-  snap s;
-  s.n = o->n;
-  s.tok = gu_malloc(s.n * sizeof *s.tok);
-  s.logit = gu_malloc(s.n * sizeof *s.logit);
-  s.key = gu_malloc(s.n * sizeof *s.key);
-  memcpy(s.tok, o->h_tokens, s.n * sizeof *s.tok);
-  memcpy(s.logit, o->h_logits, s.n * sizeof *s.logit);
-  memcpy(s.key, o->h_keys, s.n * sizeof *s.key);
-  return s;
-}
-
-static void snap_free(snap *s) {
-  free(s->tok);
-  free(s->logit);
-  free(s->key);
-  memset(s, 0, sizeof *s);
-}
 
 /* Entries i where a and b differ in token, key or logit bits.  Each is a
 ** CHECK failure; the first few are printed.  S is the samples per row (for
@@ -567,14 +540,6 @@ static void test_shards(void) {
 
 /* ---- 4. CUDA graphs ------------------------------------------------------------------ */
 
-static CUresult instantiate(fs_context *c, CUgraphExec *exec, CUgraph graph) {
-#if CUDA_VERSION >= 12000
-  return c->cu->cuGraphInstantiate(exec, graph, 0);
-#else
-  return c->cu->cuGraphInstantiate(exec, graph, NULL, NULL, 0);
-#endif
-}
-
 /* Begins a global-mode capture on stream, runs fs_sample, ends the capture.
 ** Returns fs_sample's status; *graph is the captured graph (or NULL) and
 ** *end_result cuStreamEndCapture's result. */
@@ -591,18 +556,6 @@ static int capture(fs_context *c, CUstream stream, const fs_problem *p,
   *end_result = c->cu->cuStreamEndCapture(stream, graph);
   gu_pop(c);
   return st;
-}
-
-/* One replay of a captured graph, outputs poisoned first and checked after. */
-static snap replay(fs_context *c, CUgraphExec exec, CUstream stream, gu_outputs *o,
-                   const char *what) {
-  gu_outputs_poison(c, o);
-  gu_push(c);
-  GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
-  gu_pop(c);
-  gu_outputs_fetch(c, o);
-  gu_outputs_check(o, what);
-  return snap_take(o);
 }
 
 static void test_graph(void) {
@@ -655,22 +608,21 @@ static void test_graph(void) {
             fs_last_error(c));
   CHECK_MSG(er == CUDA_SUCCESS && graph, "cuStreamEndCapture failed (%d)", (int)er);
   gu_outputs_fetch(c, &o);
-  long ran = 0;
-  for (size_t i = 0; i < o.cap; i++) ran += o.h_tokens[i] != -1;
+  const long ran = gu_outputs_written(&o);
   CHECK_MSG(ran == 0, "graph: %ld outputs were written while capturing", ran);
 
   if (st == FS_OK && er == CUDA_SUCCESS && graph && direct1.n) {
     gu_push(c);
-    GU_CU(c, instantiate(c, &exec, graph));
+    GU_CU(c, gu_graph_instantiate(c, &exec, graph));
     gu_pop(c);
     for (int rep = 0; rep < 2; rep++) {
-      snap g = replay(c, exec, stream, &o, "graph replay");
+      snap g = gu_graph_replay(c, exec, stream, &o, "graph replay");
       snap_diff(&direct1, &g, S, rep ? "graph: second replay vs direct" : "graph: replay vs direct");
       snap_free(&g);
     }
     /* new per-row seeds between replays */
     gu_upload(c, d_s, seeds2, sizeof seeds2);
-    snap g2 = replay(c, exec, stream, &o, "graph replay, new seeds");
+    snap g2 = gu_graph_replay(c, exec, stream, &o, "graph replay, new seeds");
     if (gu_sample_fetch(c, &p, &s, &o, (void *)stream, "graph: direct call, new seeds") == FS_OK) {
       direct2 = snap_take(&o);
       snap_diff(&direct2, &g2, S, "graph: replay with new seeds vs direct with new seeds");
@@ -680,7 +632,7 @@ static void test_graph(void) {
 
     /* all rows greedy between replays */
     gu_upload(c, d_t, greedy, sizeof greedy);
-    snap g3 = replay(c, exec, stream, &o, "graph replay, greedy");
+    snap g3 = gu_graph_replay(c, exec, stream, &o, "graph replay, greedy");
     if (gu_sample_fetch(c, &p, &s, &o, (void *)stream, "graph: direct call, greedy") == FS_OK) {
       direct3 = snap_take(&o);
       snap_diff(&direct3, &g3, S, "graph: greedy replay vs greedy direct");

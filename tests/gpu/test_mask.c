@@ -94,6 +94,7 @@
 #include "fs_reference.h"
 #include "fs_stats.h"
 #include "gpu_family.h"
+#include "gpu_graph.h"
 #include "gpu_util.h"
 #include "pathwise_util.h"
 #include "tp_util.h"
@@ -1043,27 +1044,6 @@ static void test_tp_mask(fs_context *ctx) {
 
 /* ---- 4. graph capture ------------------------------------------------------------------ */
 
-typedef struct snap {
-  size_t n;
-  int32_t *tok;
-  float *logit;
-  uint64_t *key;
-} snap;
-
-static snap snap_take(const gu_outputs *o) {
-  snap s = {o->n, gu_malloc(o->n * 4), gu_malloc(o->n * 4), gu_malloc(o->n * 8)};
-  memcpy(s.tok, o->h_tokens, o->n * 4);
-  memcpy(s.logit, o->h_logits, o->n * 4);
-  memcpy(s.key, o->h_keys, o->n * 8);
-  return s;
-}
-
-static void snap_free(snap *s) {
-  free(s->tok);
-  free(s->logit);
-  free(s->key);
-}
-
 /* Items whose token, key or logit bits differ. */
 static long snap_diff(const snap *a, const snap *b) {
   long d = 0;
@@ -1071,26 +1051,6 @@ static long snap_diff(const snap *a, const snap *b) {
     d += a->tok[i] != b->tok[i] || a->key[i] != b->key[i] ||
          gu_float_bits(a->logit[i]) != gu_float_bits(b->logit[i]);
   return d;
-}
-
-static CUresult instantiate(fs_context *c, CUgraphExec *exec, CUgraph graph) {
-#if CUDA_VERSION >= 12000
-  return c->cu->cuGraphInstantiate(exec, graph, 0);
-#else
-  return c->cu->cuGraphInstantiate(exec, graph, NULL, NULL, 0);
-#endif
-}
-
-/* One replay, outputs poisoned first and checked after. */
-static snap replay(fs_context *c, CUgraphExec exec, CUstream stream, gu_outputs *o,
-                   const char *what) {
-  gu_outputs_poison(c, o);
-  gu_push(c);
-  GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
-  gu_pop(c);
-  gu_outputs_fetch(c, o);
-  gu_outputs_check(o, what);
-  return snap_take(o);
 }
 
 static void test_graph_mask(fs_context *ctx) {
@@ -1151,23 +1111,22 @@ static void test_graph_mask(fs_context *ctx) {
             fs_last_error(ctx));
   CHECK_MSG(er == CUDA_SUCCESS && graph, "cuStreamEndCapture failed (%d)", (int)er);
   gu_outputs_fetch(ctx, &o);
-  long ran = 0;
-  for (size_t i = 0; i < o.cap; i++) ran += o.h_tokens[i] != -1;
+  const long ran = gu_outputs_written(&o);
   /* catches: work run, not captured, during capture */
   CHECK_MSG(ran == 0, "graph: %ld outputs were written while capturing", ran);
 
   if (st == FS_OK && er == CUDA_SUCCESS && graph && directA.n) {
     gu_push(ctx);
-    GU_CU(ctx, instantiate(ctx, &exec, graph));
+    GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
     gu_pop(ctx);
-    snap gA = replay(ctx, exec, stream, &o, "graph replay, mask A");
+    snap gA = gu_graph_replay(ctx, exec, stream, &o, "graph replay, mask A");
     gu_upload(ctx, a.d, bm.h, bytes); /* the same device words now hold mask B */
-    snap gB = replay(ctx, exec, stream, &o, "graph replay, mask B");
+    snap gB = gu_graph_replay(ctx, exec, stream, &o, "graph replay, mask B");
     if (sample_fetch(ctx, &p, &s, &opt, &o, (void *)stream, "graph: direct call, mask B") ==
         FS_OK)
       directB = snap_take(&o);
     gu_upload(ctx, a.d, a.h, bytes);
-    snap gA2 = replay(ctx, exec, stream, &o, "graph replay, mask A again");
+    snap gA2 = gu_graph_replay(ctx, exec, stream, &o, "graph replay, mask A again");
     if (!fake && directB.n) {
       /* catches: a graph that does not run the masked kernel as captured */
       const long dA = snap_diff(&directA, &gA);

@@ -33,6 +33,7 @@
 #include "fs_int.h"
 #include "gen.h"
 #include "gpu_store.h"
+#include "gpu_graph.h"
 #include "gpu_util.h"
 
 #include <stdio.h>
@@ -124,14 +125,6 @@ static void compare(const gu_outputs *o, int S, const int32_t *ref, const char *
   CHECK_MSG(bad == 0, "%s: %d of %d draws differ from the CPU reference", what, bad, TB * S);
 }
 
-static CUresult instantiate(fs_context *c, CUgraphExec *exec, CUgraph graph) {
-#if CUDA_VERSION >= 12000
-  return c->cu->cuGraphInstantiate(exec, graph, 0);
-#else
-  return c->cu->cuGraphInstantiate(exec, graph, NULL, NULL, 0);
-#endif
-}
-
 /* Case 2 in a fresh context c (reading the test's database): nothing is
 ** prepared before fs_prepare(sampled, S = GS samples), which must load the
 ** greedy winner and size the workspace for it (main picks G as the variant
@@ -176,7 +169,7 @@ static void check_calls(fs_context *c) {
     gu_outputs_poison(c, &o1);
     gu_outputs_poison(c, &o2);
     gu_push(c);
-    GU_CU(c, instantiate(c, &exec, graph));
+    GU_CU(c, gu_graph_instantiate(c, &exec, graph));
     GU_CU(c, c->cu->cuGraphLaunch(exec, stream));
     GU_CU(c, c->cu->cuStreamSynchronize(stream));
     gu_pop(c);
