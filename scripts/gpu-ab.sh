@@ -13,6 +13,8 @@
 # tensors, median of REPS=10 with L2 flushed), so the logits have fs-bench's
 # spread (std ~1, fs-demo's ~21) and the mm column is the same run's.
 # NOISE=group16 runs every call with FS_NOISE_GROUP16 (--noise).
+# MASK=<density> draws every fs-demo call through a token mask of that density
+# (fs-demo --mask-density; fs-bench has no mask, so not with BENCH=1).
 # ENV_<name>="VAR=value ..." runs build <name> with those variables set, so that
 # two arms can be one binary, e.g. the exact pruning (perf-notes 22g):
 #   BINS="prune=build/fs-bench noprune=build/fs-bench" ENV_noprune="FS_PRUNE=0" BENCH=1 ...
@@ -43,6 +45,8 @@ for nb in $BINS; do # check everything before the first round
     [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || { echo "gpu-ab.sh: $envs: '$a' is not VAR=value" >&2; exit 2; }
   done
 done
+[ -z "${MASK:-}" ] || [ "${BENCH:-0}" != 1 ] ||
+  { echo "gpu-ab.sh: MASK=$MASK: fs-bench has no token mask; MASK is for fs-demo (BENCH=0)" >&2; exit 2; }
 for c in $CASES; do
   IFS=: read -r model b t v <<<"$c"
   [ -n "$model" ] && [ -n "$b" ] && [ -n "$t" ] && [ -n "$v" ] ||
@@ -67,7 +71,8 @@ for r in $(seq 1 "$ROUNDS"); do
       else
         out=$(env FS_TUNING_DB=off FS_VARIANT="$fv" "${arm_env[@]}" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
+              --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} \
+              ${MASK:+--mask-density "$MASK"} 2>&1) || rc=$?
         res=$(grep 'per call' <<<"$out" | head -1 || true)
       fi
       printf '== round=%s %s %s %s\n%s\n' "$r" "$c" "$name" "rc=$rc" "$out" >> "$runs"

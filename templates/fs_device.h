@@ -126,14 +126,21 @@ __device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsi
 /* A masked token's logit: -inf (flashsampling.h: drawn as if its logit were). */
 #define FS_MASKED_LOGIT __int_as_float(0xff800000)
 
+/* The token mask applied to N logits: z[i] becomes -inf where bit i of allow
+** is 0. */
+template <int N>
+__device__ __forceinline__ void fs_mask_logits(float (&z)[N], unsigned allow) {
+#pragma unroll
+  for (int i = 0; i < N; i++) z[i] = allow >> i & 1u ? z[i] : FS_MASKED_LOGIT;
+}
+
 /* No bound from other chunks (fs_fold_rows' sb). */
 #define FS_NO_BOUND __int_as_float(0x7fffffff)
 
 /* Folds rows [r0, r1) (r0 and r1 multiples of 4) of column c for sample s
-** into the lane's best: one Philox call per four tokens (two when PHASED: the
-** token quads straddle the rows because vocab_offset is not a multiple of 4).
-** Rows from v_end on are skipped.  Once the best has a number for its score
-** (all but a lane's first quad), a token takes its place by one fp32 compare.
+** into the lane's best: one Philox call per four tokens.  Rows from v_end on
+** are skipped.  Once the best has a number for its score (all but a lane's
+** first quad), a token takes its place by one fp32 compare.
 ** sb: a score another chunk's token of this row and sample has reached, or
 ** FS_NO_BOUND.  Given one, the noise is pruned exactly (fs_prune_need): a
 ** quad whose tokens cannot beat the larger of sb and the lane's best is
@@ -141,25 +148,32 @@ __device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsi
 ** far below), else after it, before the logs, when all four words are too
 ** large.  A skipped token loses to an existing one, so the row's draw is
 ** unchanged; only this chunk's candidate may then be a lesser token.
-** MASKED: p.mask's zero bits make logits -inf first. */
-template <bool PHASED, bool MASKED>
+** GENERAL (else vocab_offset % 4 == 0 and no mask, the common call): a
+** vocab_offset not a multiple of 4 makes the token quads straddle the rows
+** (two Philox calls per quad), and p.mask's zero bits make logits -inf
+** first, read once per 32 rows.  Both are uniform branches, so one instance
+** serves the three uncommon cases (compiling each as its own instance cost a
+** third of the wg family's compile time: perf-notes 26b). */
+template <bool GENERAL>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
                                                  int v_end, unsigned s, fs_best &best, float sb) {
-  const unsigned phase = (unsigned)p.vocab_offset & 3u;
+  const unsigned phase = GENERAL ? (unsigned)p.vocab_offset & 3u : 0u;
+  const bool masked = GENERAL && p.mask != nullptr;
+  unsigned allow32 = 0xffffffffu; /* mask bits of rows r0 + 32 i .. r0 + 32 i + 31 */
   for (int r = r0; r < r1; r += 4) {
     const int v = vrow0 + r;
     if (v >= v_end) break;
     const float4 z4 = *(const float4 *)(zcol + r);
     float z[4] = {z4.x, z4.y, z4.z, z4.w};
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
-    if (MASKED) {
-      const unsigned allow = fs_mask_bits<4>(p, c.b, tok0);
+    if (masked) {
+      if (((r - r0) & 31) == 0) allow32 = fs_mask_bits<32>(p, c.b, tok0);
+      const unsigned allow = allow32 >> ((r - r0) & 31);
       /* four masked tokens lose to any best with a number (-inf included:
       ** ties go to the earlier token) */
       if (!(allow & 0xfu) && best.s == best.s) continue;
-#pragma unroll
-      for (int j = 0; j < 4; j++) z[j] = allow >> j & 1u ? z[j] : FS_MASKED_LOGIT;
+      fs_mask_logits<4>(z, allow);
     }
     float sc[4] = {z[0], z[1], z[2], z[3]};
     if (!c.greedy) {
@@ -173,7 +187,7 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
       }
       unsigned x[4]; /* the random words of tokens tok0 .. tok0 + 3 */
       const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, s, c.tag);
-      if (PHASED) {
+      if (GENERAL && phase) {
         const fs_philox_out q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, s, c.tag);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -206,22 +220,16 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
   }
 }
 
-/* fs_epilogue_rows for either phase of vocab_offset, with or without a mask
-** (uniform branches). */
+/* fs_epilogue_rows: the common instance for calls without a mask at a
+** vocab_offset that is a multiple of 4, the general one for the rest (a
+** uniform branch). */
 __device__ __forceinline__ void fs_fold_rows(const fs_params &p, const float *zcol,
                                              const fs_col &c, int r0, int r1, int vrow0,
                                              int v_end, unsigned s, fs_best &best, float sb) {
-  const bool phased = (unsigned)p.vocab_offset & 3u;
-  if (p.mask) {
-    if (phased)
-      fs_epilogue_rows<true, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-    else
-      fs_epilogue_rows<false, true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  } else if (phased) {
-    fs_epilogue_rows<true, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  } else {
-    fs_epilogue_rows<false, false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
-  }
+  if (p.mask || ((unsigned)p.vocab_offset & 3u))
+    fs_epilogue_rows<true>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
+  else
+    fs_epilogue_rows<false>(p, zcol, c, r0, r1, vrow0, v_end, s, best, sb);
 }
 
 /* ---- FS_NOISE_GROUP16 (flashsampling.h) ----------------------------------- */
@@ -265,8 +273,7 @@ __device__ __forceinline__ void fs_fold_group(const float *zg, const fs_col &c, 
   }
   if (allow != 0xffffu) {
     if (!allow && best.s == best.s) return; /* as fs_epilogue_rows' masked quads */
-#pragma unroll
-    for (int i = 0; i < 16; i++) w[i] = allow >> i & 1u ? w[i] : FS_MASKED_LOGIT;
+    fs_mask_logits<16>(w, allow);
   }
   if (nv < 16) {
     /* NaN past the chunk: no mass, never the max (fmaxf skips it) and never

@@ -283,9 +283,7 @@ __device__ __forceinline__ void fold_tokens(const fs_params &p, const float (&zi
   float z[4] = {zin[0], zin[1], zin[2], zin[3]};
   if (p.mask) { /* tokens 2 q, 2 q + 1, 8 + 2 q, 9 + 2 q of group k */
     const unsigned allow = fs_mask_bits<10>(p, c.b, tok0 + 16u * (unsigned)k + 2u * q);
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-      z[e] = allow >> (8 * (e >> 1) + (e & 1)) & 1u ? z[e] : FS_MASKED_LOGIT;
+    fs_mask_logits<4>(z, (allow & 3u) | (allow >> 6 & 0xcu)); /* bits 0, 1, 8, 9 */
   }
   const bool use_noise = noise && !c.greedy;
   float sc[4];
@@ -437,9 +435,7 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
       group_vals<4>(acc, (r * NG + k0) / 4, z);
       quad_transpose(z);
       if (grouped && nv > 0 && p.mask) { /* the token mask: masked logits -inf */
-        const unsigned allow = fs_mask_bits<16>(p, c.b, tok0 + 16u * (unsigned)k);
-#pragma unroll
-        for (int i = 0; i < 16; i++) z[i] = allow >> i & 1u ? z[i] : FS_MASKED_LOGIT;
+        fs_mask_logits<16>(z, fs_mask_bits<16>(p, c.b, tok0 + 16u * (unsigned)k));
       }
       if (grouped && nv > 0) {
         const float g = fs_gumbel_fast(rw.v[0]), u = fs_group_uniform(rw.v[1]);

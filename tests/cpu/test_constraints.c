@@ -48,6 +48,9 @@ static const char *const unreachable[][2] = {
     {"wt", "wgmma exists on sm_90a only"},
     /* every ws variant is for sm_90+; the arch is not a family field */
     {"ws", "the architecture has cp.async.bulk and mbarrier tx-counts (sm_90+)"},
+    /* sm_90a's mma values are only the subset's (checked below by name with
+    ** sm_80's values) */
+    {"mma", "on sm_90a only 128 x 64 tiles, 4 stages, 16-byte loads, 4x1 or 4x2 warps"},
 };
 
 static void read_constraints(const char *dir) {
@@ -178,6 +181,12 @@ int main(void) {
         strstr(err, "wgmma exists on sm_90a only"));
   CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_ws_v128_b16_k64_w4x1_s4", &v, err, sizeof err) !=
         FS_OK);
+  /* sm_90a's mma subset: one of sm_80's tiles outside it, by name */
+  CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_mma_v128_b8_k128_w4x1_s4_l16_rl_gp", &v, err,
+                     sizeof err) == FS_OK);
+  CHECK(fs_gen_parse(g, "fsamp_bf16_sm90a_mma_v128_b8_k128_w4x1_s4_l16_rl_gp", &v, err,
+                     sizeof err) != FS_OK &&
+        strstr(err, "on sm_90a only 128 x 64 tiles"));
 
   int missing = 0;
   for (int c = 0; c < ncons; c++) {
