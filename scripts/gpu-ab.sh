@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gpu-ab.sh: same-machine A/B of fs-demo builds (perf-notes: "A/B" figures).
 # Each build's fs-demo runs each case forced to one variant, the builds
-# alternating within a case and the rounds repeating the whole list, so that
-# the clock and power drift of the machine falls on all builds alike.
+# alternating within a case (each build first in turn: round r starts with the
+# r-th) and the rounds repeating the whole list, so that the clock and power
+# drift of the machine falls on all builds alike.  A control arm (the same
+# binary under two names) shows what is left of the order's effect.
 #
 #   BINS="old=build-base/fs-demo new=build/fs-demo" \
 #   CASES="qwen3-8b:256:1:wg_v128_b256_k64_g2_s4_c1_co_e64 ..." \
@@ -54,11 +56,18 @@ for c in $CASES; do
 done
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 || echo "(nvidia-smi not available)"; } | tee "$log"
+read -r -a bins <<<"$BINS"
 for r in $(seq 1 "$ROUNDS"); do
+  # Round r starts with arm (r - 1) mod n: each arm leads in turn, so that the
+  # first arm of a case, which follows the previous case's heavier or lighter
+  # call, is not always the same one (perf-notes 26b: identical cubins read 8%
+  # apart at the power cap when one arm always ran first).
+  rot=$(( (r - 1) % ${#bins[@]} ))
+  order=("${bins[@]:rot}" "${bins[@]:0:rot}")
   for c in $CASES; do
     IFS=: read -r model b t v <<<"$c"
     fv=""; [ "$v" = "-" ] || fv="fsamp_${DTYPE}_sm90a_$v" # empty: not forced
-    for nb in $BINS; do
+    for nb in "${order[@]}"; do
       name=${nb%%=*} bin=${nb#*=}
       envs=ENV_$name
       read -r -a arm_env <<<"${!envs:-}" # this arm's variables (ENV_<name>)
