@@ -69,9 +69,10 @@ fam.constraints = {
     pred = tiling.batch_split_16 },
   -- On sm_90a the TMA and wgmma families win every bucket (perf-notes 25c:
   -- the best mma.sync tile 7.6-11% behind at B <= 8, 1.3-2.9x at B >= 64),
-  -- so the family stays there only as the built-in default's neighbourhood
-  -- that the GPU tests run on the H200 (reductions, grids, batch tiles):
-  -- the other 283 tiles cost CI ~4.5 minutes of NVRTC for nothing (26a).
+  -- and the built-in default there is ws or wg, so the family stays only as
+  -- the tiles of its own default (fam.default, sm_80's built-in) with their
+  -- reductions and grids, which the GPU tests run on the H200: the other 283
+  -- tiles cost CI ~4.5 minutes of NVRTC for nothing (perf-notes 26a).
   { name = "on sm_90a only 128 x 64 tiles, 4 stages, 16-byte loads, 4x1 or 4x2 warps",
     pred = function(v)
       return v.arch ~= 90 or (v.tile_v == 128 and v.tile_k == 64 and v.stages == 4

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu-ab.sh: same-machine A/B of fs-demo builds (perf-notes: "A/B" figures).
 # Each build's fs-demo runs each case forced to one variant, the builds
-# alternating within a case (each build first in turn: round r starts with the
-# r-th) and the rounds repeating the whole list, so that the clock and power
+# alternating within a case (each build first in turn, by round and case) and
+# the rounds repeating the whole list, so that the clock and power
 # drift of the machine falls on all builds alike.  A control arm (the same
 # binary under two names) shows what is left of the order's effect.
 #
@@ -56,15 +56,16 @@ for c in $CASES; do
 done
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 || echo "(nvidia-smi not available)"; } | tee "$log"
-read -r -a bins <<<"$BINS"
+bins=(); for nb in $BINS; do bins+=("$nb"); done # split as the checks above
 for r in $(seq 1 "$ROUNDS"); do
-  # Round r starts with arm (r - 1) mod n: each arm leads in turn, so that the
-  # first arm of a case, which follows the previous case's heavier or lighter
-  # call, is not always the same one (perf-notes 26b: identical cubins read 8%
-  # apart at the power cap when one arm always ran first).
-  rot=$(( (r - 1) % ${#bins[@]} ))
-  order=("${bins[@]:rot}" "${bins[@]:0:rot}")
+  ci=0
   for c in $CASES; do
+    # Case ci of round r starts with arm (r - 1 + ci) mod n: each arm leads in
+    # turn, so that the first arm of a case, which follows the previous case's
+    # heavier or lighter call, is not always the same one (perf-notes 26b:
+    # identical cubins read 8% apart when one arm always ran first).
+    rot=$(( (r - 1 + ci) % ${#bins[@]} )); ci=$((ci + 1))
+    order=("${bins[@]:rot}" "${bins[@]:0:rot}")
     IFS=: read -r model b t v <<<"$c"
     fv=""; [ "$v" = "-" ] || fv="fsamp_${DTYPE}_sm90a_$v" # empty: not forced
     for nb in "${order[@]}"; do

@@ -181,12 +181,22 @@ int main(void) {
         strstr(err, "wgmma exists on sm_90a only"));
   CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_ws_v128_b16_k64_w4x1_s4", &v, err, sizeof err) !=
         FS_OK);
-  /* sm_90a's mma subset: one of sm_80's tiles outside it, by name */
-  CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_mma_v128_b8_k128_w4x1_s4_l16_rl_gp", &v, err,
-                     sizeof err) == FS_OK);
-  CHECK(fs_gen_parse(g, "fsamp_bf16_sm90a_mma_v128_b8_k128_w4x1_s4_l16_rl_gp", &v, err,
-                     sizeof err) != FS_OK &&
-        strstr(err, "on sm_90a only 128 x 64 tiles"));
+  /* sm_90a's mma subset, by name: sm_80 tiles that leave it in one field each
+  ** (tile_v, tile_k, stages, load, warps) are refused there for that rule */
+  static const char *const outside[] = {"v256_b8_k64_w4x1_s4_l16_rl_gp",
+                                        "v128_b8_k128_w4x1_s4_l16_rl_gp",
+                                        "v128_b8_k64_w4x1_s6_l16_rl_gp",
+                                        "v128_b8_k64_w4x1_s4_l8_rl_gp",
+                                        "v128_b8_k64_w2x1_s4_l16_rl_gp"};
+  for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
+    char n80[160], n90[160];
+    snprintf(n80, sizeof n80, "fsamp_bf16_sm80_mma_%s", outside[i]);
+    snprintf(n90, sizeof n90, "fsamp_bf16_sm90a_mma_%s", outside[i]);
+    CHECK_MSG(fs_gen_parse(g, n80, &v, err, sizeof err) == FS_OK, "%s: %s", n80, err);
+    CHECK_MSG(fs_gen_parse(g, n90, &v, err, sizeof err) != FS_OK &&
+                  strstr(err, "on sm_90a only 128 x 64 tiles"),
+              "%s: accepted, or refused for another reason: %s", n90, err);
+  }
 
   int missing = 0;
   for (int c = 0; c < ncons; c++) {

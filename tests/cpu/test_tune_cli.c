@@ -246,7 +246,7 @@ static void make_db(const char *path) {
   int64_t id = 0;
   REQUIRE(fs_store_begin_run(st, &run, &id) == FS_OK);
   static const char *names[] = {"fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_rl_gp",
-                                "fsamp_bf16_sm90a_mma_v64_b8_k128_w4x1_s4_l16_rl_gp",
+                                "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_r2_gp",
                                 "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s3_l16_rl_gp"};
   static const int outcomes[] = {FS_STORE_OUTCOME_OK, FS_STORE_OUTCOME_OK,
                                  FS_STORE_OUTCOME_WRONG};
@@ -284,7 +284,7 @@ static void test_db_with_data(void) {
          "fsamp_bf16_sm90a_mma_v128_b8_k64_w4x1_s4_l16_rl_gp", "finished", NULL);
   result s = RUN("show", "--db", "data.db", "--bucket", "8", "--dtype", "bf16");
   CHECK(strstr(s.out, "wrong") != NULL);
-  CHECK(strstr(s.out, "v64_b8_k128") != NULL);
+  CHECK(strstr(s.out, "_l16_r2_gp") != NULL);
   expect("show data", s, 0, "300.000", NULL);
   expect("show filtered out", RUN("show", "--db", "data.db", "--bucket", "16"), 0, "(none)",
          NULL);
