@@ -108,19 +108,26 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
-/* The token mask (fs_options): bit j (j < N <= 32) is row b's bit of global
-** id tok + j, from the word of tok and, where the N ids straddle words, the
+/* The token mask (fs_options): bit j (j < n <= 32) is row b's bit of global
+** id tok + j, from the word of tok and, where the n ids straddle words, the
 ** next; a word past the one of the last id (vocab_offset + V - 1) is never
 ** read (its bits are 0: ids past a tile's end, or a cluster's padding
-** tiles), nor are rows b >= B (a tile's padding: row 0's is read). */
-template <unsigned N>
-__device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsigned tok) {
+** tiles), nor are rows b >= B (a tile's padding: row 0's is read).  Bits j
+** >= n are unspecified. */
+__device__ __forceinline__ unsigned fs_mask_bits_n(const fs_params &p, int b, unsigned tok,
+                                                   unsigned n) {
   const unsigned *row = p.mask + (long long)(b < p.B ? b : 0) * p.mask_stride;
   const unsigned w = tok >> 5, sh = tok & 31u, last = (unsigned)(p.vocab_offset + p.V - 1) >> 5;
   if (w > last) return 0u;
   unsigned bits = __ldg(row + w) >> sh;
-  if (sh > 32u - N && w < last) bits |= __ldg(row + w + 1) << (32u - sh);
+  if (sh + n > 32u && w < last) bits |= __ldg(row + w + 1) << (32u - sh);
   return bits;
+}
+
+/* fs_mask_bits_n for a constant count N. */
+template <unsigned N>
+__device__ __forceinline__ unsigned fs_mask_bits(const fs_params &p, int b, unsigned tok) {
+  return fs_mask_bits_n(p, b, tok, N);
 }
 
 /* A masked token's logit: -inf (flashsampling.h: drawn as if its logit were). */
@@ -151,7 +158,8 @@ __device__ __forceinline__ void fs_mask_logits(float (&z)[N], unsigned allow) {
 ** GENERAL (else vocab_offset % 4 == 0 and no mask, the common call): a
 ** vocab_offset not a multiple of 4 makes the token quads straddle the rows
 ** (two Philox calls per quad), and p.mask's zero bits make logits -inf
-** first, read once per 32 rows.  Both are uniform branches, so one instance
+** first, read once per 32 rows of the call (one word, two where those rows
+** straddle words: the overlap mode's one-quad calls read one word a quad).  Both are uniform branches, so one instance
 ** serves the three uncommon cases (compiling each as its own instance cost a
 ** third of the wg family's compile time: perf-notes 26b). */
 template <bool GENERAL>
@@ -168,7 +176,8 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
     float z[4] = {z4.x, z4.y, z4.z, z4.w};
     const unsigned tok0 = (unsigned)(p.vocab_offset + v);
     if (masked) {
-      if (((r - r0) & 31) == 0) allow32 = fs_mask_bits<32>(p, c.b, tok0);
+      if (((r - r0) & 31) == 0) /* the rows this call folds, up to 32 */
+        allow32 = fs_mask_bits_n(p, c.b, tok0, (unsigned)min(32, r1 - r));
       const unsigned allow = allow32 >> ((r - r0) & 31);
       /* four masked tokens lose to any best with a number (-inf included:
       ** ties go to the earlier token) */
