@@ -24,7 +24,8 @@
 # A case is model:batch:temperature:variant (the variant without its
 # fsamp_<dtype>_sm90a_ prefix; "-" runs the shipped default of the shape,
 # tuning-db/defaults).  Prints one line per (round, case, build)
-# and writes them to $OUT/ab.txt; the tuning database is off (FS_TUNING_DB=off),
+# and writes them to $OUT/ab.txt (scripts/ab_summary.py $OUT/ab.txt: the table, and
+# each arm's lead when it ran first against when it did not); the tuning database is off (FS_TUNING_DB=off),
 # so FS_VARIANT (or for "-" the shipped defaults) chooses the kernel.  $OUT (default: a new temporary
 # directory) also gets ab-runs.log, every run's whole output.
 set -euo pipefail
