@@ -196,7 +196,7 @@ __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float
       }
       unsigned x[4]; /* the random words of tokens tok0 .. tok0 + 3 */
       const fs_philox_out q0 = fs_noise_quad(c.seed, c.off, tok0 >> 2, s, c.tag);
-      if (GENERAL && phase) {
+      if (phase) { /* 0 in the common instance: the branch folds away */
         const fs_philox_out q1 = fs_noise_quad(c.seed, c.off, (tok0 >> 2) + 1u, s, c.tag);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
