@@ -159,9 +159,10 @@ __device__ __forceinline__ void fs_mask_logits(float (&z)[N], unsigned allow) {
 ** vocab_offset not a multiple of 4 makes the token quads straddle the rows
 ** (two Philox calls per quad), and p.mask's zero bits make logits -inf
 ** first, read once per 32 rows of the call (one word, two where those rows
-** straddle words: the overlap mode's one-quad calls read one word a quad).  Both are uniform branches, so one instance
-** serves the three uncommon cases (compiling each as its own instance cost a
-** third of the wg family's compile time: perf-notes 26b). */
+** straddle words: the overlap mode's one-quad calls read one word a quad).
+** Both are uniform branches, so one instance serves the three uncommon
+** cases (compiling each as its own instance cost a third of the wg family's
+** compile time: perf-notes 26b). */
 template <bool GENERAL>
 __device__ __forceinline__ void fs_epilogue_rows(const fs_params &p, const float *zcol,
                                                  const fs_col &c, int r0, int r1, int vrow0,
