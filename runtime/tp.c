@@ -50,6 +50,26 @@ typedef struct tp_coll {
 static int nccl_reduce(fs_context *ctx, void *comm, const void *send, void *recv, size_t count,
                        int op, void *stream);
 
+/* All-reduces count keys (max) or logits (sum) from send into recv on
+** stream through c's collective: NCCL's out of place, or the engine's in
+** place on recv after a copy of send there (none when send == recv). */
+static int tp_reduce(fs_context *ctx, const tp_coll *c, CUdeviceptr send, CUdeviceptr recv,
+                     size_t count, int op, void *stream) {
+  if (c->nccl_comm)
+    return nccl_reduce(ctx, c->nccl_comm, (void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                       count, op, stream);
+  CUresult r;
+  if (send != recv &&
+      (r = ctx->cu->cuMemcpyDtoDAsync(recv, send, count * (op == FS_REDUCE_MAX_U64 ? 8 : 4),
+                                      (CUstream)stream)))
+    return fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
+  if (c->allreduce(c->user, (void *)(uintptr_t)recv, count, op, stream))
+    return fs_err(ctx, FS_CUDA, "allreduce(%s of %zu %s) failed",
+                  op == FS_REDUCE_MAX_U64 ? "max" : "sum", count,
+                  op == FS_REDUCE_MAX_U64 ? "keys" : "logits");
+  return FS_OK;
+}
+
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
                      void *stream) {
@@ -78,17 +98,9 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
     st = fs_launch_masked(ctx, k, problem, sampling, &m, &local, (CUstream)stream);
   }
-  CUresult r = CUDA_SUCCESS;
-  if (!st && c->nccl_comm) {
-    st = nccl_reduce(ctx, c->nccl_comm, (void *)(uintptr_t)lk, (void *)(uintptr_t)gk, n,
-                     FS_REDUCE_MAX_U64, stream);
-  } else if (!st) {
-    if ((r = cu->cuMemcpyDtoDAsync(gk, lk, n * 8, (CUstream)stream)))
-      st = fs_cu_fail(ctx, r, "cuMemcpyDtoDAsync", __FILE__, __LINE__);
-    else if (c->allreduce(c->user, (void *)(uintptr_t)gk, n, FS_REDUCE_MAX_U64, stream))
-      st = fs_err(ctx, FS_CUDA, "allreduce(max of %zu keys) failed", n);
-  }
+  if (!st) st = tp_reduce(ctx, c, lk, gk, n, FS_REDUCE_MAX_U64, stream);
   if (!st) {
+    CUresult r;
     int nn = (int)n;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, (void *)&outputs->logits,
                     (void *)&outputs->keys};
@@ -96,12 +108,10 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                                 (CUstream)stream, args, NULL)))
       st = fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_finalize)", __FILE__, __LINE__);
   }
-  if (!st && outputs->logits && c->nccl_comm)
-    st = nccl_reduce(ctx, c->nccl_comm, outputs->logits, outputs->logits, n, FS_REDUCE_SUM_F32,
-                     stream);
-  else if (!st && outputs->logits &&
-           c->allreduce(c->user, outputs->logits, n, FS_REDUCE_SUM_F32, stream))
-    st = fs_err(ctx, FS_CUDA, "allreduce(sum of %zu logits) failed", n);
+  if (!st && outputs->logits) {
+    const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
+    st = tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
+  }
   cu->cuCtxPopCurrent(&dummy);
   return st;
 }

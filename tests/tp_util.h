@@ -74,6 +74,20 @@ static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
   gu_outputs_fetch(ctx, &u->ref);
 }
 
+/* Token-mask words per row over the whole vocabulary: the stride every rank
+** of a masked call gives (a shard cannot know it). */
+enum { TP_MW = (TP_V + 31) / 32 };
+
+/* u's unsharded problem drawn through fs_sample_ex with options opt into ref
+** (allocated here, fetched). */
+static inline void tp_unsharded_draw_ex(fs_context *ctx, const tp_unsharded *u,
+                                        const fs_options *opt, gu_outputs *ref) {
+  tp_outputs(ctx, ref);
+  const fs_outputs o = gu_outputs_api(ref);
+  REQUIRE(fs_sample_ex(ctx, &u->full, &u->s, opt, &o, NULL) == FS_OK);
+  gu_outputs_fetch(ctx, ref);
+}
+
 static inline void tp_unsharded_free(fs_context *ctx, tp_unsharded *u) {
   gu_outputs_free(ctx, &u->ref);
   gu_free(ctx, u->dh);

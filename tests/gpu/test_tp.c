@@ -88,16 +88,12 @@ int main(void) {
       CHECK_MSG(bad == 0, "NCCL single rank: %d mismatches", bad);
       printf("NCCL, 1 rank: %s\n", bad ? "MISMATCH" : "equal to fs_sample");
       /* masked: even ids only, the whole vocabulary's words per row */
-      enum { MW = (V + 31) / 32 };
-      uint32_t *hm = gu_malloc((size_t)B * MW * 4);
-      for (size_t i = 0; i < (size_t)B * MW; i++) hm[i] = 0x55555555u;
-      CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * MW * 4);
-      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW};
+      uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
+      for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = 0x55555555u;
+      CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
+      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW};
       gu_outputs mref;
-      tp_outputs(ctx, &mref);
-      const fs_outputs mo = gu_outputs_api(&mref);
-      REQUIRE(fs_sample_ex(ctx, &u.full, &u.s, &opt, &mo, NULL) == FS_OK);
-      gu_outputs_fetch(ctx, &mref);
+      tp_unsharded_draw_ex(ctx, &u, &opt, &mref);
       int odd = 0;
       for (int i = 0; i < NITEMS; i++) odd += mref.h_tokens[i] & 1;
       CHECK_MSG(odd == 0, "fs_sample_ex with even ids allowed drew %d odd ids", odd);

@@ -30,7 +30,7 @@
 #define MAXR TP_MAXR
 enum { B = TP_B, D = TP_D, V = TP_V };
 
-enum { MW = (V + 31) / 32 }; /* mask words per row, the whole vocabulary's */
+enum { MW = TP_MW }; /* mask words per row, the whole vocabulary's */
 
 typedef struct nccl_rank {
   int rank;
@@ -164,10 +164,7 @@ static void masked_reference(fs_context *ctx, const tp_unsharded *u, const uint3
                              gu_outputs *ref) {
   CUdeviceptr dm = gu_upload_new(ctx, hmask, (size_t)B * MW * 4);
   const fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW};
-  tp_outputs(ctx, ref);
-  const fs_outputs o = gu_outputs_api(ref);
-  REQUIRE(fs_sample_ex(ctx, &u->full, &u->s, &opt, &o, NULL) == FS_OK);
-  gu_outputs_fetch(ctx, ref);
+  tp_unsharded_draw_ex(ctx, u, &opt, ref);
   gu_free(ctx, dm);
   int bad = 0, same = 0;
   for (int i = 0; i < TP_NITEMS; i++) {
