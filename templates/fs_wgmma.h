@@ -36,9 +36,18 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 ** leading byte offset 16 >> 4 (unused by swizzled K-major layouts, bits
 ** 16-29), stride byte offset 1024 >> 4 (bits 32-45), swizzle mode 1 =
 ** 128 bytes (bits 62-63).  Advancing K by 16 elements adds 32 bytes (2). */
+/* The descriptor in two words: the low one of shared address a (the address
+** field and the leading byte offset; adding 2 advances K by 16 elements
+** without a carry out of the address field, shared memory being < 256 KB),
+** and the descriptor of a low word (the high word is a constant). */
+__device__ __forceinline__ unsigned wgmma_desc_word(unsigned a) {
+  return ((a & 0x3FFFFu) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ unsigned long long wgmma_desc_lo(unsigned lo) {
+  return (unsigned long long)lo | (64ull << 32) | (1ull << 62);
+}
 __device__ __forceinline__ unsigned long long wgmma_desc(const void *p) {
-  return (unsigned long long)((smem_addr(p) & 0x3FFFFu) >> 4) | (1ull << 16) |
-         (64ull << 32) | (1ull << 62);
+  return wgmma_desc_lo(wgmma_desc_word(smem_addr(p)));
 }
 
 __device__ __forceinline__ void wgmma_n16(float (&d)[8], unsigned long long da,
