@@ -260,7 +260,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned long long *empty, int nt, int KT, int b0,
                                         unsigned rank) {
   const int tid = threadIdx.x;
-  const unsigned sbase = wgmma_desc_word(smem_addr(smem));
+  const unsigned base = wgmma_desc_word(smem_addr(smem));
   const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
@@ -287,7 +287,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const unsigned long long k = fs_bound_load(p, b0 + nb * EPI_B + ecol);
         known[nb] = k > known[nb] ? k : known[nb];
       }
-    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, sbase, full, empty, sg, it, kt, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, sg, it, kt, rank);
     mma_drain(empty, sg, it, rank);
 
 #pragma unroll
@@ -332,7 +332,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned long long *empty, int nt, int KT, int b0,
                                         unsigned rank) {
   const int tid = threadIdx.x;
-  const unsigned sbase = wgmma_desc_word(smem_addr(smem));
+  const unsigned base = wgmma_desc_word(smem_addr(smem));
   const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
   const int chunk = blockIdx.x;
   const fs_span sp = chunk_span(p, chunk);
@@ -356,7 +356,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     /* next staged quad of rows, or group; units owed, in 1 / KT */
     int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
-      mma_step(acc, sbase, full, empty, 0, it, kt, rank);
+      mma_step(acc, base, full, empty, 0, it, kt, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
       ** stages, while stage it's wgmmas run (after the release of stage
       ** it - 1's slot, so that its refill is not held up by them) */

@@ -146,16 +146,13 @@ __device__ __forceinline__ void wgmma_n192(float (&d)[96], unsigned long long da
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_V)
 
-/* The matrix descriptors are built from their low words (fs_wgmma.h's
-** wgmma_desc_word and wgmma_desc_lo): offsets within the shared window add
-** to the 14-bit address field without carries, so that the per-wgmma
-** arithmetic stays 32-bit and uniform (64-bit adds of per-thread
-** descriptors, moved to uniform registers per wgmma, took 15 M of the
-** mainloop's 60 M instructions: perf-notes 19a). */
-
 /* Fill `it` of the ring: waits until it is full and issues warpgroup g's
 ** wgmmas into acc (overwriting acc when first), committed as one group;
-** base: the descriptor low word of the ring's first stage. */
+** base: the descriptor low word of the ring's first stage (fs_wgmma.h's
+** wgmma_desc_word), to which the offsets add in 32 bits so that the
+** per-wgmma arithmetic stays uniform (64-bit adds of per-thread descriptors,
+** moved to uniform registers per wgmma, took 15 M of the mainloop's 60 M
+** instructions: perf-notes 19a). */
 __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
                                           unsigned long long *full, int it, int g, bool first) {
   const int slot = it % STAGES;
