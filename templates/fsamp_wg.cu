@@ -207,8 +207,8 @@ __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
 ** released (`it` = the fills consumed so far). */
 __device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], unsigned base,
                                          unsigned long long *full, unsigned long long *empty,
-                                         int sg, int it, int kt, unsigned rank) {
-  mma_stage(acc, base, full, sg, it, threadIdx.x >> 7, kt == 0);
+                                         int sg, int it, int kt, int g, unsigned rank) {
+  mma_stage(acc, base, full, sg, it, g, kt == 0);
   if (kt > 0) {
     wgmma_wait<1>();
     if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
@@ -261,6 +261,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned rank) {
   const int tid = threadIdx.x;
   const unsigned base = wgmma_desc_word(smem_addr(smem));
+  /* the warpgroup, broadcast so that the compiler keeps it (and the W
+  ** descriptors) in uniform registers, as fsamp_wt.cu does */
+  const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
@@ -287,7 +290,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const unsigned long long k = fs_bound_load(p, b0 + nb * EPI_B + ecol);
         known[nb] = k > known[nb] ? k : known[nb];
       }
-    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, sg, it, kt, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, sg, it, kt, g, rank);
     mma_drain(empty, sg, it, rank);
 
 #pragma unroll
@@ -333,6 +336,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned rank) {
   const int tid = threadIdx.x;
   const unsigned base = wgmma_desc_word(smem_addr(smem));
+  /* the warpgroup, broadcast so that the compiler keeps it (and the W
+  ** descriptors) in uniform registers, as fsamp_wt.cu does */
+  const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
   const int chunk = blockIdx.x;
   const fs_span sp = chunk_span(p, chunk);
@@ -356,7 +362,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     /* next staged quad of rows, or group; units owed, in 1 / KT */
     int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
-      mma_step(acc, base, full, empty, 0, it, kt, rank);
+      mma_step(acc, base, full, empty, 0, it, kt, g, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
       ** stages, while stage it's wgmmas run (after the release of stage
       ** it - 1's slot, so that its refill is not held up by them) */
