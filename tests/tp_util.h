@@ -61,6 +61,17 @@ typedef struct tp_unsharded {
   gu_outputs ref; /* its draw, fetched to the host copies */
 } tp_unsharded;
 
+/* u's unsharded problem drawn into ref (allocated here, fetched): through
+** fs_sample_ex with options opt, or fs_sample when opt is NULL. */
+static inline void tp_unsharded_draw_ex(fs_context *ctx, const tp_unsharded *u,
+                                        const fs_options *opt, gu_outputs *ref) {
+  tp_outputs(ctx, ref);
+  const fs_outputs o = gu_outputs_api(ref);
+  REQUIRE((opt ? fs_sample_ex(ctx, &u->full, &u->s, opt, &o, NULL)
+               : fs_sample(ctx, &u->full, &u->s, &o, NULL)) == FS_OK);
+  gu_outputs_fetch(ctx, ref);
+}
+
 static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
   tp_host_data(&u->h, &u->w);
   u->dh = gu_upload_new(ctx, u->h, (size_t)TP_B * TP_D * 2);
@@ -68,25 +79,12 @@ static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
   u->dtemps = gu_upload_new(ctx, tp_temps, sizeof tp_temps);
   u->s = tp_sampling(u->dtemps);
   u->full = (fs_problem){TP_B, TP_D, TP_V, 0, FS_DTYPE_BF16, gu_ptr(u->dh), 0, gu_ptr(u->dw), 0};
-  tp_outputs(ctx, &u->ref);
-  const fs_outputs o = gu_outputs_api(&u->ref);
-  REQUIRE(fs_sample(ctx, &u->full, &u->s, &o, NULL) == FS_OK);
-  gu_outputs_fetch(ctx, &u->ref);
+  tp_unsharded_draw_ex(ctx, u, NULL, &u->ref);
 }
 
 /* Token-mask words per row over the whole vocabulary: the stride every rank
 ** of a masked call gives (a shard cannot know it). */
 enum { TP_MW = (TP_V + 31) / 32 };
-
-/* u's unsharded problem drawn through fs_sample_ex with options opt into ref
-** (allocated here, fetched). */
-static inline void tp_unsharded_draw_ex(fs_context *ctx, const tp_unsharded *u,
-                                        const fs_options *opt, gu_outputs *ref) {
-  tp_outputs(ctx, ref);
-  const fs_outputs o = gu_outputs_api(ref);
-  REQUIRE(fs_sample_ex(ctx, &u->full, &u->s, opt, &o, NULL) == FS_OK);
-  gu_outputs_fetch(ctx, ref);
-}
 
 static inline void tp_unsharded_free(fs_context *ctx, tp_unsharded *u) {
   gu_outputs_free(ctx, &u->ref);
