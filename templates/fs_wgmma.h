@@ -1,6 +1,6 @@
 /*
 ** fs_wgmma.h: warpgroup MMA (wgmma.mma_async, sm_90a only) wrappers for
-** templates/fsamp_wg.cu.  One function per N in {16, 32, 64, 128, 256}:
+** templates/fsamp_wg.cu and fsamp_wt.cu.  One function per N in {16, 32, 64, 128, 256}:
 **   d[0 .. N/2) += A[64 x 16] * B[N x 16]^T   (bf16 or fp16 in, fp32 out)
 ** with A and B read from shared memory through matrix descriptors (both
 ** K-major, 128-byte swizzled); scale_d = 0 overwrites d instead of adding.
@@ -35,10 +35,17 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 ** whose 8-row groups are 1024 bytes apart: start address >> 4 (bits 0-13),
 ** leading byte offset 16 >> 4 (unused by swizzled K-major layouts, bits
 ** 16-29), stride byte offset 1024 >> 4 (bits 32-45), swizzle mode 1 =
-** 128 bytes (bits 62-63).  Advancing K by 16 elements adds 32 bytes (2). */
-__device__ __forceinline__ unsigned long long wgmma_desc(const void *p) {
-  return (unsigned long long)((smem_addr(p) & 0x3FFFFu) >> 4) | (1ull << 16) |
-         (64ull << 32) | (1ull << 62);
+** 128 bytes (bits 62-63), built in two words.  wgmma_desc_word: the low
+** word of shared address a.  Offsets of whole 16 bytes add to it without a
+** carry out of the address field (shared memory is < 256 KB), so a kernel
+** takes its ring's base word once and adds in 32 bits; advancing K by 16
+** elements adds 32 bytes (2).  wgmma_desc_lo: the descriptor of a low word
+** (the high word is a constant). */
+__device__ __forceinline__ unsigned wgmma_desc_word(unsigned a) {
+  return ((a & 0x3FFFFu) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ unsigned long long wgmma_desc_lo(unsigned lo) {
+  return (unsigned long long)lo | (64ull << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void wgmma_n16(float (&d)[8], unsigned long long da,

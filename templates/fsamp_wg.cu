@@ -177,25 +177,27 @@ __device__ __forceinline__ void epilogue_sync(int s) {
 }
 
 /* Fill `it` of stream sg's ring: waits until it is full and issues its
-** wgmmas into acc (overwriting acc when first), committed as one group. */
-__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem *smem,
+** wgmmas into acc (overwriting acc when first), committed as one group.
+** base is the descriptor low word of the ring's first stage
+** (wgmma_desc_word, taken once per thread): offsets add to it in 32 bits and
+** the high word is a constant (wgmma_desc_lo), where a generic-to-shared
+** conversion and 64-bit descriptor arithmetic per stage were most of the
+** mainloop's instructions (perf-notes 27g; the wt family's since 19a). */
+__device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
                                           unsigned long long *full, int sg, int it, int g,
                                           bool first) {
   const int slot = sg * RING + it % RING;
   mbar_wait(full + slot, (it / RING) & 1);
-  const fs_elem *sW = smem + slot * STAGE_ELEMS, *sH = sW + KB * W_BOX;
+  const unsigned dw = base + (unsigned)slot * (STAGE_ELEMS * 2 / 16), dh = dw + KB * W_BOX * 2 / 16;
   wgmma_fence();
 #pragma unroll
-  for (int kb = 0; kb < KB; kb++) {
-    const unsigned long long dh = wgmma_desc(sH + kb * H_BOX);
+  for (int kb = 0; kb < KB; kb++)
 #pragma unroll
-    for (int mb = 0; mb < MB; mb++) {
-      const unsigned long long dw = wgmma_desc(sW + kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64);
+    for (int mb = 0; mb < MB; mb++)
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-        WGMMA(acc[mb], dw + 2 * kk, dh + 2 * kk, !first || (kb | kk) != 0);
-    }
-  }
+        WGMMA(acc[mb], wgmma_desc_lo(dw + (kb * W_BOX + ROW_BLOCK(g, mb) * 64 * 64) * 2 / 16 + 2 * kk),
+              wgmma_desc_lo(dh + kb * H_BOX * 2 / 16 + 2 * kk), !first || (kb | kk) != 0);
   wgmma_commit();
 }
 
@@ -203,10 +205,10 @@ __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], const fs_elem 
 ** then stage it - 1's awaited (one group stays in flight) and its slot
 ** released.  mma_drain ends the tile: the last group awaited, its slot
 ** released (`it` = the fills consumed so far). */
-__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], const fs_elem *smem,
+__device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], unsigned base,
                                          unsigned long long *full, unsigned long long *empty,
-                                         int sg, int it, int kt, unsigned rank) {
-  mma_stage(acc, smem, full, sg, it, threadIdx.x >> 7, kt == 0);
+                                         int sg, int it, int kt, int g, unsigned rank) {
+  mma_stage(acc, base, full, sg, it, g, kt == 0);
   if (kt > 0) {
     wgmma_wait<1>();
     if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
@@ -258,6 +260,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned long long *empty, int nt, int KT, int b0,
                                         unsigned rank) {
   const int tid = threadIdx.x;
+  const unsigned base = wgmma_desc_word(smem_addr(smem));
+  /* the warpgroup, broadcast so that the compiler keeps it (and the W
+  ** descriptors) in uniform registers, as fsamp_wt.cu does */
+  const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
   const int ecol = etid / TPC, epart = etid % TPC;
   const int chunk = blockIdx.x * NSTREAM + sg;
@@ -284,7 +290,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const unsigned long long k = fs_bound_load(p, b0 + nb * EPI_B + ecol);
         known[nb] = k > known[nb] ? k : known[nb];
       }
-    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, smem, full, empty, sg, it, kt, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, sg, it, kt, g, rank);
     mma_drain(empty, sg, it, rank);
 
 #pragma unroll
@@ -329,6 +335,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
                                         unsigned long long *empty, int nt, int KT, int b0,
                                         unsigned rank) {
   const int tid = threadIdx.x;
+  const unsigned base = wgmma_desc_word(smem_addr(smem));
+  /* the warpgroup, broadcast so that the compiler keeps it (and the W
+  ** descriptors) in uniform registers, as fsamp_wt.cu does */
+  const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int ecol = tid / TPC, epart = tid % TPC, r0 = epart * RPT;
   const int chunk = blockIdx.x;
   const fs_span sp = chunk_span(p, chunk);
@@ -352,7 +362,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     /* next staged quad of rows, or group; units owed, in 1 / KT */
     int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
-      mma_step(acc, smem, full, empty, 0, it, kt, rank);
+      mma_step(acc, base, full, empty, 0, it, kt, g, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
       ** stages, while stage it's wgmmas run (after the release of stage
       ** it - 1's slot, so that its refill is not held up by them) */

@@ -146,20 +146,13 @@ __device__ __forceinline__ void wgmma_n192(float (&d)[96], unsigned long long da
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_V)
 
-/* A matrix descriptor (fs_wgmma.h's wgmma_desc) from its low word: the low
-** word of the 1024-byte aligned base is (shared address >> 4) | (1 << 16);
-** offsets within the shared window add to the 14-bit address field
-** without carries, so that the per-wgmma arithmetic stays 32-bit and
-** uniform (64-bit adds of per-thread descriptors, moved to uniform registers
-** per wgmma, took 15 M of the mainloop's 60 M instructions: perf-notes 19a). */
-#define DESC_HI (64u | (1u << 30)) /* stride byte offset 1024 >> 4, 128-byte swizzle */
-__device__ __forceinline__ unsigned long long desc_of(unsigned lo) {
-  return ((unsigned long long)DESC_HI << 32) | lo;
-}
-
 /* Fill `it` of the ring: waits until it is full and issues warpgroup g's
 ** wgmmas into acc (overwriting acc when first), committed as one group;
-** base: the descriptor low word of the ring's first stage. */
+** base: the descriptor low word of the ring's first stage (fs_wgmma.h's
+** wgmma_desc_word), to which the offsets add in 32 bits so that the
+** per-wgmma arithmetic stays uniform (64-bit adds of per-thread descriptors,
+** moved to uniform registers per wgmma, took 15 M of the mainloop's 60 M
+** instructions: perf-notes 19a). */
 __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
                                           unsigned long long *full, int it, int g, bool first) {
   const int slot = it % STAGES;
@@ -173,8 +166,8 @@ __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
     for (int mb = 0; mb < MB; mb++)
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) /* k16 steps: +32 bytes = +2 in the descriptor */
-        WGMMA(acc[mb], desc_of(dh + (kb * H_BOX + mb * 64 * 64) * 2 / 16 + 2 * kk),
-              desc_of(dw + kb * W_BOX * 2 / 16 + 2 * kk), !first || (kb | kk) != 0);
+        WGMMA(acc[mb], wgmma_desc_lo(dh + (kb * H_BOX + mb * 64 * 64) * 2 / 16 + 2 * kk),
+              wgmma_desc_lo(dw + kb * W_BOX * 2 / 16 + 2 * kk), !first || (kb | kk) != 0);
   wgmma_commit();
 }
 
@@ -490,7 +483,7 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
   /* the warpgroup, broadcast so that the compiler keeps it (and the
   ** descriptors) in uniform registers */
   const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
-  const unsigned base = ((smem_addr(smem) & 0x3FFFFu) >> 4) | (1u << 16);
+  const unsigned base = wgmma_desc_word(smem_addr(smem));
   int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
     for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, it, kt, g, rank);
