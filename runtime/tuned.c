@@ -4,8 +4,9 @@
 **   2. the user's tuning database (FS_TUNING_DB, else
 **      $XDG_CACHE_HOME/flashsampling/tuning.db, else
 **      ~/.cache/flashsampling/tuning.db), exact (device, shape, bucket);
-**   3. the shipped defaults (FS_DEFAULTS_DB, else the repository's
-**      tuning-db/defaults/defaults.db), exact;
+**   3. the shipped defaults (FS_DEFAULTS_DB, else the installed copy under
+**      the prefix of the file that holds this code (defaults_path()), else
+**      the source tree's tuning-db/defaults/defaults.db), exact;
 **   4. the nearest tuned shape of the same arch and dtype in either, which is
 **      re-validated on this GPU against the built-in default before use;
 **   5. the built-in default of the generator.
@@ -20,17 +21,25 @@
 ** as the one measured: cubins of other sources are never loaded.  Its
 ** cubin, when stored, is loaded without NVRTC.
 */
+#define _GNU_SOURCE /* dladdr */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
 #include "fs_rng.h"
 #include "store.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef FS_DEFAULTS_PATH
 #define FS_DEFAULTS_PATH ""
+#endif
+#ifndef FS_DEFAULTS_FROM_LIB
+#define FS_DEFAULTS_FROM_LIB "../share/flashsampling/defaults.db"
+#define FS_DEFAULTS_FROM_BIN "../share/flashsampling/defaults.db"
 #endif
 
 static int logging(void) {
@@ -38,17 +47,53 @@ static int logging(void) {
   return e && *e && strcmp(e, "0") != 0;
 }
 
-/* Opens `path` read-only into *slot (once); NULL on any problem. */
-static fs_store *open_db(fs_store **slot, int *tried, const char *path) {
+/* Opens `path` read-only into *slot (once); NULL on any problem.  `what`
+** names the database in FS_LOG's lines. */
+static fs_store *open_db(fs_store **slot, int *tried, const char *path, const char *what) {
   char err[512];
   if (*tried) return *slot;
   *tried = 1;
   if (!path || !*path) return NULL;
   if (fs_store_open(path, FS_STORE_READONLY, slot, err, sizeof err) != FS_OK) {
     *slot = NULL;
-    if (logging()) fprintf(stderr, "flashsampling: tuning database skipped: %s\n", err);
+    if (logging()) fprintf(stderr, "flashsampling: %s skipped: %s\n", what, err);
+  } else if (logging()) {
+    fprintf(stderr, "flashsampling: %s: %s\n", what, path);
   }
   return *slot;
+}
+
+/* The shipped defaults' path into buf: FS_DEFAULTS_DB if set; else, where
+** this code was installed (the shared library in the library directory, or
+** a tool linked with the static library in the binary directory), the
+** installed copy that the install rules put at FS_DEFAULTS_FROM_LIB /
+** FS_DEFAULTS_FROM_BIN relative to that directory, if it is readable; else
+** the source tree's (FS_DEFAULTS_PATH, the build tree's case). */
+static void defaults_path(char *buf, size_t n) {
+  const char *e = getenv("FS_DEFAULTS_DB");
+  if (e) {
+    snprintf(buf, n, "%s", e);
+    return;
+  }
+  static const char anchor = 0; /* an address inside this library or tool */
+  Dl_info info;
+  char self[PATH_MAX];
+  if (dladdr(&anchor, &info) && info.dli_fname &&
+      realpath(info.dli_fname, self)) {
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      slash[1] = 0;
+      static const char *const rel[2] = {FS_DEFAULTS_FROM_LIB, FS_DEFAULTS_FROM_BIN};
+      char cand[PATH_MAX], full[PATH_MAX];
+      for (int i = 0; i < 2; i++)
+        if ((size_t)snprintf(cand, sizeof cand, "%s%s", self, rel[i]) < sizeof cand &&
+            access(cand, R_OK) == 0 && realpath(cand, full) && strlen(full) < n) {
+          memcpy(buf, full, strlen(full) + 1);
+          return;
+        }
+    }
+  }
+  snprintf(buf, n, "%s", FS_DEFAULTS_PATH);
 }
 
 static void user_db_path(char *buf, size_t n) {
@@ -223,12 +268,12 @@ int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
   accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden, 0};
   snprintf(arch, sizeof arch, "sm_%d", ctx->arch);
   fs_store_key key = {ctx->device_name, arch, p->dtype, p->hidden, p->vocab, bucket, mode};
-  user_db_path(path, sizeof path);
-  fs_store *dbs[2];
-  dbs[0] = open_db(&ctx->user_db, &ctx->user_db_tried, path);
-  const char *d = getenv("FS_DEFAULTS_DB");
-  dbs[1] = open_db(&ctx->defaults_db, &ctx->defaults_db_tried, d ? d : FS_DEFAULTS_PATH);
   static const char *const names[2] = {"tuning database", "shipped defaults"};
+  fs_store *dbs[2];
+  user_db_path(path, sizeof path);
+  dbs[0] = open_db(&ctx->user_db, &ctx->user_db_tried, path, names[0]);
+  if (!ctx->defaults_db_tried) defaults_path(path, sizeof path);
+  dbs[1] = open_db(&ctx->defaults_db, &ctx->defaults_db_tried, path, names[1]);
   for (int nearest = 0; nearest < (mode == FS_CALL_TOKEN ? 2 : 1); nearest++)
     for (int i = 0; i < 2; i++) {
       fs_store_choice c;
