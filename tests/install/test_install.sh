@@ -11,16 +11,21 @@
 #   4. with the installed copy gone the library falls back to the source
 #      tree's, and FS_DEFAULTS_DB overrides both (the lookup order of
 #      runtime/tuned.c's defaults_path).
-# Usage: test_install.sh BUILD_DIR SOURCE_DIR [CMAKE_GENERATOR [C_COMPILER]]
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR CMAKE LIBDIR [GENERATOR [C_COMPILER]]
+# (SOURCE_DIR as CMake has it: the library prints its fallback path from it;
+# LIBDIR: CMAKE_INSTALL_LIBDIR, relative to the prefix.)
 set -euo pipefail
-build=$(realpath "$1") src=$(realpath "$2") gen=${3:-Ninja} cc=${4:-cc}
+build=$(realpath "$1") src=$2 cmake=$3 libdir=$4 gen=${5:-Ninja} cc=${6:-cc}
+unset FS_DEFAULTS_DB FS_VARIANT FS_TUNING_DB # the lookup under test, not the caller's
 tmp=$(realpath "$(mktemp -d)"); trap 'rm -rf "$tmp"' EXIT
 pfx=$tmp/prefix
 fail() { echo "FAIL: $*"; exit 1; }
-cmake --install "$build" --prefix "$pfx" > "$tmp/install.log" || fail "cmake --install: $(cat "$tmp/install.log")"
-libdir=$(sed -n 's/^libdir=${prefix}\///p' "$pfx"/lib*/pkgconfig/flashsampling.pc 2>/dev/null || true)
-[ -n "$libdir" ] || fail "no pkgconfig/flashsampling.pc under $pfx/lib*"
-for f in include/flashsampling.h "$libdir/libflashsampling.so" bin/fs-tune bin/fs-bench bin/fs-demo \
+# cmake --install rewrites the build's install_manifest.txt: keep a real one
+manifest=$build/install_manifest.txt
+[ -f "$manifest" ] && cp "$manifest" "$tmp/manifest"
+"$cmake" --install "$build" --prefix "$pfx" > "$tmp/install.log" 2>&1 || fail "cmake --install: $(cat "$tmp/install.log")"
+if [ -f "$tmp/manifest" ]; then cp "$tmp/manifest" "$manifest"; else rm -f "$manifest"; fi
+for f in "$libdir/pkgconfig/flashsampling.pc" include/flashsampling.h "$libdir/libflashsampling.so" bin/fs-tune bin/fs-bench bin/fs-demo \
          share/flashsampling/defaults.db "$libdir/cmake/flashsampling/flashsamplingConfig.cmake"; do
   [ -e "$pfx/$f" ] || fail "not installed: $f"
 done
@@ -32,9 +37,9 @@ expect() { # expect WHAT OUTPUT PATTERN
 $2"
 }
 installed=$pfx/share/flashsampling/defaults.db
-cmake -S "$src/tests/install/consumer" -B "$tmp/c" -G "$gen" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$pfx" > "$tmp/c.log" 2>&1 ||
+"$cmake" -S "$src/tests/install/consumer" -B "$tmp/c" -G "$gen" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$pfx" > "$tmp/c.log" 2>&1 ||
   fail "find_package consumer: configure: $(cat "$tmp/c.log")"
-cmake --build "$tmp/c" > "$tmp/c.log" 2>&1 || fail "find_package consumer: build: $(cat "$tmp/c.log")"
+"$cmake" --build "$tmp/c" > "$tmp/c.log" 2>&1 || fail "find_package consumer: build: $(cat "$tmp/c.log")"
 out=$(fake "$tmp/c/consumer") || fail "find_package consumer: $out"
 expect "find_package consumer" "$out" "shipped defaults: $installed"
 expect "find_package consumer" "$out" "variant fsamp_bf16_sm90a_"
@@ -49,7 +54,7 @@ if command -v pkg-config > /dev/null; then
   expect "pkg-config consumer" "$out" "shipped defaults: $installed"
   echo "ok 2b: pkg-config consumer ($flags)"
 else
-  echo "ok 2b: skipped: no pkg-config"
+  echo "SKIPPED 2b: no pkg-config on PATH (scripts/setup.sh installs pkgconf)"
 fi
 out=$(fake "$pfx/bin/fs-tune" list --db "$installed") || fail "installed fs-tune list: $out"
 expect "installed fs-tune list" "$out" "-> fsamp_"
