@@ -29,6 +29,8 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +65,25 @@ static fs_store *open_db(fs_store **slot, int *tried, const char *path, const ch
   return *slot;
 }
 
-/* The shipped defaults' path into buf: FS_DEFAULTS_DB if set; else, where
-** this code was installed (the shared library in the library directory, or
-** a tool linked with the static library in the binary directory), the
-** installed copy that the install rules put at FS_DEFAULTS_FROM_LIB /
-** FS_DEFAULTS_FROM_BIN relative to that directory, if it is readable; else
-** the source tree's (FS_DEFAULTS_PATH, the build tree's case). */
+/* Whether addr lies in the main program (dl_iterate_phdr lists it first). */
+static int in_main_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  const uintptr_t a = (uintptr_t)((const void **)data)[0];
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && a >= lo && a - lo < ph->p_memsz) ((const void **)data)[1] = data;
+  }
+  return 1; /* the first object only */
+}
+
+/* The shipped defaults' path into buf (n >= PATH_MAX): FS_DEFAULTS_DB if
+** set; else, where this code was installed, the installed copy that the
+** install rules put at FS_DEFAULTS_FROM_BIN relative to the main program's
+** directory (a tool linked with the static library; /proc/self/exe, since
+** dladdr names the main program by argv[0]) or at FS_DEFAULTS_FROM_LIB
+** relative to the shared library's, if it is readable; else the source
+** tree's (FS_DEFAULTS_PATH, the build tree's case). */
 static void defaults_path(char *buf, size_t n) {
   const char *e = getenv("FS_DEFAULTS_DB");
   if (e) {
@@ -76,23 +91,25 @@ static void defaults_path(char *buf, size_t n) {
     return;
   }
   static const char anchor = 0; /* an address inside this library or tool */
+  const void *probe[2] = {&anchor, NULL};
+  dl_iterate_phdr(in_main_cb, probe);
+  const int in_main = probe[1] != NULL;
   Dl_info info;
-  char self[PATH_MAX];
-  if (dladdr(&anchor, &info) && info.dli_fname &&
-      realpath(info.dli_fname, self)) {
-    char *slash = strrchr(self, '/');
-    if (slash) {
-      slash[1] = 0;
-      static const char *const rel[2] = {FS_DEFAULTS_FROM_LIB, FS_DEFAULTS_FROM_BIN};
-      char cand[PATH_MAX], full[PATH_MAX];
-      for (int i = 0; i < 2; i++)
-        if ((size_t)snprintf(cand, sizeof cand, "%s%s", self, rel[i]) < sizeof cand &&
-            access(cand, R_OK) == 0 && realpath(cand, full) && strlen(full) < n) {
-          memcpy(buf, full, strlen(full) + 1);
-          return;
-        }
-    }
+  char self[PATH_MAX] = "", cand[PATH_MAX];
+  const char *file = in_main ? "/proc/self/exe"
+                     : dladdr(&anchor, &info) && info.dli_fname ? info.dli_fname : NULL;
+  char *slash;
+  if (!file || !realpath(file, self)) self[0] = 0;
+  if ((slash = strrchr(self, '/'))) {
+    slash[1] = 0;
+    if ((size_t)snprintf(cand, sizeof cand, "%s%s", self,
+                         in_main ? FS_DEFAULTS_FROM_BIN : FS_DEFAULTS_FROM_LIB) < sizeof cand &&
+        access(cand, R_OK) == 0 && realpath(cand, buf))
+      return;
   }
+  if (logging() && *FS_DEFAULTS_PATH)
+    fprintf(stderr, "flashsampling: no installed shipped defaults in %s: the source tree's\n",
+            *self ? self : "this program's directory");
   snprintf(buf, n, "%s", FS_DEFAULTS_PATH);
 }
 
@@ -263,7 +280,7 @@ _Static_assert((int)FS_CALL_TOKEN == (int)FS_STORE_MODE_TOKEN &&
 
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
                     const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen) {
-  char path[1024], arch[16];
+  char path[PATH_MAX], arch[16]; /* defaults_path() needs PATH_MAX */
   fs_variant v;
   accept_arg aa = {ctx, fs_gen_revision(ctx->gen), &v, p->hidden, 0};
   snprintf(arch, sizeof arch, "sm_%d", ctx->arch);

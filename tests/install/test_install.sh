@@ -7,7 +7,8 @@
 #   1. the installed files are where the install rules say;
 #   2. both consumers run and name a kernel from the *installed* shipped
 #      defaults (FS_LOG's "shipped defaults: <prefix>/share/...");
-#   3. the installed fs-tune (a tool with the static library) reads them too;
+#   3. the installed tools (the static library) read them too, also when
+#      started by name through PATH;
 #   4. with the installed copy gone the library falls back to the source
 #      tree's, and FS_DEFAULTS_DB overrides both (the lookup order of
 #      runtime/tuned.c's defaults_path).
@@ -60,7 +61,10 @@ out=$(fake "$pfx/bin/fs-tune" list --db "$installed") || fail "installed fs-tune
 expect "installed fs-tune list" "$out" "-> fsamp_"
 out=$(fake "$pfx/bin/fs-demo" --batch 256 --iters 1 --check 0) || true # the fake runs no kernel
 expect "installed fs-demo" "$out" "shipped defaults: $installed"
-echo "ok 3: the installed tools read $installed"
+# started by name through PATH (dladdr would name it by argv[0] alone)
+out=$(cd "$tmp" && PATH="$pfx/bin:$PATH" fake fs-demo --batch 256 --iters 1 --check 0) || true
+expect "installed fs-demo through PATH" "$out" "shipped defaults: $installed"
+echo "ok 3: the installed tools read $installed (by path and through PATH)"
 mv "$installed" "$tmp/moved.db"
 out=$(fake "$tmp/c/consumer") || fail "consumer without the installed defaults: $out"
 expect "consumer without the installed defaults" "$out" "shipped defaults: $src/tuning-db/defaults/defaults.db"
