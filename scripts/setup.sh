@@ -9,6 +9,7 @@ dpkg -s libsqlite3-dev >/dev/null 2>&1 || need+=(libsqlite3-dev)
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v pkg-config >/dev/null || need+=(pkgconf) # cpu/install's pkg-config consumer
+command -v python3 >/dev/null || need+=(python3)    # cpu/python
 if [ ${#need[@]} -gt 0 ]; then
   sudo_="" ; [ "$(id -u)" = 0 ] || sudo_=sudo
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get update -qq

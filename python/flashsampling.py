@@ -1,0 +1,246 @@
+"""flashsampling from Python: the C library through ctypes (no build step).
+
+    import flashsampling as fs
+    with fs.Context(0) as ctx:                      # GPU 0
+        tokens = fs.sample_torch(ctx, hidden, weight, temperature=0.7, seed=42)
+
+`sample_torch` takes CUDA tensors (bf16 or fp16, H [B, D] and W [V, D] with
+unit stride along D) and enqueues the draw on PyTorch's current stream of
+their device; it returns int32 tokens [B, num_samples] (global ids).  The
+lower level mirrors runtime/flashsampling.h: the structs `Problem`,
+`Sampling`, `Outputs`, `Options`, a `Context` with `prepare`, `sample`,
+`variant_name` and `set_noise`, and `reference_sample` (the CPU reference,
+host pointers).  Every failure raises `FlashSamplingError` with the library's
+status and its message (the argument, its value and the rule it broke).
+
+The library is found by $FLASHSAMPLING_LIB (a path), else the loader's search
+(ctypes.util.find_library("flashsampling"), LD_LIBRARY_PATH).  torch is
+imported only by sample_torch.
+"""
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "FlashSamplingError", "Problem", "Sampling", "Outputs", "Options", "Context",
+    "reference_sample", "sample_torch", "library", "version",
+    "OK", "INVALID_ARGUMENT", "DTYPE_BF16", "DTYPE_FP16", "NOISE_TOKEN", "NOISE_GROUP16",
+]
+
+# Stable values of flashsampling.h.
+OK, INVALID_ARGUMENT = 0, 1
+DTYPE_BF16, DTYPE_FP16 = 1, 2
+NOISE_TOKEN, NOISE_GROUP16 = 0, 1
+ABI_VERSION = (0, 2)  # the header these structs mirror: MAJOR, MINOR
+
+
+class Problem(ctypes.Structure):
+    """fs_problem: H [B, D] and W [V, D] (device pointers), strides in elements."""
+    _fields_ = [("batch", ctypes.c_int32), ("hidden", ctypes.c_int32),
+                ("vocab", ctypes.c_int32), ("vocab_offset", ctypes.c_int64),
+                ("dtype", ctypes.c_int32), ("hidden_states", ctypes.c_void_p),
+                ("hidden_stride", ctypes.c_int64), ("weight", ctypes.c_void_p),
+                ("weight_stride", ctypes.c_int64)]
+
+
+class Sampling(ctypes.Structure):
+    """fs_sampling: scalar temperature / seed / offset or per-row device arrays."""
+    _fields_ = [("temperature", ctypes.c_float), ("temperatures", ctypes.c_void_p),
+                ("num_samples", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("seeds", ctypes.c_void_p), ("offset", ctypes.c_uint64),
+                ("offsets", ctypes.c_void_p)]
+
+
+class Outputs(ctypes.Structure):
+    """fs_outputs: tokens (required), logits and keys (optional), [B, S]."""
+    _fields_ = [("tokens", ctypes.c_void_p), ("logits", ctypes.c_void_p),
+                ("keys", ctypes.c_void_p)]
+
+
+class Options(ctypes.Structure):
+    """fs_options: size is set by the constructor; token_mask is [B, stride] words."""
+    _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
+                ("token_mask_stride", ctypes.c_int64)]
+
+    def __init__(self, token_mask=None, token_mask_stride=0):
+        super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride)
+
+
+class FlashSamplingError(RuntimeError):
+    """A call returned a status other than FS_OK; .status and .message hold them."""
+
+    def __init__(self, func, status, message):
+        self.status, self.message = status, message
+        name = _lib().fs_status_string(status).decode()
+        super().__init__(f"{func}: {name} ({status}): {message}")
+
+
+_LIB = None
+
+
+def _lib():
+    """The loaded library, its prototypes declared (once)."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    path = os.environ.get("FLASHSAMPLING_LIB") or ctypes.util.find_library("flashsampling") \
+        or "libflashsampling.so"
+    lib = ctypes.CDLL(path)
+    P = ctypes.POINTER
+    vp, i32, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+    protos = {
+        "fs_version_number": (i32, []), "fs_version_string": (cp, []),
+        "fs_status_string": (cp, [i32]),
+        "fs_context_create": (i32, [i32, P(vp)]),
+        "fs_context_create_from_cucontext": (i32, [vp, P(vp)]),
+        "fs_context_destroy": (None, [vp]),
+        "fs_last_error": (cp, [vp]), "fs_last_compile_log": (cp, [vp]),
+        "fs_prepare": (i32, [vp, P(Problem), P(Sampling)]),
+        "fs_sample_ex": (i32, [vp, P(Problem), P(Sampling), P(Options), P(Outputs), vp]),
+        "fs_variant_name": (i32, [vp, P(Problem), P(Sampling), cp, ctypes.c_size_t]),
+        "fs_context_set_noise": (i32, [vp, i32]),
+        "fs_reference_sample_ex": (i32, [P(Problem), P(Sampling), i32, P(Options), vp, vp, vp]),
+    }
+    for name, (res, args) in protos.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    major, minor = divmod(lib.fs_version_number() // 100, 100)
+    if (major, minor) != ABI_VERSION:
+        raise ImportError(f"{path} is flashsampling {lib.fs_version_string().decode()}; "
+                          f"this module mirrors the {ABI_VERSION[0]}.{ABI_VERSION[1]} header")
+    _LIB = lib
+    return lib
+
+
+def library():
+    """The ctypes handle of libflashsampling (loaded on first use)."""
+    return _lib()
+
+
+def version():
+    """The linked library's version string, e.g. "0.2.0"."""
+    return _lib().fs_version_string().decode()
+
+
+def _check(func, status, ctx=None):
+    if status != OK:
+        raise FlashSamplingError(func, status, _lib().fs_last_error(ctx).decode())
+
+
+class Context:
+    """An fs_context on one GPU; close() (or `with`) destroys it."""
+
+    def __init__(self, device=0, cu_context=None):
+        h = ctypes.c_void_p()
+        lib = _lib()
+        if cu_context is None:
+            _check("fs_context_create", lib.fs_context_create(device, ctypes.byref(h)))
+        else:
+            _check("fs_context_create_from_cucontext",
+                   lib.fs_context_create_from_cucontext(cu_context, ctypes.byref(h)))
+        self.handle = h
+
+    def close(self):
+        if self.handle:
+            _lib().fs_context_destroy(self.handle)
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if _LIB is not None:
+            self.close()
+
+    def _h(self):
+        if not self.handle:
+            raise FlashSamplingError("Context", INVALID_ARGUMENT, "the context is closed")
+        return self.handle
+
+    def prepare(self, problem, sampling):
+        """fs_prepare: compile, load and allocate for this shape (not capturable)."""
+        h = self._h()
+        _check("fs_prepare", _lib().fs_prepare(h, problem, sampling), h)
+
+    def sample(self, problem, sampling, outputs, stream=0, options=None):
+        """fs_sample_ex, asynchronous on `stream` (a cudaStream_t as an int)."""
+        h = self._h()
+        _check("fs_sample_ex", _lib().fs_sample_ex(h, problem, sampling, options, outputs,
+                                                  stream or None), h)
+
+    def variant_name(self, problem, sampling):
+        """The kernel variant a call would run, and how it was chosen."""
+        h, buf = self._h(), ctypes.create_string_buffer(512)
+        _check("fs_variant_name", _lib().fs_variant_name(h, problem, sampling, buf, len(buf)), h)
+        return buf.value.decode()
+
+    def set_noise(self, mode):
+        """NOISE_TOKEN (the default) or NOISE_GROUP16, for this context's calls."""
+        h = self._h()
+        _check("fs_context_set_noise", _lib().fs_context_set_noise(h, mode), h)
+
+    def last_compile_log(self):
+        return _lib().fs_last_compile_log(self._h()).decode()
+
+
+def reference_sample(problem, sampling, tokens, logits=None, keys=None, noise=NOISE_TOKEN,
+                     options=None):
+    """fs_reference_sample_ex on the CPU: every pointer in the structs and the
+    outputs (ctypes arrays or addresses) is a HOST pointer."""
+    _check("fs_reference_sample_ex",
+           _lib().fs_reference_sample_ex(problem, sampling, noise, options, tokens, logits, keys))
+
+
+def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
+                 vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
+                 return_logits=False, stream=None):
+    """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
+    (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
+    current stream of their device (or `stream`, a torch.cuda.Stream).
+    Per-row temperatures (float32), seeds and offsets (int64, the bits of
+    uint64) and token_mask (int32 [B, words], the vLLM / xgrammar bitmask)
+    are optional CUDA tensors.  Returns int32 tokens [B, num_samples], and
+    with return_logits also the sampled tokens' float32 logits."""
+    import torch  # only here: the rest of the module needs no torch
+
+    dtypes = {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16}
+    if hidden.dtype != weight.dtype or hidden.dtype not in dtypes:
+        raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                 f"hidden.dtype={hidden.dtype}, weight.dtype={weight.dtype}: "
+                                 "both must be torch.bfloat16 or both torch.float16")
+    for name, t in (("hidden", hidden), ("weight", weight)):
+        if t.dim() != 2 or not t.is_cuda or t.stride(1) != 1:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"{name}: shape {tuple(t.shape)}, device {t.device}, "
+                                     f"strides {t.stride()}: must be a 2-D CUDA tensor with "
+                                     "unit stride along its last dimension")
+    B, D = hidden.shape
+    V = weight.shape[0]
+    dev = hidden.device
+
+    def ptr(t, name, dtype):
+        if t is None:
+            return None
+        if not t.is_cuda or t.device != dev or t.dtype != dtype or not t.is_contiguous():
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"{name}: must be a contiguous {dtype} tensor on {dev}")
+        return t.data_ptr()
+
+    p = Problem(B, D, V, vocab_offset, dtypes[hidden.dtype], hidden.data_ptr(), hidden.stride(0),
+                weight.data_ptr(), weight.stride(0))
+    s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32), num_samples,
+                 seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64), offset & (2**64 - 1),
+                 ptr(offsets, "offsets", torch.int64))
+    tokens = torch.empty((B, num_samples), dtype=torch.int32, device=dev)
+    logits = torch.empty((B, num_samples), dtype=torch.float32, device=dev) \
+        if return_logits else None
+    o = Outputs(tokens.data_ptr(), logits.data_ptr() if logits is not None else None, None)
+    opt = None
+    if token_mask is not None:
+        opt = Options(ptr(token_mask, "token_mask", torch.int32), token_mask.stride(0))
+    st = stream if stream is not None else torch.cuda.current_stream(dev)
+    ctx.sample(p, s, o, st.cuda_stream, opt)
+    return (tokens, logits) if return_logits else tokens

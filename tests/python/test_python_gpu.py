@@ -1,0 +1,124 @@
+"""gpu/python: sample_torch on a GPU against the CPU reference.  Skips (exit
+77, with the reason) without torch or a CUDA device; fails if the library
+does not load.  Checked, bf16 and fp16, B = 5, D = 256, V = 3000 at a
+vocab_offset of 64:
+  1. sampled rows (T = 0.8, scalar seed) and greedy rows (T = 0) equal
+     reference_sample's tokens, and their logits agree within 1e-3;
+  2. per-row temperatures, seeds and offsets (CUDA tensors) give the
+     reference's draw with the same host arrays;
+  3. a token mask allowing only the even ids draws only even ids, equal to
+     the reference with the same mask;
+  4. two calls with one seed agree; the call is on torch's current stream
+     (a side stream gives the same tokens after it is synchronised).
+Near-ties of fp32 logits could differ from the reference's double logits;
+with these random inputs none is within the tolerance (the test says so if
+one is)."""
+import ctypes
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: gpu/python needs torch")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("SKIPPED: gpu/python needs a CUDA device (torch.cuda.is_available() is False)")
+    sys.exit(77)
+
+import flashsampling as fs  # noqa: E402
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def host(t, ctype):
+    """A host ctypes array with the contents of tensor t."""
+    flat = t.detach().cpu().contiguous().view(-1)
+    n = flat.numel() * flat.element_size() // ctypes.sizeof(ctype)
+    a = (ctype * n)()
+    ctypes.memmove(a, flat.data_ptr(), ctypes.sizeof(a))
+    return a
+
+
+def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None, mask=None):
+    B, D = hidden.shape
+    V = weight.shape[0]
+    bits = torch.int16
+    H = host(hidden.view(bits), ctypes.c_uint16)
+    W = host(weight.view(bits), ctypes.c_uint16)
+    dt = fs.DTYPE_BF16 if hidden.dtype == torch.bfloat16 else fs.DTYPE_FP16
+    p = fs.Problem(B, D, V, off, dt, ctypes.addressof(H), D, ctypes.addressof(W), D)
+    keep = []
+
+    def arr(t, ctype):
+        if t is None:
+            return None
+        a = host(t, ctype)
+        keep.append(a)
+        return ctypes.addressof(a)
+
+    s = fs.Sampling(T, arr(temps, ctypes.c_float), S, seed, arr(seeds, ctypes.c_uint64), 0,
+                    arr(offs, ctypes.c_uint64))
+    opt = fs.Options(arr(mask, ctypes.c_uint32), mask.stride(0)) if mask is not None else None
+    tokens = (ctypes.c_int32 * (B * S))()
+    logits = (ctypes.c_float * (B * S))()
+    fs.reference_sample(p, s, tokens, logits, options=opt)
+    return list(tokens), list(logits)
+
+
+def compare(what, got, ref):
+    tok, lg = got
+    rtok, rlg = ref
+    tok, lg = tok.view(-1).tolist(), lg.view(-1).tolist()
+    if tok != rtok:
+        fail(f"{what}: tokens {tok} against the reference's {rtok}")
+    worst = max(abs(a - b) for a, b in zip(lg, rlg))
+    if worst > 1e-3:
+        fail(f"{what}: logits differ by {worst}")
+    print(f"ok {what}: {tok[:8]}... (logits within {worst:.2g})")
+
+
+def main():
+    dev = torch.device("cuda", 0)
+    g = torch.Generator().manual_seed(11)
+    B, D, V, off, S = 5, 256, 3000, 64, 3
+    with fs.Context(0) as ctx:
+        for dtype in (torch.bfloat16, torch.float16):
+            name = str(dtype).split(".")[1]
+            hidden = (torch.randn(B, D, generator=g) * 0.5).to(dtype).to(dev)
+            weight = (torch.randn(V, D, generator=g) * 0.5).to(dtype).to(dev)
+            for T in (0.8, 0.0):
+                got = fs.sample_torch(ctx, hidden, weight, temperature=T, seed=123,
+                                      num_samples=S, vocab_offset=off, return_logits=True)
+                compare(f"1 {name} T={T}", got, reference(hidden, weight, off, T, 123, S))
+            temps = torch.tensor([0.5, 0.0, 1.0, 2.0, 0.7], dtype=torch.float32)
+            seeds = torch.tensor([1, 2, 3, 2**62, 5], dtype=torch.int64)
+            offs = torch.tensor([0, 9, 0, 1, 100], dtype=torch.int64)
+            got = fs.sample_torch(ctx, hidden, weight, num_samples=S, vocab_offset=off,
+                                  temperatures=temps.to(dev), seeds=seeds.to(dev),
+                                  offsets=offs.to(dev), return_logits=True)
+            compare(f"2 {name} per-row", got,
+                    reference(hidden, weight, off, 1.0, 0, S, temps, seeds, offs))
+            words = (off + V + 31) // 32
+            mask = torch.full((B, words), 0x55555555, dtype=torch.int32)  # even ids
+            got = fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=9, num_samples=S,
+                                  vocab_offset=off, token_mask=mask.to(dev), return_logits=True)
+            if any(t % 2 for t in got[0].view(-1).tolist()):
+                fail(f"3 {name} mask: odd ids drawn: {got[0].view(-1).tolist()}")
+            compare(f"3 {name} mask", got,
+                    reference(hidden, weight, off, 1.0, 9, S, mask=mask.view(torch.int32)))
+            a = fs.sample_torch(ctx, hidden, weight, seed=77, vocab_offset=off)
+            side = torch.cuda.Stream(dev)
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):
+                b = fs.sample_torch(ctx, hidden, weight, seed=77, vocab_offset=off)
+            side.synchronize()
+            if not torch.equal(a, b):
+                fail(f"4 {name}: one seed, two calls: {a.view(-1).tolist()} / {b.view(-1).tolist()}")
+            print(f"ok 4 {name}: one seed, the current and a side stream agree")
+
+
+if __name__ == "__main__":
+    main()
