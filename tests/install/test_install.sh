@@ -7,8 +7,9 @@
 #   1. the installed files are where the install rules say;
 #   2. both consumers run and name a kernel from the *installed* shipped
 #      defaults (FS_LOG's "shipped defaults: <prefix>/share/...");
-#   3. the installed tools (the static library) read them too, also when
-#      started by name through PATH;
+#   3. the installed tools (the static library) run, and fs-demo reads them
+#      too, also when started by name through PATH (fs-tune list is given the
+#      installed copy by --db: it only has to run);
 #   4. with the installed copy gone the library falls back to the source
 #      tree's, and FS_DEFAULTS_DB overrides both (the lookup order of
 #      runtime/tuned.c's defaults_path).
