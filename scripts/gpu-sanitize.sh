@@ -10,7 +10,7 @@
 #             reference (fs-demo --check 1);
 #   racecheck and synccheck (shared-memory hazards, barrier misuse) of one
 #             variant per family (wg's overlap mode and 2-CTA clusters apart)
-#             and call mode (slower: the small batch only).
+#             and call mode (slower: the small batch only), over RACE_ITERS calls.
 # JOBS runs go at once (default 6); FILTER=<substring> keeps matching variants;
 # DRY=1 prints the runs instead.  Writes $OUT/sanitize.log (one line a run and
 # the tools' reports of the runs that found something) and exits 1 if any did.
@@ -41,7 +41,10 @@ done
 one() { # tool variant B mode
   local tool=$1 v=$2 b=$3 m=$4 dt args
   dt=$(sed -n 's/fsamp_\([a-z0-9]*\)_.*/\1/p' <<< "$v")
-  args=(--shape "D=$D,V=$V" --batch "$b" --dtype "$dt" --iters 1 --check 1 --temperature 1)
+  # racecheck's reports depend on the threads' timing (perf-notes 29a): it
+  # watches RACE_ITERS calls (default 4), the other tools one
+  local iters=1; [ "$tool" = racecheck ] && iters=${RACE_ITERS:-4}
+  args=(--shape "D=$D,V=$V" --batch "$b" --dtype "$dt" --iters "$iters" --check 1 --temperature 1)
   case $m in
     greedy) args+=(--temperature 0) ;;
     group16) args+=(--noise group16) ;;
@@ -50,7 +53,7 @@ one() { # tool variant B mode
   local r rc
   r=$(FS_VARIANT=$v timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 \
       ./build/fs-demo "${args[@]}" 2>&1); rc=$?
-  local errs; errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' <<< "$r" | tail -1)
+  local errs; errs=$(grep -Eo '[A-Z]+ SUMMARY: [0-9]+ [a-z]+' <<< "$r" | tail -1)
   if [ $rc = 0 ] && grep -Eq 'check: ([0-9]+) of \1 tokens equal' <<< "$r"; then
     echo "ok    $tool $v B=$b $m (${errs:-no summary})"
   else

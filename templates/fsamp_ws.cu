@@ -69,6 +69,12 @@ static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
 static_assert(CTHREADS % TILE_B == 0 && TPC <= 32, "consumer threads must be TILE_B times 1..32");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 
+/* The tail reduction is the consumers' alone, on barrier 2: the producer warp
+** leaves after its loop.  (With the whole CTA on barrier 0, compute-sanitizer's
+** racecheck reported, in some runs, the producer's read of fs_last_cta_reduce's
+** is_last as racing with thread 0's write across the barrier: perf-notes 29a.) */
+#define FS_TAIL_SYNC() asm volatile("bar.sync 2, %0;\n" ::"n"(CTHREADS) : "memory")
+
 #include "fs_device.h"
 #include "fs_tma.h"
 
@@ -124,6 +130,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
         }
       }
     }
+    return; /* the copies complete on the mbarriers the consumers wait on */
   } else {
     /* ---- consumers: mma over each stage, epilogue at each tile's end ---- */
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -180,7 +187,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   }
 
 #if REDUCE_LASTCTA
-  fs_last_cta_reduce(p, b0, THREADS);
+  fs_last_cta_reduce(p, b0, CTHREADS);
 #endif
 }
 
