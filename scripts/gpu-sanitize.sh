@@ -8,9 +8,11 @@
 #             call modes: sampled, greedy, FS_NOISE_GROUP16 and a token mask of
 #             density 0.5; every run also checks its tokens against the CPU
 #             reference (fs-demo --check 1);
-#   racecheck and synccheck (shared-memory hazards, barrier misuse) of one
+#   racecheck, synccheck and initcheck (shared-memory hazards, barrier misuse,
+#             reads of global memory nothing wrote: the workspace) of one
 #             variant per family (wg's overlap mode and 2-CTA clusters apart)
-#             and call mode (slower: the small batch only), over RACE_ITERS calls.
+#             and call mode (slower: the small batch only; racecheck over
+#             RACE_ITERS calls).
 # JOBS runs go at once (default 6); FILTER=<substring> keeps matching variants;
 # DRY=1 prints the runs instead.  Writes $OUT/sanitize.log (one line a run and
 # the tools' reports of the runs that found something) and exits 1 if any did.
@@ -34,7 +36,7 @@ for v in $variants; do
     runs+=("memcheck $v $small $m" "memcheck $v $big $m")
     if [ -z "${family_seen[$fam.$m]:-}" ]; then
       family_seen[$fam.$m]=1
-      runs+=("racecheck $v $small $m" "synccheck $v $small $m")
+      runs+=("racecheck $v $small $m" "synccheck $v $small $m" "initcheck $v $small $m")
     fi
   done
 done

@@ -9,7 +9,12 @@ vocab_offset of 64:
   3. a token mask allowing only the even ids draws only even ids, equal to
      the reference with the same mask;
   4. two calls with one seed agree; the call is on torch's current stream
-     (a side stream gives the same tokens after it is synchronised).
+     (a side stream gives the same tokens after it is synchronised);
+  5. a call captured in a CUDA graph (torch.cuda.graph, after a call that
+     prepared the shape) draws, at each replay, what a direct call draws
+     with the per-row offsets tensor's contents at that replay, and the
+     draws of the three offsets used are not all equal (so the replays read
+     the tensor rather than a captured copy).
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is)."""
@@ -118,6 +123,27 @@ def main():
             if not torch.equal(a, b):
                 fail(f"4 {name}: one seed, two calls: {a.view(-1).tolist()} / {b.view(-1).tolist()}")
             print(f"ok 4 {name}: one seed, the current and a side stream agree")
+            offs_g = torch.zeros(B, dtype=torch.int64, device=dev)
+
+            def call():
+                return fs.sample_torch(ctx, hidden, weight, temperature=2.0, seed=5,
+                                       offsets=offs_g, vocab_offset=off)
+            call()  # prepares the shape: a capture may only enqueue kernels
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = call()
+            draws = []
+            for step in (0, 1, 2):
+                offs_g.fill_(1000 * step)
+                graph.replay()
+                direct = call()
+                if not torch.equal(captured, direct):
+                    fail(f"5 {name} graph: replay at offset {1000 * step} drew "
+                         f"{captured.view(-1).tolist()}, a direct call {direct.view(-1).tolist()}")
+                draws.append(captured.view(-1).tolist())
+            if draws[0] == draws[1] == draws[2]:
+                fail(f"5 {name} graph: three offsets drew the same tokens {draws[0]}")
+            print(f"ok 5 {name}: graph replays equal direct calls at three offsets")
 
 
 if __name__ == "__main__":
