@@ -1,12 +1,15 @@
 """Host cost of one sampling call from Python, on a GPU with torch.
 
+  FLASHSAMPLING_LIB=build/libflashsampling.so \
   python3 python/bench_host.py [--model-shape D,V] [--batch B] [--calls N]
+
+(FLASHSAMPLING_LIB may be left out where the library is installed.)
 
 Prints a table of host microseconds per call (the time Python spends issuing
 N calls back to back, divided by N; the GPU runs behind and is synchronised
 outside the timed loop), for:
-  sample_torch     the whole wrapper: argument checks, structs, two output
-                   tensors, Context.sample;
+  sample_torch     the whole wrapper: argument checks, structs, the output
+                   tensor, the stream lookup, Context.sample;
   Context.sample   ctypes alone, the structs and outputs built once;
   graph replay     one torch.cuda.CUDAGraph holding one sample_torch call;
 and the GPU's microseconds per call (CUDA events around N calls) beside
