@@ -10,6 +10,7 @@ N calls back to back, divided by N; the GPU runs behind and is synchronised
 outside the timed loop), for:
   sample_torch     the whole wrapper: argument checks, structs, the output
                    tensor, the stream lookup, Context.sample;
+  ... out=         the same into a kept output tensor (no allocation);
   Context.sample   ctypes alone, the structs and outputs built once;
   graph replay     one torch.cuda.CUDAGraph holding one sample_torch call;
 and the GPU's microseconds per call (CUDA events around N calls) beside
@@ -57,6 +58,11 @@ def main():
         def wrapper():
             return fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=1)
 
+        kept = torch.empty((a.batch, 1), dtype=torch.int32, device=dev)
+
+        def wrapper_out():
+            return fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=1, out=kept)
+
         p = fs.Problem(a.batch, D, V, 0, fs.DTYPE_BF16, hidden.data_ptr(), D,
                        weight.data_ptr(), D)
         s = fs.Sampling(1.0, None, 1, 1, None, 0, None)
@@ -72,6 +78,7 @@ def main():
         with torch.cuda.graph(graph):
             wrapper()
         rows = [("sample_torch", host_us(wrapper, a.calls)),
+                ("... out=", host_us(wrapper_out, a.calls)),
                 ("Context.sample", host_us(direct, a.calls)),
                 ("graph replay", host_us(graph.replay, a.calls))]
     print(f"{torch.cuda.get_device_name(dev)}, bf16 B={a.batch} D={D} V={V}, "

@@ -194,20 +194,30 @@ def reference_sample(problem, sampling, tokens, logits=None, keys=None, noise=NO
            _lib().fs_reference_sample_ex(problem, sampling, noise, options, tokens, logits, keys))
 
 
+_TORCH_DTYPES = None  # {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16}, once torch is in
+
+
 def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
                  vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
-                 return_logits=False, stream=None):
+                 return_logits=False, stream=None, out=None, logits_out=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
     Per-row temperatures (float32), seeds and offsets (int64, the bits of
     uint64) and token_mask (int32 [B, words], the vLLM / xgrammar bitmask)
     are optional CUDA tensors.  Returns int32 tokens [B, num_samples], and
-    with return_logits also the sampled tokens' float32 logits."""
+    with return_logits also the sampled tokens' float32 logits.
+    out (int32) and logits_out (float32), contiguous CUDA tensors of
+    B x num_samples elements on that device, receive the results instead of
+    new tensors (a buffer that a CUDA graph or an engine keeps); logits_out
+    implies return_logits.  The tensors returned are out and logits_out."""
     import torch  # only here: the rest of the module needs no torch
 
-    dtypes = {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16}
-    if hidden.dtype != weight.dtype or hidden.dtype not in dtypes:
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        _TORCH_DTYPES = {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16}
+    dt = _TORCH_DTYPES.get(hidden.dtype)
+    if hidden.dtype != weight.dtype or dt is None:
         raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
                                  f"hidden.dtype={hidden.dtype}, weight.dtype={weight.dtype}: "
                                  "both must be torch.bfloat16 or both torch.float16")
@@ -221,26 +231,33 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     V = weight.shape[0]
     dev = hidden.device
 
-    def ptr(t, name, dtype):
+    def ptr(t, name, dtype, numel=None):
         if t is None:
             return None
-        if not t.is_cuda or t.device != dev or t.dtype != dtype or not t.is_contiguous():
+        if not t.is_cuda or t.device != dev or t.dtype != dtype or not t.is_contiguous() or \
+                (numel is not None and t.numel() != numel):
+            size = "" if numel is None else f" of {numel} elements"
             raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
-                                     f"{name}: must be a contiguous {dtype} tensor on {dev}")
+                                     f"{name}: {t.dtype} {tuple(t.shape)} on {t.device}: must be "
+                                     f"a contiguous {dtype} tensor{size} on {dev}")
         return t.data_ptr()
 
-    p = Problem(B, D, V, vocab_offset, dtypes[hidden.dtype], hidden.data_ptr(), hidden.stride(0),
+    p = Problem(B, D, V, vocab_offset, dt, hidden.data_ptr(), hidden.stride(0),
                 weight.data_ptr(), weight.stride(0))
     s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32), num_samples,
                  seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64), offset & (2**64 - 1),
                  ptr(offsets, "offsets", torch.int64))
-    tokens = torch.empty((B, num_samples), dtype=torch.int32, device=dev)
-    logits = torch.empty((B, num_samples), dtype=torch.float32, device=dev) \
-        if return_logits else None
-    o = Outputs(tokens.data_ptr(), logits.data_ptr() if logits is not None else None, None)
+    n = B * num_samples
+    tokens = out if out is not None else torch.empty((B, num_samples), dtype=torch.int32,
+                                                     device=dev)
+    logits = logits_out
+    if logits is None and return_logits:
+        logits = torch.empty((B, num_samples), dtype=torch.float32, device=dev)
+    o = Outputs(ptr(tokens, "out", torch.int32, n), ptr(logits, "logits_out", torch.float32, n),
+                None)
     opt = None
     if token_mask is not None:
         opt = Options(ptr(token_mask, "token_mask", torch.int32), token_mask.stride(0))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
-    return (tokens, logits) if return_logits else tokens
+    return (tokens, logits) if logits is not None else tokens

@@ -14,7 +14,10 @@ vocab_offset of 64:
      prepared the shape) draws, at each replay, what a direct call draws
      with the per-row offsets tensor's contents at that replay, and the
      draws of the three offsets used are not all equal (so the replays read
-     the tensor rather than a captured copy).
+     the tensor rather than a captured copy);
+  6. out= and logits_out= buffers receive what a call without them returns,
+     are the tensors returned, and a buffer of the wrong dtype or size raises
+     FlashSamplingError naming it.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is)."""
@@ -144,6 +147,25 @@ def main():
             if draws[0] == draws[1] == draws[2]:
                 fail(f"5 {name} graph: three offsets drew the same tokens {draws[0]}")
             print(f"ok 5 {name}: graph replays equal direct calls at three offsets")
+            want = fs.sample_torch(ctx, hidden, weight, seed=8, num_samples=S, vocab_offset=off,
+                                   return_logits=True)
+            out = torch.full((B, S), -1, dtype=torch.int32, device=dev)
+            lout = torch.zeros((B * S,), dtype=torch.float32, device=dev)
+            got = fs.sample_torch(ctx, hidden, weight, seed=8, num_samples=S, vocab_offset=off,
+                                  out=out, logits_out=lout)
+            if got[0] is not out or got[1] is not lout:
+                fail(f"6 {name}: out= and logits_out= are not the tensors returned")
+            if not torch.equal(out, want[0]) or not torch.equal(lout.view(B, S), want[1]):
+                fail(f"6 {name}: out= {out.view(-1).tolist()} against {want[0].view(-1).tolist()}")
+            for kw, bad in (("out", torch.empty((B, S), dtype=torch.int64, device=dev)),
+                            ("logits_out", torch.empty((B,), dtype=torch.float32, device=dev))):
+                try:
+                    fs.sample_torch(ctx, hidden, weight, num_samples=S, **{kw: bad})
+                    fail(f"6 {name}: a bad {kw} was accepted")
+                except fs.FlashSamplingError as e:
+                    if kw not in str(e):
+                        fail(f"6 {name}: the error for a bad {kw} does not name it: {e}")
+            print(f"ok 6 {name}: out= and logits_out= filled and returned; bad ones rejected")
 
 
 if __name__ == "__main__":
