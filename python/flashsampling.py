@@ -31,7 +31,7 @@ __all__ = [
 OK, INVALID_ARGUMENT = 0, 1
 DTYPE_BF16, DTYPE_FP16 = 1, 2
 NOISE_TOKEN, NOISE_GROUP16 = 0, 1
-ABI_VERSION = (0, 2)  # the header these structs mirror: MAJOR, MINOR
+ABI_VERSION = (0, 3)  # the header these structs mirror: MAJOR, MINOR
 
 
 class Problem(ctypes.Structure):
@@ -58,12 +58,14 @@ class Outputs(ctypes.Structure):
 
 
 class Options(ctypes.Structure):
-    """fs_options: size is set by the constructor; token_mask is [B, stride] words."""
+    """fs_options: size is set by the constructor; token_mask is [B, stride] words,
+    logprobs [B, S] floats (device pointers for Context.sample, host ones for
+    reference_sample)."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
-                ("token_mask_stride", ctypes.c_int64)]
+                ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p)]
 
-    def __init__(self, token_mask=None, token_mask_stride=0):
-        super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride)
+    def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None):
+        super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs)
 
 
 class FlashSamplingError(RuntimeError):
@@ -118,7 +120,7 @@ def library():
 
 
 def version():
-    """The linked library's version string, e.g. "0.2.0"."""
+    """The linked library's version string, e.g. "0.3.0"."""
     return _lib().fs_version_string().decode()
 
 
@@ -199,7 +201,8 @@ _TORCH_DTYPES = None  # {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16},
 
 def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
                  vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
-                 return_logits=False, stream=None, out=None, logits_out=None):
+                 return_logits=False, stream=None, out=None, logits_out=None,
+                 logprobs_out=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -210,7 +213,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     out (int32) and logits_out (float32), contiguous CUDA tensors of
     B x num_samples elements on that device, receive the results instead of
     new tensors (a buffer that a CUDA graph or an engine keeps); logits_out
-    implies return_logits.  The tensors returned are out and logits_out."""
+    implies return_logits.  The tensors returned are out and logits_out.
+    logprobs_out (float32, the same size) receives each draw's log-probability
+    under softmax of the raw logits (fs_options.logprobs: no temperature, no
+    mask), computed without the logits in memory."""
     import torch  # only here: the rest of the module needs no torch
 
     global _TORCH_DTYPES
@@ -256,8 +262,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     o = Outputs(ptr(tokens, "out", torch.int32, n), ptr(logits, "logits_out", torch.float32, n),
                 None)
     opt = None
-    if token_mask is not None:
-        opt = Options(ptr(token_mask, "token_mask", torch.int32), token_mask.stride(0))
+    if token_mask is not None or logprobs_out is not None:
+        opt = Options(ptr(token_mask, "token_mask", torch.int32),
+                      token_mask.stride(0) if token_mask is not None else 0,
+                      ptr(logprobs_out, "logprobs_out", torch.float32, n))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -32,12 +32,12 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
-#define FS_VERSION_MINOR 2
+#define FS_VERSION_MINOR 3
 #define FS_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.2.0"
+#define FS_VERSION_STRING "0.3.0"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -184,12 +184,23 @@ typedef struct fs_outputs {
 **  - token_mask_stride: ignored without a mask; token_mask_stride x B must
 **    stay within 2^40 words.  fs_sample_tp_ex() and fs_sample_nccl_ex() need
 **    it given (the whole vocabulary's words: a shard cannot know them), not
-**    0. */
+**    0.
+**  - logprobs (since 0.3.0; the 0.2 struct ends before it): where each draw's
+**    log-probability goes, [B, num_samples] row-major like the tokens: the
+**    sampled token's raw logit z minus the log-sum-exp of the raw logits of
+**    all V tokens of the call, log softmax(z) at the token, computed without
+**    the logits ever in memory.  Raw: no temperature and no token mask (the
+**    logprobs vLLM returns by default), so greedy rows get theirs too.  NaN
+**    for a row whose logits hold NaN or +inf.  The log-sum-exp is taken in
+**    fp32 with the fast exponential (relative error of the sum ~1e-6).  Only
+**    fs_sample_ex(): the tensor-parallel calls reject it (each rank sees one
+**    shard).  4-byte aligned device memory, or NULL. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
   int64_t token_mask_stride;  /* words between rows, >= ceil((vocab_offset + V) / 32);
                                  0 means exactly that */
+  float *logprobs;            /* device [B, num_samples] or NULL (since 0.3.0) */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

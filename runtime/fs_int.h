@@ -150,12 +150,18 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
 /* Workspace bytes a call needs. */
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples);
+/* Where in the workspace the tensor-parallel keys and logits of such a call
+** start (fs_workspace_need's layout). */
+size_t fs_workspace_tp_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
+                          int samples);
 
-/* A call's token mask, resolved (fs_validate_options): words NULL for none. */
-typedef struct fs_mask {
+/* A call's fs_options, resolved (fs_validate_options): words NULL for no
+** token mask, logprobs NULL for none. */
+typedef struct fs_opts {
   const uint32_t *words;
   long long stride; /* words between rows */
-} fs_mask;
+  float *logprobs;  /* [B, S] device (host for the reference) or NULL */
+} fs_opts;
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a
 ** variant).  Arguments must have been validated; no allocation. */
@@ -163,7 +169,7 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream);
 /* fs_launch with a token mask (NULL: none). */
 int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
-                     const fs_sampling *s, const fs_mask *m, const fs_outputs *o,
+                     const fs_sampling *s, const fs_opts *m, const fs_outputs *o,
                      CUstream stream);
 
 /* The kernel of the prepared plan for this call, preparing it first when
@@ -215,7 +221,7 @@ int fs_validate_outputs(fs_context *ctx, const fs_outputs *o);
 /* Checks options (NULL: none) against the problem and resolves its mask
 ** into *m (words NULL: none). */
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
-                        fs_mask *m);
+                        fs_opts *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs
 ** vocab_offset % 16 == 0). */
 int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p);

@@ -31,6 +31,10 @@ typedef struct fs_ref_result {
   ** pick inside the winner's group came to another token, min over the
   ** group's running sums P_i (i < 15) of |P_i - u S| / S, in double. */
   double pick_margin;
+  /* The log-sum-exp of the row's raw logits (all V of them: no temperature,
+  ** no token mask), in double: logit - lse is the draw's logprob
+  ** (fs_options.logprobs). */
+  double lse;
 } fs_ref_result;
 
 /* The reference draw of row `row` (0..B-1) and sample `sample`

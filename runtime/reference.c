@@ -156,6 +156,7 @@ typedef struct ref_scratch {
   double *h;           /* [rows, D] decoded H */
   double *wt;          /* [D, REF_VT] decoded W tile, interleaved */
   double *zg;          /* [rows, FS_GROUP_TOKENS] logits of the open group */
+  double *lse;         /* [rows, 2]: running max m and sum of exp(z - m) of the raw logits */
   fs_ref_result *res;  /* [rows, samples] */
 } ref_scratch;
 
@@ -163,6 +164,7 @@ static void ref_free(ref_scratch *sc) {
   free(sc->h);
   free(sc->wt);
   free(sc->zg);
+  free(sc->lse);
   free(sc->res);
 }
 
@@ -171,7 +173,8 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
   sc->zg = malloc(sizeof(double) * (size_t)rows * FS_GROUP_TOKENS);
-  if (!sc->h || !sc->wt || !sc->res || !sc->zg) {
+  sc->lse = malloc(sizeof(double) * (size_t)rows * 2);
+  if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse) {
     ref_free(sc);
     return fs_err(NULL, FS_OUT_OF_MEMORY,
                   "fs_reference: cannot allocate %zu bytes of scratch "
@@ -187,7 +190,7 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
 /* Draws rows [b0, b1) x samples [s0, s1) into
 ** sc->res[(b - b0) * (s1 - s0) + (s - s0)].  The problem and sampling must
 ** have been validated; sc must hold (b1 - b0) rows and (s1 - s0) samples. */
-static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const fs_mask *m,
+static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const fs_opts *m,
                      int b0, int b1, int s0, int s1, ref_scratch *sc) {
   const int D = p->hidden, V = p->vocab, nb = b1 - b0, ns = s1 - s0;
   const long long hs = fs_h_stride(p), ws = fs_w_stride(p);
@@ -200,6 +203,7 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
   for (i = 0; i < nb; i++)
     ref_decode(p->dtype, H + (long long)(b0 + i) * hs, D, h + (size_t)i * D, 1);
   for (i = 0; i < nb * ns; i++) ref_result_init(&res[i]);
+  for (i = 0; i < nb; i++) sc->lse[2 * i] = -INFINITY, sc->lse[2 * i + 1] = 0.0;
 
   for (v0 = 0; v0 < V; v0 += REF_VT) {
     const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
@@ -225,6 +229,11 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       }
       double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
+      double *lm = sc->lse + 2 * i, *ll = lm + 1; /* the raw logits' log-sum-exp, online */
+      for (j = 0; j < nv; j++) {
+        if (acc[j] > *lm) *ll = *ll * exp(*lm - acc[j]) + 1.0, *lm = acc[j];
+        else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
+      }
       if (m->words) {
         const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
         for (j = 0; j < nv; j++)
@@ -269,8 +278,10 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
   }
   /* A greedy row's samples are all the same draw. */
   for (i = 0; i < nb; i++) {
-    if (!ref_row_params(s, b0 + i).greedy) continue;
-    for (t = 1; t < ns; t++) res[(size_t)i * ns + t] = res[(size_t)i * ns];
+    const double lse = sc->lse[2 * i] + log(sc->lse[2 * i + 1]);
+    if (ref_row_params(s, b0 + i).greedy)
+      for (t = 1; t < ns; t++) res[(size_t)i * ns + t] = res[(size_t)i * ns];
+    for (t = 0; t < ns; t++) res[(size_t)i * ns + t].lse = lse;
   }
 }
 
@@ -291,7 +302,7 @@ int fs_reference_sample_noise(const fs_problem *problem, const fs_sampling *samp
 int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *sampling, int noise,
                            const fs_options *options, int32_t *tokens, float *logits,
                            uint64_t *keys) {
-  fs_mask m;
+  fs_opts m;
   FS_TRY(fs_validate_problem(NULL, problem, 1));
   FS_TRY(fs_validate_sampling(NULL, sampling, problem->batch));
   FS_TRY(fs_validate_noise(NULL, noise, problem));
@@ -332,6 +343,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
           const size_t o = (size_t)(b0 + i) * S + (size_t)(s0 + t);
           tokens[o] = r->token;
           if (logits) logits[o] = (float)r->logit;
+          if (m.logprobs) m.logprobs[o] = (float)(r->logit - r->lse);
           if (keys) keys[o] = fs_pack_key((float)r->score, (uint32_t)r->token);
         }
       }
@@ -353,7 +365,7 @@ int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
 
 int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
                         const fs_options *options, int row, int sample, fs_ref_result *out) {
-  fs_mask m;
+  fs_opts m;
   FS_TRY(fs_validate_problem(NULL, p, 1));
   FS_TRY(fs_validate_sampling(NULL, s, p->batch));
   FS_TRY(fs_validate_noise(NULL, noise, p));

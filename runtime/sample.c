@@ -64,12 +64,22 @@ _Static_assert(FS_COUNTER_BYTES % 8 == 0 && FS_HEAD_BYTES % 8 == 0,
 
 /* Layout: counters | the rows' bounds (fs_params.bound) | candidate keys
 ** [B*S*G] | candidate logits [B*S*G] | tensor-parallel keys (local, global)
-** [2*B*S] and logits [B*S]. */
+** [2*B*S] and logits [B*S] | the log-sum-exp pairs [B*G] (fs_params.lse,
+** reserved for every call so that one with logprobs needs no more). */
+static size_t lse_at(size_t g, size_t n) {
+  return FS_HEAD_BYTES + (n * g * 12 + 7) / 8 * 8 + n * 20;
+}
+
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples) {
   size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
-  size_t cand = (n * g * 12 + 7) / 8 * 8;
-  return FS_HEAD_BYTES + cand + n * 20;
+  return lse_at(g, n) + (size_t)batch * g * 8;
+}
+
+size_t fs_workspace_tp_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
+                          int samples) {
+  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
+  return lse_at(g, n) - n * 20;
 }
 
 /* The most any batch of the bucket ending at `bucket` needs: the chunk
@@ -182,7 +192,7 @@ int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
 }
 
 int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
-                     const fs_sampling *s, const fs_mask *m, const fs_outputs *o,
+                     const fs_sampling *s, const fs_opts *m, const fs_outputs *o,
                      CUstream stream) {
   const fs_cu_api *cu = ctx->cu;
   if (k->v.k_multiple > 0 && p->hidden % k->v.k_multiple)
@@ -225,6 +235,10 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES + ncand * 8);
+  if (m && m->logprobs) {
+    prm.logprobs = m->logprobs;
+    prm.lse = (float *)(uintptr_t)(ctx->workspace + lse_at((size_t)G, (size_t)B * S));
+  }
   if (ctx->prune) /* zeroed with the workspace, and again by each launch's last CTAs */
     prm.bound = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);
   /* Variants with v.tma (the ws, wg and wt families) read W and H through
@@ -431,7 +445,7 @@ int fs_plan_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *s, C
 }
 
 static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                         const fs_mask *m, const fs_outputs *o, CUstream stream) {
+                         const fs_opts *m, const fs_outputs *o, CUstream stream) {
   fs_kernel *k = NULL;
   FS_TRY(fs_plan_kernel(ctx, p, s, stream, &k));
   return fs_launch_masked(ctx, k, p, s, m, o, stream);
@@ -440,7 +454,7 @@ static int sample_locked(fs_context *ctx, const fs_problem *p, const fs_sampling
 int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                  const fs_options *options, const fs_outputs *outputs, void *stream) {
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
-  fs_mask m;
+  fs_opts m;
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));

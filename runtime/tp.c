@@ -26,7 +26,7 @@ static void tp_buffers(const fs_context *ctx, const fs_kernel *k, const fs_probl
                        CUdeviceptr *local_keys, CUdeviceptr *global_keys,
                        CUdeviceptr *local_logits) {
   const size_t n = (size_t)p->batch * S;
-  const size_t base = fs_workspace_need(ctx, k, p->batch, p->vocab, S) - n * 20;
+  const size_t base = fs_workspace_tp_at(ctx, k, p->batch, p->vocab, S);
   *local_keys = ctx->workspace + base;
   *global_keys = *local_keys + n * 8;
   *local_logits = *global_keys + n * 8;
@@ -73,7 +73,7 @@ static int tp_reduce(fs_context *ctx, const tp_coll *c, CUdeviceptr send, CUdevi
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
                      void *stream) {
-  fs_mask m;
+  fs_opts m;
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
@@ -83,6 +83,11 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                   "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
                   "0 would mean this shard's ceil((vocab_offset + V) / 32) = %lld",
                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex", (long long)m.stride);
+  if (m.logprobs)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->logprobs=%p: %s cannot give logprobs (a rank sees one shard's "
+                  "logits); it must be NULL", (void *)m.logprobs,
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;

@@ -107,15 +107,23 @@ int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p) {
 }
 
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
-                        fs_mask *m) {
+                        fs_opts *m) {
   m->words = NULL;
   m->stride = 0;
+  m->logprobs = NULL;
   if (!o) return FS_OK;
-  /* the sizes of fs_options that have been: the first version's, 0.2 */
-  if (o->size != sizeof(fs_options))
+  /* the sizes of fs_options that have been: 0.2's (up to token_mask_stride)
+  ** and 0.3's (logprobs) */
+  const size_t size02 = offsetof(fs_options, logprobs);
+  if (o->size != sizeof(fs_options) && o->size != size02)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library; a larger one is from a newer header)", o->size,
-               sizeof(fs_options));
+               "(%zu in this library, %zu for a 0.2 header; a larger one is from a newer "
+               "header)", o->size, sizeof(fs_options), size02);
+  if (o->size > size02 && o->logprobs) {
+    if (misaligned(o->logprobs, 4))
+      return BAD("options->logprobs=%p: must be 4-byte aligned", (void *)o->logprobs);
+    m->logprobs = o->logprobs;
+  }
   const long long stride = (long long)o->token_mask_stride;
   if (!o->token_mask) return FS_OK;
   if (misaligned(o->token_mask, 4))

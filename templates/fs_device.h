@@ -413,6 +413,95 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
   }
 }
 
+/* ---- logprobs (fs_options.logprobs): the raw logits' log-sum-exp -------- */
+/* A running (m, l): m the largest raw logit folded, l the sum of exp(z - m)
+** over them (none: -inf, 0).  A -inf logit adds nothing; NaN makes l NaN. */
+struct fs_lse {
+  float m, l;
+};
+__device__ __forceinline__ fs_lse fs_lse_none() { return {-__int_as_float(0x7f800000), 0.0f}; }
+
+/* Folds another (m2, l2) into a. */
+__device__ __forceinline__ void fs_lse_merge(fs_lse &a, float m2, float l2) {
+  const float m = fmaxf(a.m, m2);
+  if (m == -__int_as_float(0x7f800000)) { /* both empty (l NaN: an all-NaN quad) */
+    a.l += l2;
+    return;
+  }
+  a.l = a.l * __expf(a.m - m) + l2 * __expf(m2 - m);
+  a.m = m;
+}
+
+/* Folds one logit into a (-inf: nothing; NaN makes l NaN): one exponential,
+** the fewest registers. */
+__device__ __forceinline__ void fs_lse_add(fs_lse &a, float z) {
+  if (z > a.m) {
+    a.l = a.l * __expf(a.m - z) + 1.0f;
+    a.m = z;
+  } else if (z != -__int_as_float(0x7f800000)) {
+    a.l += __expf(z - a.m);
+  }
+}
+
+/* Folds four logits (-inf where they lie past the chunk) into a. */
+__device__ __forceinline__ void fs_lse_quad(fs_lse &a, const float (&z)[4]) {
+  const float m4 = fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])); /* NaN: all four are */
+  if (m4 != m4) a.l = m4;
+  if (!(m4 > -__int_as_float(0x7f800000))) return;
+  float l4 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; j++) l4 += z[j] == -__int_as_float(0x7f800000) ? 0.0f : __expf(z[j] - m4);
+  fs_lse_merge(a, m4, l4);
+}
+
+/* Rows [r0, r1) (multiples of 4) of a staged column (rows vrow0 + r, those
+** from v_end on skipped) into a. */
+__device__ __forceinline__ void fs_lse_rows(const float *zcol, int r0, int r1, int vrow0,
+                                            int v_end, fs_lse &a) {
+  for (int r = r0; r < r1; r += 4) {
+    const int v = vrow0 + r;
+    if (v >= v_end) break;
+    const float4 z4 = *(const float4 *)(zcol + r);
+    float z[4] = {z4.x, z4.y, z4.z, z4.w};
+#pragma unroll
+    for (int j = 1; j < 4; j++)
+      if (v + j >= v_end) z[j] = -__int_as_float(0x7f800000);
+    fs_lse_quad(a, z);
+  }
+}
+
+/* The TPC consecutive lanes that share column c combine their (m, l), and
+** the first of them (leader) stores the result as the pair of (c.b, chunk),
+** folded into the stored one when fold.  All lanes of the warp must call it
+** together. */
+__device__ __forceinline__ void fs_lse_put(const fs_params &p, const fs_col &c, int chunk,
+                                           bool fold, bool leader, fs_lse a) {
+#pragma unroll
+  for (int o = 1; o < TPC; o <<= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, a.m, o);
+    const float l2 = __shfl_xor_sync(0xffffffffu, a.l, o);
+    fs_lse_merge(a, m2, l2);
+  }
+  if (leader && c.b < p.B) {
+    float *e = p.lse + 2 * ((size_t)c.b * p.num_chunks + chunk);
+    if (fold) fs_lse_merge(a, __ldca(e), __ldca(e + 1));
+    __stwb(e, a.m);
+    __stwb(e + 1, a.l);
+  }
+}
+
+/* With logprobs: the thread's rows [r0, r0 + RPT) of a staged column into the
+** pair of (c.b, chunk) (fs_lse_put; t == 0 starts it).  Every lane of the
+** warp must call it (a uniform branch: p.lse is the call's). */
+__device__ __forceinline__ void fs_lse_tile(const fs_params &p, const float *zcol,
+                                            const fs_col &c, int r0, int vrow0, int v_end,
+                                            int chunk, bool fold, bool leader) {
+  if (!p.lse) return;
+  fs_lse a = fs_lse_none();
+  fs_lse_rows(zcol, r0, r0 + RPT, vrow0, v_end, a);
+  fs_lse_put(p, c, chunk, fold, leader, a);
+}
+
 /* The epilogue of one vocab tile for one thread: rows [r0, r0 + RPT) of
 ** column c, staged at zcol[0 .. TILE_V) (fp32 logits of rows vrow0 + r),
 ** for every sample, into candidate (c.b, s, chunk); t == 0 starts the
@@ -422,6 +511,7 @@ __device__ __forceinline__ void fs_candidate_put(const fs_params &p, const fs_co
 __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zcol,
                                             const fs_col &c, int r0, int vrow0, int v_end,
                                             int t, int chunk, bool leader) {
+  fs_lse_tile(p, zcol, c, r0, vrow0, v_end, chunk, t > 0, leader);
   for (int s = 0; s < p.num_samples; s++) {
     fs_best best = fs_best_none();
     fs_fold_part(p, zcol, c, r0 / RPT, vrow0, v_end, (unsigned)s, best, FS_NO_BOUND);
@@ -487,6 +577,17 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
       __stwb(p.tokens + item, (int)fs_key_token(best[i]));
       if (p.logits) __stwb(p.logits + item, z[i]);
       if (p.keys) __stwb(p.keys + item, best[i]);
+    }
+    if (p.logprobs) { /* the row's (m, l) pairs over the G chunks */
+      const float *e = p.lse + 2 * (size_t)((first + i) / p.num_samples) * G;
+      fs_lse a = fs_lse_none();
+      for (int c = lane; c < G; c += 32) fs_lse_merge(a, __ldcg(e + 2 * c), __ldcg(e + 2 * c + 1));
+      for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, a.m, o);
+        const float l2 = __shfl_xor_sync(0xffffffffu, a.l, o);
+        fs_lse_merge(a, m2, l2);
+      }
+      if (lane == 0) __stwb(p.logprobs + first + i, z[i] - (a.m + logf(a.l)));
     }
   }
 }

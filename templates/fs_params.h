@@ -39,6 +39,11 @@ typedef struct fs_params {
   const unsigned int *mask;          /* [B, mask_stride] or 0: bit t % 32 of word t / 32
                                         of row b allows global id t (fs_options) */
   long long mask_stride;             /* words between the mask's rows */
+  float *logprobs;                   /* [B, S] or 0: log softmax of the raw logits at each
+                                        draw's token (fs_options.logprobs) */
+  float *lse;                        /* workspace [B * G] pairs (m, l), with logprobs: per
+                                        (row, chunk) the max raw logit m and the sum of
+                                        exp(z - m) over the chunk's tokens */
 } fs_params;
 
 #endif /* FS_PARAMS_H */

@@ -308,6 +308,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
           fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb],
                        fs_bound_score(known[nb]));
           fs_bound_publish(p, col, best[nb], epart == 0, known[nb]);
+          fs_lse_tile(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, chunk,
+                      j * MB + mb > 0, epart == 0);
         } else
           fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
@@ -316,10 +318,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   /* the chunk's candidates (an empty chunk's are empty), every column */
 #pragma unroll
   for (int nb = 0; nb < TILE_B / EPI_B; nb++)
-    if (fused)
-      fs_candidate_put(p, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, chunk, false, epart == 0,
-                       fs_best_key(best[nb]), best[nb].z);
-    else if (nt == 0)
+    if (fused) {
+      const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
+      fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best[nb]), best[nb].z);
+      if (nt == 0 && p.lse) fs_lse_put(p, col, chunk, false, epart == 0, fs_lse_none());
+    } else if (nt == 0)
       fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, 0, 0, 0, chunk,
                   epart == 0);
 }
@@ -379,7 +382,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         }
       }
     }
-    if (fused && j > 0) fs_bound_publish(p, col, best, epart == 0, known);
+    if (fused && j > 0) {
+      fs_bound_publish(p, col, best, epart == 0, known);
+      fs_lse_tile(p, zcol, col, r0, vprev, sp.v_end, chunk, j > 1, epart == 0);
+    }
     mma_drain(empty, 0, it, rank);
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
@@ -388,9 +394,14 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0);
   }
   if (fused) {
-    if (nt > 0) /* the last tile: no wgmmas left to hide it under */
+    if (nt > 0) { /* the last tile: no wgmmas left to hide it under */
       fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best,
                    fs_bound_score(known));
+      fs_lse_tile(p, zcol, col, r0, sp.v0 + (nt - 1) * TILE_V, sp.v_end, chunk, nt > 1,
+                  epart == 0);
+    } else if (p.lse) {
+      fs_lse_put(p, col, chunk, false, epart == 0, fs_lse_none());
+    }
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);

@@ -405,6 +405,34 @@ __device__ __forceinline__ void fold_greedy(const float (&a)[NACC], int h, unsig
   if (bc >= 0) best.s = best.z = m, best.tok = tok0 + (unsigned)bc + 2u * (threadIdx.x & 3u);
 }
 
+/* With logprobs: a row's logits of the tile (half h of a[], tile columns
+** 8 i + 2 q + e, as fold_greedy reads them; those from v_end on skipped)
+** into the pair of (c.b, chunk) (fs_lse_put; fold: not the chunk's first
+** tile).  Every lane of the warp calls it; unrolled (constant indices, so
+** that a[] stays in registers), after the tile's samples as fold_greedy, and
+** the bounds tested on a partial tile only (with them in every tile's code,
+** or called per row inside the samples' loop, the 256-column tiles spilled
+** 8 bytes at the 168-register limit). */
+__device__ __forceinline__ void lse_row(const fs_params &p, const float (&a)[NACC], int h,
+                                        const fs_col &c, int vrow0, int v_end, int chunk,
+                                        bool fold, bool leader) {
+  fs_lse l = fs_lse_none();
+  if (vrow0 + TILE_V <= v_end) { /* a whole tile: no bounds */
+#pragma unroll
+    for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) fs_lse_add(l, a[4 * i + 2 * h + e]);
+  } else {
+    const int c0 = vrow0 + 2 * (int)(threadIdx.x & 3u); /* the row of column 0 */
+#pragma unroll
+    for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        if (c0 + 8 * i + e < v_end) fs_lse_add(l, a[4 * i + 2 * h + e]);
+  }
+  fs_lse_put(p, c, chunk, fold, leader, l);
+}
+
 /* Row r of the tile (its first W row vrow0), sample s, into the lane's best:
 ** grouped rows (FS_NOISE_GROUP16 and T > 0) by quad_transpose and fold_group,
 ** the others by fold_tokens (greedy rows with noise false); lanes whose row
@@ -516,8 +544,17 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
           sbest[r * CTHREADS + tid] = b;
         }
     }
+    if (p.lse)
+#pragma unroll
+      for (int r = 0; r < NROWS; r++)
+        lse_row(p, acc[r >> 1], r & 1, fs_col_load(p, b0 + acc_row(r)), vrow0, sp.v_end, chunk,
+                j > 0, leader);
   }
   /* the chunk's candidates (an empty chunk's are empty) */
+  if (nt == 0 && p.lse)
+#pragma unroll 1
+    for (int r = 0; r < NROWS; r++)
+      fs_lse_put(p, fs_col_load(p, b0 + acc_row(r)), chunk, false, leader, fs_lse_none());
   if (fused || nt == 0)
     for (int s = 0; s < p.num_samples; s++)
 #pragma unroll 1

@@ -150,7 +150,7 @@ static int run_cpu(const args *a) {
   size_t words;
   uint32_t *mask = make_mask(a, &words);
   if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
-  fs_options opt = {sizeof opt, mask, 0};
+  fs_options opt = {sizeof opt, mask, 0, NULL};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -184,7 +184,7 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  const fs_options opt = {sizeof opt, mask, 0};
+  const fs_options opt = {sizeof opt, mask, 0, NULL};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) bad += gpu[b] != ref[b];
@@ -219,7 +219,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
                   (void *)(uintptr_t)W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
-  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0};
+  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0, NULL};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))

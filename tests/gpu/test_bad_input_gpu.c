@@ -27,11 +27,15 @@
 ** 32 at V = 1000) and 2^40 (past the index range) names token_mask_stride,
 ** the value and the rule; fs_sample_tp_ex() refuses a bad stride, a stride
 ** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
-** bad size before any collective is called; fs_reference_sample_ex() refuses a
+** bad size before any collective is called; logprobs misaligned by 2 bytes
+** names logprobs, and fs_sample_tp_ex() refuses logprobs (a rank sees one
+** shard); fs_reference_sample_ex() refuses a
 ** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
 ** fs_sample()'s tokens, keys and logits bit for bit: NULL options, options
 ** with a NULL token_mask, and a mask of all ones with stride 0, 32 (the
-** minimum) and 40 (padding words).
+** minimum) and 40 (padding words); 0.2's options (the size ending before
+** logprobs, whose misaligned pointer is then never read), and options with
+** logprobs.
 **
 ** Kernel selection failures, forced with FS_VARIANT in a fresh context each
 ** (FS_VARIANT is read when a shape is first prepared), all derived from this
@@ -75,6 +79,7 @@ static uint64_t g_key[TB * TS];
 static float g_logit[TB * TS];
 static CUdeviceptr g_seeds; /* device [TB] */
 static CUdeviceptr g_mask;  /* device [TB, MASK_WORDS], every bit 1 (gu_alloc's fill) */
+static CUdeviceptr g_lp;    /* device [TB * TS + 1] floats: logprobs (fs_options) */
 static long g_allreduce_calls;
 
 #define MASK_NEED ((TV + 31) / 32) /* ceil((vocab_offset + V) / 32) of g_p */
@@ -361,8 +366,25 @@ static void test_options_args(void) {
            fs_status_string(st), fs_last_error(NULL));
   }
 
+  /* logprobs (0.3): misaligned, and in the tensor-parallel calls */
+  opt = options_of(full, NULL, 0);
+  opt.logprobs = (float *)plus(gu_ptr(g_lp), 2);
+  expect_bad_options("logprobs misaligned by 2 bytes", 0, &opt, "options->logprobs", "4-byte",
+                     NULL);
+  opt.logprobs = (float *)gu_ptr(g_lp);
+  expect_bad_options("fs_sample_tp_ex, logprobs", 1, &opt, "options->logprobs",
+                     "fs_sample_tp_ex", "NULL");
+
   /* accepted: what allows every token draws as fs_sample */
   expect_same_draw("options NULL", NULL);
+  /* 0.2's options (they end before logprobs): the mask read, logprobs not */
+  opt = options_of(offsetof(fs_options, logprobs), mask, 0);
+  opt.logprobs = (float *)plus(gu_ptr(g_lp), 2); /* past the size: never read */
+  expect_same_draw("0.2 options (size without logprobs)", &opt);
+  /* logprobs asked for: the same draw */
+  opt = options_of(full, NULL, 0);
+  opt.logprobs = (float *)gu_ptr(g_lp);
+  expect_same_draw("options with logprobs", &opt);
   opt = options_of(full, NULL, 0);
   expect_same_draw("options with token_mask NULL", &opt);
   opt = options_of(full, mask, 0);
@@ -592,6 +614,7 @@ int main(void) {
   uint64_t seeds[TB] = {1, 2, 3, 4};
   g_seeds = gu_upload_new(g_ctx, seeds, sizeof seeds);
   g_mask = gu_alloc(g_ctx, sizeof(uint32_t) * TB * MASK_WORDS);
+  g_lp = gu_alloc(g_ctx, sizeof(float) * (TB * TS + 1));
 
   /* the baseline every recovery is compared with */
   REQUIRE(gu_sample_fetch(g_ctx, &g_p, &g_s, &g_o, NULL, "first valid call") == FS_OK);
@@ -605,6 +628,7 @@ int main(void) {
   test_variant_failures();
 
   gu_free(g_ctx, g_mask);
+  gu_free(g_ctx, g_lp);
   gu_free(g_ctx, g_seeds);
   gu_outputs_free(g_ctx, &g_o);
   gu_lmhead_free(g_ctx, &g_lm);

@@ -91,7 +91,7 @@ int main(void) {
       uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
       for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = 0x55555555u;
       CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
-      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW};
+      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL};
       gu_outputs mref;
       tp_unsharded_draw_ex(ctx, &u, &opt, &mref);
       int odd = 0;

@@ -94,7 +94,7 @@ static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const 
     r->s = tp_sampling(r->dtemps); /* this GPU's copy of the temperatures */
     dmask[k] = hmask ? gu_upload_new(r->ctx, hmask, (size_t)B * MW * 4) : 0;
     /* the whole vocabulary's stride, as every rank must give it */
-    opt[k] = (fs_options){sizeof(fs_options), (const uint32_t *)gu_ptr(dmask[k]), MW};
+    opt[k] = (fs_options){sizeof(fs_options), (const uint32_t *)gu_ptr(dmask[k]), MW, NULL};
     r->opt = hmask ? &opt[k] : NULL;
     tp_outputs(r->ctx, &r->go);
     r->o = gu_outputs_api(&r->go);
@@ -163,7 +163,7 @@ static void make_mask(uint32_t *m) {
 static void masked_reference(fs_context *ctx, const tp_unsharded *u, const uint32_t *hmask,
                              gu_outputs *ref) {
   CUdeviceptr dm = gu_upload_new(ctx, hmask, (size_t)B * MW * 4);
-  const fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW};
+  const fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW, NULL};
   tp_unsharded_draw_ex(ctx, u, &opt, ref);
   gu_free(ctx, dm);
   int bad = 0, same = 0;

@@ -25,7 +25,8 @@ int main(void) {
   F("Outputs", fs_outputs, tokens); F("Outputs", fs_outputs, logits);
   F("Outputs", fs_outputs, keys); END("Outputs", fs_outputs);
   F("Options", fs_options, size); F("Options", fs_options, token_mask);
-  F("Options", fs_options, token_mask_stride); END("Options", fs_options);
+  F("Options", fs_options, token_mask_stride); F("Options", fs_options, logprobs);
+  END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;
 }

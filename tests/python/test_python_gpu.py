@@ -17,7 +17,10 @@ vocab_offset of 64:
      the tensor rather than a captured copy);
   6. out= and logits_out= buffers receive what a call without them returns,
      are the tensors returned, and a buffer of the wrong dtype or size raises
-     FlashSamplingError naming it.
+     FlashSamplingError naming it;
+  7. logprobs_out= receives each draw's logit minus the log-sum-exp of the
+     row's raw logits (torch's, in float64 from the same bf16 / fp16 values),
+     within 1e-4.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is)."""
@@ -166,6 +169,14 @@ def main():
                     if kw not in str(e):
                         fail(f"6 {name}: the error for a bad {kw} does not name it: {e}")
             print(f"ok 6 {name}: out= and logits_out= filled and returned; bad ones rejected")
+            lp = torch.empty((B, S), dtype=torch.float32, device=dev)
+            tok, lg = fs.sample_torch(ctx, hidden, weight, seed=3, num_samples=S,
+                                      vocab_offset=off, return_logits=True, logprobs_out=lp)
+            lse = torch.logsumexp(hidden.double() @ weight.double().T, dim=1, keepdim=True)
+            err = (lp.double() - (lg.double() - lse)).abs().max().item()
+            if not err <= 1e-4:
+                fail(f"7 {name} logprobs: off by {err}")
+            print(f"ok 7 {name}: logprobs within {err:.2g} of torch's log-softmax")
 
 
 if __name__ == "__main__":

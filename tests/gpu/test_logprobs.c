@@ -1,0 +1,165 @@
+// fs-test-timeout: 300
+/*
+** test_logprobs.c: fs_options.logprobs on the GPU.  flashsampling.h: each
+** draw's logprob is its token's raw logit minus the log-sum-exp of the raw
+** logits of all V tokens of the call (no temperature, no token mask), with
+** the logits never in memory.
+**
+** Per case (below), fs_sample_ex with logprobs against
+** fs_reference_sample_ex with logprobs (double logits) on the same inputs:
+**  - every draw: |logprob - (z - lse)| <= 2e-4 + 1e-6 |lse|, where z is the
+**    GPU's own logit of its own token (so a token that differs from the
+**    reference's at a near-tie still checks) and lse the reference row's
+**    log-sum-exp (its logit minus its logprob);
+**  - every draw's logprob is finite and at most 1e-6;
+**  - at least 99% of the tokens equal the reference's (the draw itself is
+**    test_pathwise's; a kernel that only wrote logprobs would fail here);
+**  - a call without logprobs gives the same tokens (the option changes no
+**    draw).
+** Sensitivity: the logits have sd ~1, so at V = 1000 one token holds ~1e-3
+** of a row's mass and leaving out a single row of the vocabulary (or a
+** tile, or a chunk's pair) moves the log-sum-exp by ~1e-3, five times the
+** tolerance; fp32 logits and the fast exponential are ~1e-6 from the
+** reference.
+** Cases, bf16 and fp16, B = 5 and 37 (with FS_TEST_FAMILY, on that family's
+** variant nearest each B):
+**   plain   V = 1000, D = 256, T = 1, one sample;
+**   mixed   V = 5011, D = 1024, vocab_offset 37, per-row temperatures with
+**           greedy rows, 3 samples, a token mask of density 1/2 (logprobs
+**           ignore it);
+**   group16 FS_NOISE_GROUP16, V = 5011, D = 256, vocab_offset 48, T = 0.7.
+*/
+#include "gpu_family.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lp_case {
+  const char *name;
+  int V, D, offset, S, mixed, group16;
+} lp_case;
+
+static const lp_case cases[] = {
+    {"plain", 1000, 256, 0, 1, 0, 0},
+    {"mixed", 5011, 1024, 37, 3, 1, 0},
+    {"group16", 5011, 256, 48, 1, 0, 1},
+};
+
+static unsigned long long lp_rand(unsigned long long *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 17;
+}
+
+static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
+  char what[160];
+  snprintf(what, sizeof what, "%s %s B=%d", cs->name, gu_dtype_name(dtype), B);
+  gu_lmhead lm;
+  gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
+                 0x10cb0bull + (unsigned long long)B * 31u + (unsigned long long)cs->V);
+  gu_lmhead_upload(ctx, &lm);
+  const int S = cs->S;
+  const size_t n = (size_t)B * S;
+  /* per-row temperatures: a greedy row every third, the others 0.6 .. 1.4 */
+  float *temps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) temps[b] = b % 3 == 1 ? 0.0f : 0.6f + 0.2f * (float)(b % 5);
+  CUdeviceptr dtemps = cs->mixed ? gu_upload_new(ctx, temps, sizeof(float) * (size_t)B) : 0;
+  /* the mask: random words over the whole id range */
+  const long long words = (cs->offset + cs->V + 31) / 32;
+  uint32_t *mask = gu_malloc(sizeof(uint32_t) * (size_t)(B * words));
+  unsigned long long ms = 0xfeedull + (unsigned long long)B;
+  for (long long i = 0; i < B * words; i++) mask[i] = (uint32_t)lp_rand(&ms);
+  CUdeviceptr dmask =
+      cs->mixed ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words)) : 0;
+
+  fs_sampling s = {cs->group16 ? 0.7f : 1.0f, NULL, S, 20261201ull, NULL, 5ull, NULL};
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, n, 1, 0);
+  CUdeviceptr dlp = gu_alloc(ctx, (n + GU_GUARD) * sizeof(float));
+  gu_poison(ctx, dlp, (n + GU_GUARD) * sizeof(float));
+  gu_outputs_poison(ctx, &o);
+  if (cs->group16) CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
+  fs_problem dp = gu_problem(&lm, 1);
+  s.temperatures = cs->mixed ? (const float *)gu_ptr(dtemps) : NULL;
+  fs_options opt = {sizeof opt, cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
+                    (float *)gu_ptr(dlp)};
+  fs_outputs out = gu_outputs_api(&o);
+  int st = fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL);
+  CHECK_MSG(st == FS_OK, "%s: fs_sample_ex: %s", what, fs_last_error(ctx));
+  gu_outputs_fetch(ctx, &o);
+  gu_outputs_check(&o, what);
+  float *lp = gu_malloc((n + GU_GUARD) * sizeof(float));
+  gu_download(ctx, lp, dlp, (n + GU_GUARD) * sizeof(float));
+  /* the same call without logprobs: the same tokens */
+  gu_outputs o2;
+  gu_outputs_alloc(ctx, &o2, n, 0, 0);
+  opt.logprobs = NULL;
+  out = gu_outputs_api(&o2);
+  CHECK(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK);
+  gu_outputs_fetch(ctx, &o2);
+  if (cs->group16) CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
+
+  /* the reference, host pointers */
+  fs_problem hp = gu_problem(&lm, 0);
+  fs_sampling hs = s;
+  hs.temperatures = cs->mixed ? temps : NULL;
+  int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
+  float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
+  const fs_options ropt = {sizeof ropt, cs->mixed ? mask : NULL, 0, rlp};
+  CHECK(fs_reference_sample_ex(&hp, &hs, cs->group16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN, &ropt,
+                               rtok, rlogit, NULL) == FS_OK);
+
+  long same = 0, bad = 0, same_no_lp = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const double lse = (double)rlogit[i] - (double)rlp[i];
+    const double want = (double)o.h_logits[i] - lse, err = fabs((double)lp[i] - want);
+    same += o.h_tokens[i] == rtok[i];
+    same_no_lp += o2.h_tokens[i] == o.h_tokens[i];
+    if (err > worst) worst = err;
+    if (!(err <= 2e-4 + 1e-6 * fabs(lse)) || !isfinite(lp[i]) || lp[i] > 1e-6f) {
+      if (bad++ < 5)
+        fprintf(stderr, "%s: draw %zu: logprob %.7g, want %.7g (token %d, logit %.7g, "
+                "the reference's lse %.7g)\n", what, i, (double)lp[i], want, o.h_tokens[i],
+                (double)o.h_logits[i], lse);
+    }
+  }
+  for (size_t i = n; i < n + GU_GUARD; i++) bad += gu_float_bits(lp[i]) != 0xFFFFFFFFu;
+  CHECK_MSG(bad == 0, "%s: %ld draws' logprobs wrong (or guard entries written)", what, bad);
+  CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
+            same, n);
+  CHECK_MSG(same_no_lp == (long)n, "%s: %ld of %zu tokens changed without logprobs", what,
+            (long)n - same_no_lp, n);
+  printf("ok %s: %zu draws, %ld the reference's tokens, worst logprob error %.2g\n", what, n,
+         same, worst);
+
+  free(lp);
+  free(rtok);
+  free(rlogit);
+  free(rlp);
+  free(temps);
+  free(mask);
+  gu_free(ctx, dlp);
+  gu_free(ctx, dtemps);
+  gu_free(ctx, dmask);
+  gu_outputs_free(ctx, &o);
+  gu_outputs_free(ctx, &o2);
+  gu_lmhead_free(ctx, &lm);
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  static const int batches[] = {5, 37};
+  for (int dt = 0; dt < 2; dt++) {
+    const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+      fs_context *c = gu_family_context(ctx, dtype, batches[bi]);
+      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run(c, &cases[i], batches[bi], dtype);
+      gu_family_release(ctx, c);
+    }
+  }
+  fs_context_destroy(ctx);
+  return fs_test_done("test_logprobs");
+}
