@@ -20,6 +20,8 @@
 # ENV_<name>="VAR=value ..." runs build <name> with those variables set, so that
 # two arms can be one binary, e.g. the exact pruning (perf-notes 22g):
 #   BINS="prune=build/fs-bench noprune=build/fs-bench" ENV_noprune="FS_PRUNE=0" BENCH=1 ...
+# ARGS_<name>="--opt value ..." gives build <name> more of the tool's arguments,
+# e.g. logprobs on and off in one fs-demo: ARGS_on="--logprobs 1".
 #
 # A case is model:batch:temperature:variant (the variant without its
 # fsamp_<dtype>_sm90a_ prefix; "-" runs the shipped default of the shape,
@@ -73,17 +75,19 @@ for r in $(seq 1 "$ROUNDS"); do
       name=${nb%%=*} bin=${nb#*=}
       envs=ENV_$name
       read -r -a arm_env <<<"${!envs:-}" # this arm's variables (ENV_<name>)
+      argv=ARGS_$name
+      read -r -a arm_args <<<"${!argv:-}" # this arm's further arguments (ARGS_<name>)
       rc=0
       if [ "${BENCH:-0}" = 1 ]; then
         out=$(env FS_TUNING_DB=off FS_VARIANT="$fv" "${arm_env[@]}" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
-              --reps "${REPS:-10}" ${NOISE:+--noise "$NOISE"} 2>&1) || rc=$?
+              --reps "${REPS:-10}" ${NOISE:+--noise "$NOISE"} "${arm_args[@]}" 2>&1) || rc=$?
         res=$(grep -E "^ *$b +[0-9]" <<<"$out" | head -1 || true)
       else
         out=$(env FS_TUNING_DB=off FS_VARIANT="$fv" "${arm_env[@]}" \
               "$bin" --model "$model" --batch "$b" --dtype "$DTYPE" --temperature "$t" \
               --iters "$ITERS" --check 0 ${NOISE:+--noise "$NOISE"} \
-              ${MASK:+--mask-density "$MASK"} 2>&1) || rc=$?
+              ${MASK:+--mask-density "$MASK"} "${arm_args[@]}" 2>&1) || rc=$?
         res=$(grep 'per call' <<<"$out" | head -1 || true)
       fi
       printf '== round=%s %s %s %s\n%s\n' "$r" "$c" "$name" "rc=$rc" "$out" >> "$runs"

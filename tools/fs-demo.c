@@ -7,18 +7,23 @@
 **   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
+**           [--logprobs 0|1]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
 ** checked by the library (its message names the field and the rule).
 ** --mask-density P (0 < P <= 1) draws through fs_sample_ex with a token mask
 ** that allows each (row, token) with probability P (from --seed).
+** --logprobs 1 asks every call for the draws' logprobs (fs_options.logprobs)
+** and prints the first few; with --check 1 they are compared with the
+** reference's too (within 1e-3).
 */
 #include "fs_tools.h"
 
 #include "fs_half.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +34,13 @@ typedef struct args {
   unsigned long long seed;
   int noise; /* fs_noise_mode */
   double mask_density; /* 0: no token mask */
+  int logprobs;        /* 1: fs_options.logprobs */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
-  "               [--noise token|group16] [--mask-density P]\n"
+  "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -47,7 +53,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -60,7 +66,7 @@ static int parse(int argc, char **argv, args *a) {
     }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
-                                             "--noise", "--mask-density", NULL};
+                                             "--noise", "--mask-density", "--logprobs", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -100,6 +106,8 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
+    } else if (!strcmp(k, "--logprobs")) {
+      st = int_arg(k, v, 0, 1, &a->logprobs);
     } else {
       st = int_arg(k, v, 0, 1, &a->check);
     }
@@ -169,33 +177,40 @@ static int run_cpu(const args *a) {
 /* Compares the last call's tokens with the CPU reference on the same data. */
 static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                  const fs_problem *p, const fs_sampling *sm, const uint32_t *mask,
-                 CUdeviceptr tok) {
+                 CUdeviceptr tok, CUdeviceptr dlp) {
   const fs_cu_api *cu = ctx->cu;
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
   int32_t *gpu = malloc((size_t)a->B * 4), *ref = malloc((size_t)a->B * 4);
+  float *glp = malloc((size_t)a->B * 4), *rlp = malloc((size_t)a->B * 4);
   CUcontext dummy;
-  if (!h || !w || !gpu || !ref) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  if (!h || !w || !gpu || !ref || !glp || !rlp)
+    return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   cu->cuMemcpyDtoH(h, H, nh * 2);
   cu->cuMemcpyDtoH(w, W, nw * 2);
   cu->cuMemcpyDtoH(gpu, tok, (size_t)a->B * 4);
+  if (dlp) cu->cuMemcpyDtoH(glp, dlp, (size_t)a->B * 4);
   cu->cuCtxPopCurrent(&dummy);
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  const fs_options opt = {sizeof opt, mask, 0, NULL};
-  int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0;
+  const fs_options opt = {sizeof opt, mask, 0, rlp};
+  int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
-  for (int b = 0; b < a->B; b++) bad += gpu[b] != ref[b];
+  for (int b = 0; b < a->B; b++) {
+    bad += gpu[b] != ref[b];
+    badlp += dlp && gpu[b] == ref[b] && !(fabsf(glp[b] - rlp[b]) <= 1e-3f);
+  }
   printf("check: %d of %d tokens equal the CPU reference's\n", a->B - bad, a->B);
-  free(h); free(w); free(gpu); free(ref);
-  return bad ? 3 : 0;
+  if (dlp) printf("check: %d of %d logprobs within 1e-3 of the reference's\n", a->B - badlp, a->B);
+  free(h); free(w); free(gpu); free(ref); free(glp); free(rlp);
+  return bad || badlp ? 3 : 0;
 }
 
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
-  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0;
+  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0;
   CUevent e0, e1;
   CUcontext dummy;
   size_t wbytes = (size_t)a->V * a->D * 2, words;
@@ -206,6 +221,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   if (cu->cuMemAlloc(&H, (size_t)a->B * a->D * 2) || cu->cuMemAlloc(&W, wbytes) ||
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
+      (a->logprobs && cu->cuMemAlloc(&dlp, (size_t)a->B * 4)) ||
       cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
                                               cu->cuMemcpyHtoD(dmask, mask, words * 4)))) {
     fprintf(stderr, "fs-demo: device allocation failed\n");
@@ -219,7 +235,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
                   (void *)(uintptr_t)W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
-  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0, NULL};
+  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0,
+                          (float *)(uintptr_t)dlp};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -236,7 +253,9 @@ static int run_gpu(fs_context *ctx, const args *a) {
   float ms = 0;
   cu->cuEventElapsedTime(&ms, e0, e1);
   int32_t host_tok[16];
+  float host_lp[4];
   cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
+  if (dlp) cu->cuMemcpyDtoH(host_lp, dlp, (size_t)(a->B < 4 ? a->B : 4) * 4);
   cu->cuCtxPopCurrent(&dummy);
   if (st) goto fail;
   double us = ms * 1e3 / a->iters, floor_us = wbytes / bw * 1e6;
@@ -249,7 +268,12 @@ static int run_gpu(fs_context *ctx, const args *a) {
   printf("floor: %.1f us (W bytes / measured read bandwidth %.2f TB/s) -> time/floor %.3f\n",
          floor_us, bw / 1e12, us / floor_us);
   if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
-  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, tok) : 0;
+  if (dlp) {
+    printf("logprobs:");
+    for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
+    printf("\n");
+  }
+  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, tok, dlp) : 0;
   free(mask);
   return rc;
 fail:
