@@ -167,7 +167,8 @@ typedef struct fs_outputs {
 ** options mean all unused).
 ** A later library reads only the fields that `size` covers, so a program
 ** built against this header keeps working; a size that no version of
-** fs_options has had (here: anything but this one) is rejected.
+** fs_options has had (here: anything but 0.2's, which ends before logprobs,
+** and this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -190,8 +191,10 @@ typedef struct fs_outputs {
 **    sampled token's raw logit z minus the log-sum-exp of the raw logits of
 **    all V tokens of the call, log softmax(z) at the token, computed without
 **    the logits ever in memory.  Raw: no temperature and no token mask (the
-**    logprobs vLLM returns by default), so greedy rows get theirs too.  NaN
-**    for a row whose logits hold NaN or +inf.  The log-sum-exp is taken in
+**    logprobs vLLM returns by default), so greedy rows get theirs too; a row
+**    with no allowed token reports logit -inf, so logprob -inf.  NaN for a
+**    row whose logits hold NaN or +inf (fp32 logits: a dot product past
+**    FLT_MAX is +inf), and for a row whose logits are all -inf.  The log-sum-exp is taken in
 **    fp32 with the fast exponential (relative error of the sum ~1e-6).  Only
 **    fs_sample_ex(): the tensor-parallel calls reject it (each rank sees one
 **    shard).  4-byte aligned device memory, or NULL. */

@@ -233,6 +233,7 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       for (j = 0; j < nv; j++) {
         if (acc[j] > *lm) *ll = *ll * exp(*lm - acc[j]) + 1.0, *lm = acc[j];
         else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
+        if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
       }
       if (m->words) {
         const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;

@@ -445,9 +445,13 @@ __device__ __forceinline__ void fs_lse_add(fs_lse &a, float z) {
 
 /* Folds four logits (-inf where they lie past the chunk) into a. */
 __device__ __forceinline__ void fs_lse_quad(fs_lse &a, const float (&z)[4]) {
-  const float m4 = fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])); /* NaN: all four are */
-  if (m4 != m4) a.l = m4;
-  if (!(m4 > -__int_as_float(0x7f800000))) return;
+  const float m4 = fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])); /* NaN only if all are */
+  if (!(m4 > -__int_as_float(0x7f800000))) { /* nothing above -inf: NaN if any is NaN */
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (z[j] != z[j]) a.l = z[j];
+    return;
+  }
   float l4 = 0.0f;
 #pragma unroll
   for (int j = 0; j < 4; j++) l4 += z[j] == -__int_as_float(0x7f800000) ? 0.0f : __expf(z[j] - m4);

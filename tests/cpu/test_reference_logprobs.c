@@ -9,7 +9,12 @@
 ** random per-row sampling (greedy rows among them, several samples), both
 ** noises, with and without a random token mask (which changes the tokens, not
 ** the log-sum-exp: a masked-out draw of a row without allowed tokens has
-** logit -inf and logprob -inf).  Also: the tokens and logits equal those of
+** logit -inf and logprob -inf).  Non-finite logits: one W column of +inf
+** (token 5 of V = 9) gives row 0 (h = -1 there) a -inf logit, which adds
+** nothing (a finite logprob from the other eight), row 1 (h = 1) a +inf
+** logit and row 2 (h = 0) a NaN one: NaN logprobs, as flashsampling.h says
+** (the kernels' merges give NaN for +inf too), row 1's although a mask makes
+** it draw a finite token.  Also: the tokens and logits equal those of
 ** a call without logprobs, 0.2's options size is accepted (and its logprobs
 ** pointer, past the size, never written), and a misaligned logprobs pointer
 ** is refused with a message naming it.
@@ -86,6 +91,36 @@ int main(void) {
     ref_prob_free(&pr);
   }
   printf("test_reference_logprobs: %ld draws of 60 problems, worst error %.2g\n", draws, worst);
+
+  /* non-finite logits: -inf adds nothing, +inf and NaN give NaN */
+  {
+    ref_prob q;
+    ref_prob_make(&q, FS_DTYPE_BF16, 3, 8, 9, 0, 0, 0, 1.0, &st);
+    q.w[5 * 8] = 0x7f80; /* +inf in column 0 of token 5 */
+    q.h[0] = ref_encode(FS_DTYPE_BF16, -1.0), q.h[8] = ref_encode(FS_DTYPE_BF16, 1.0);
+    q.h[16] = 0;
+    const fs_sampling g = {0.0f, NULL, 1, 1, NULL, 0, NULL}; /* greedy */
+    int32_t t3[3];
+    float lg[3], l3[3];
+    const uint32_t allow[3] = {0x1ff, 0x1ff & ~(1u << 5), 0x1ff}; /* row 1 draws a finite one */
+    const fs_options o3 = {sizeof o3, allow, 0, l3};
+    CHECK(fs_reference_sample_ex(&q.p, &g, FS_NOISE_TOKEN, &o3, t3, lg, NULL) == FS_OK);
+    double z[9], m = -INFINITY, sum = 0.0;
+    ref_oracle_logits(&q.p, 0, z);
+    CHECK_MSG(z[5] == -INFINITY, "row 0, token 5: logit %g, want -inf", z[5]);
+    for (int v = 0; v < 9; v++) m = z[v] > m ? z[v] : m;
+    for (int v = 0; v < 9; v++) sum += exp(z[v] - m);
+    const double want = (double)lg[0] - (m + log(sum));
+    CHECK_MSG(fabs(l3[0] - want) <= 1e-6, "a -inf logit: logprob %.9g, want %.9g", (double)l3[0],
+              want);
+    CHECK_MSG(isnan(l3[1]) && isnan(l3[2]), "+inf and NaN logits: logprobs %g and %g, want NaN",
+              (double)l3[1], (double)l3[2]);
+    CHECK_MSG(t3[1] != 5 && isfinite(lg[1]), "row 1 drew token %d (logit %g): the mask allows a "
+              "finite one", t3[1], (double)lg[1]);
+    printf("non-finite logits: -inf -> %.6g (want %.6g), +inf -> %g, NaN -> %g\n", (double)l3[0],
+           want, (double)l3[1], (double)l3[2]);
+    ref_prob_free(&q);
+  }
 
   /* the options' sizes and the pointer's alignment */
   ref_prob pr;

@@ -20,7 +20,7 @@ vocab_offset of 64:
      FlashSamplingError naming it;
   7. logprobs_out= receives each draw's logit minus the log-sum-exp of the
      row's raw logits (torch's, in float64 from the same bf16 / fp16 values),
-     within 1e-4.
+     within 1e-4; one of the wrong size raises FlashSamplingError naming it.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is)."""
@@ -176,6 +176,13 @@ def main():
             err = (lp.double() - (lg.double() - lse)).abs().max().item()
             if not err <= 1e-4:
                 fail(f"7 {name} logprobs: off by {err}")
+            try:
+                fs.sample_torch(ctx, hidden, weight, num_samples=S,
+                                logprobs_out=torch.empty((B,), dtype=torch.float32, device=dev))
+                fail(f"7 {name}: a logprobs_out of B elements was accepted (B x S needed)")
+            except fs.FlashSamplingError as e:
+                if "logprobs_out" not in str(e):
+                    fail(f"7 {name}: the error for a bad logprobs_out does not name it: {e}")
             print(f"ok 7 {name}: logprobs within {err:.2g} of torch's log-softmax")
 
 
