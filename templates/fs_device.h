@@ -443,21 +443,6 @@ __device__ __forceinline__ void fs_lse_add(fs_lse &a, float z) {
   }
 }
 
-/* Folds four logits (-inf where they lie past the chunk) into a. */
-__device__ __forceinline__ void fs_lse_quad(fs_lse &a, const float (&z)[4]) {
-  const float m4 = fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])); /* NaN only if all are */
-  if (!(m4 > -__int_as_float(0x7f800000))) { /* nothing above -inf: NaN if any is NaN */
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-      if (z[j] != z[j]) a.l = z[j];
-    return;
-  }
-  float l4 = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 4; j++) l4 += z[j] == -__int_as_float(0x7f800000) ? 0.0f : __expf(z[j] - m4);
-  fs_lse_merge(a, m4, l4);
-}
-
 /* Rows [r0, r1) (multiples of 4) of a staged column (rows vrow0 + r, those
 ** from v_end on skipped) into a, in two passes with no chain between the
 ** quads: their max m first (one FMNMX a row), then the sum of exp(z - m)
