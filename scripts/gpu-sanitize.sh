@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the shipped kernels, on the H200 (~3-5 minutes):
+# compute-sanitizer over the shipped kernels, on the H200 (80-100 s: 236 runs,
+# JOBS at once):
 #   memcheck  (out-of-bounds, misaligned and uninitialised-use accesses to
 #             global and shared memory, invalid launches) of every distinct
 #             variant that tuning-db/defaults ships, forced by FS_VARIANT, at
