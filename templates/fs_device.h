@@ -432,53 +432,58 @@ __device__ __forceinline__ void fs_lse_merge(fs_lse &a, float m2, float l2) {
   a.m = m;
 }
 
-/* Folds one logit into a (-inf: nothing; NaN makes l NaN): one exponential,
-** the fewest registers. */
-__device__ __forceinline__ void fs_lse_add(fs_lse &a, float z) {
-  if (z > a.m) {
-    a.l = a.l * __expf(a.m - z) + 1.0f;
-    a.m = z;
-  } else if (z != -__int_as_float(0x7f800000)) {
-    a.l += __expf(z - a.m);
-  }
+/* exp(z - m) as 2^(z log2e - mc), mc = m log2e rounded: one FFMA and one
+** MUFU a logit (perf-notes 29g: the epilogue pays ~10 us per instruction per
+** logit at B = 256).  fs_lse_fix corrects a sum of them for mc's rounding
+** (an offset of up to |m| 2^-24 in every exponent): the true sum is the sum
+** times 2^d, d = mc - m log2e, ~ sum (1 + d ln 2).  m = +inf gives NaN. */
+#define FS_L2E 1.44269504088896341f
+__device__ __forceinline__ float fs_lse_term(float z, float mc) {
+  return fs_ex2_approx(fmaf(z, FS_L2E, -mc));
+}
+__device__ __forceinline__ float fs_lse_fix(float sum, float m, float mc) {
+  return fmaf(sum, -fmaf(m, FS_L2E, -mc) * 0.69314718f, sum);
 }
 
 /* Rows [r0, r1) (multiples of 4) of a staged column (rows vrow0 + r, those
 ** from v_end on skipped) into a, in two passes with no chain between the
 ** quads: their max m first (one FMNMX a row), then the sum of exp(z - m)
-** into four independent sums (one exponential a row).  (A merge per quad,
-** two exponentials waiting on the previous quad's, made logprobs cost 21% at
-** B = 256: perf-notes 29e.)  A share whose rows are all -inf or NaN adds
-** (-inf, 0), or NaN for l if any is NaN. */
+** into four independent sums (fs_lse_term: three instructions a row).  The
+** share's whole quads run without bounds, its last rows one by one.  (A
+** merge per quad, two exponentials waiting on the previous quad's, made
+** logprobs cost 21% at B = 256: perf-notes 29e.)  A share whose rows are all
+** -inf or NaN adds (-inf, 0), or NaN for l if any is NaN. */
 __device__ __forceinline__ void fs_lse_rows(const float *zcol, int r0, int r1, int vrow0,
                                             int v_end, fs_lse &a) {
   const float ninf = -__int_as_float(0x7f800000);
   const int n = min(r1, v_end - vrow0) - r0; /* rows of the share inside the chunk */
   if (n <= 0) return;
+  const int e4 = r0 + (n & ~3), e = r0 + n;
   float m = ninf;
 #pragma unroll 1
-  for (int r = r0; r < r0 + n; r += 4) {
+  for (int r = r0; r < e4; r += 4) {
     const float4 z4 = *(const float4 *)(zcol + r);
-    const int k = r0 + n - r; /* rows of this quad inside: k >= 1 */
-    m = fmaxf(m, fmaxf(fmaxf(z4.x, k > 1 ? z4.y : ninf),
-                       fmaxf(k > 2 ? z4.z : ninf, k > 3 ? z4.w : ninf)));
+    m = fmaxf(m, fmaxf(fmaxf(z4.x, z4.y), fmaxf(z4.z, z4.w)));
   }
+  for (int r = e4; r < e; r++) m = fmaxf(m, zcol[r]);
   float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (m > ninf) {
+    const float mc = m * FS_L2E;
 #pragma unroll 1
-    for (int r = r0; r < r0 + n; r += 4) {
+    for (int r = r0; r < e4; r += 4) {
       const float4 z4 = *(const float4 *)(zcol + r);
-      const int k = r0 + n - r;
-      l[0] += __expf(z4.x - m);
-      l[1] += k > 1 ? __expf(z4.y - m) : 0.0f;
-      l[2] += k > 2 ? __expf(z4.z - m) : 0.0f;
-      l[3] += k > 3 ? __expf(z4.w - m) : 0.0f;
+      l[0] += fs_lse_term(z4.x, mc);
+      l[1] += fs_lse_term(z4.y, mc);
+      l[2] += fs_lse_term(z4.z, mc);
+      l[3] += fs_lse_term(z4.w, mc);
     }
+    for (int r = e4; r < e; r++) l[0] += fs_lse_term(zcol[r], mc);
+    l[0] = fs_lse_fix((l[0] + l[1]) + (l[2] + l[3]), m, mc);
   } else { /* no finite or +inf logit: NaN if any is NaN */
-    for (int r = r0; r < r0 + n; r++)
+    for (int r = r0; r < e; r++)
       if (zcol[r] != zcol[r]) l[0] = zcol[r];
   }
-  fs_lse_merge(a, m, (l[0] + l[1]) + (l[2] + l[3]));
+  fs_lse_merge(a, m, l[0]);
 }
 
 /* The TPC consecutive lanes that share column c combine their (m, l), and
@@ -542,17 +547,32 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
 #endif
 #define FS_RED_CANDS 5
 
+/* The factor that brings a sum taken under max m2 to one under m >= m2: 1
+** when m is -inf (every pair so far empty, its l 0 or NaN). */
+__device__ __forceinline__ float fs_lse_scale(float m2, float m) {
+  return m == -__int_as_float(0x7f800000) ? 1.0f : __expf(m2 - m);
+}
+
 /* Items [first, first + n), n <= FS_RED_ITEMS, by one warp: the max key
 ** over each item's G chunk candidates (and its logit); lane 0 writes.
+** With logprobs, the item's row's G (m, l) pairs are loaded after the
+** candidates, all in flight together, and merged as a tree: the max of the
+** m's first, then the l's scaled to it (one exponential a pair), so that no
+** merge waits on another (a merge per pair after a round trip each made the
+** last CTA's tail ~60-110 us at B = 256: perf-notes 29g).
 ** Every lane of the warp passes the same first and n. */
 __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, int n, int lane) {
+  const float ninf = -__int_as_float(0x7f800000);
   const int G = p.num_chunks;
+  const bool lp = p.logprobs != nullptr; /* the call's: uniform */
   unsigned long long best[FS_RED_ITEMS];
-  float z[FS_RED_ITEMS];
+  float z[FS_RED_ITEMS], lm[FS_RED_ITEMS], ll[FS_RED_ITEMS];
 #pragma unroll
   for (int i = 0; i < FS_RED_ITEMS; i++) {
     best[i] = 0ull;
     z[i] = 0.0f;
+    lm[i] = ninf;
+    ll[i] = 0.0f;
   }
   for (int c0 = lane; c0 < G; c0 += 32 * FS_RED_CANDS) {
     unsigned long long k[FS_RED_ITEMS][FS_RED_CANDS];
@@ -572,6 +592,42 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
 #pragma unroll
       for (int j = 0; j < FS_RED_CANDS; j++) keep_max(best[i], z[i], k[i][j], l[i][j]);
   }
+  /* a pass of its own (beside the candidates' loads, the wg and wt families'
+  ** eight items spilled): every load first, then the merges */
+  for (int c0 = lane; lp && c0 < G; c0 += 32 * FS_RED_CANDS) {
+    float em[FS_RED_ITEMS][FS_RED_CANDS], el[FS_RED_ITEMS][FS_RED_CANDS];
+#pragma unroll
+    for (int i = 0; i < FS_RED_ITEMS; i++)
+#pragma unroll
+      for (int j = 0; j < FS_RED_CANDS; j++) {
+        const int c = c0 + 32 * j;
+        const bool ok = i < n && c < G;
+        const float *e = p.lse + 2 * ((size_t)((first + i) / p.num_samples) * G + c);
+        em[i][j] = ok ? __ldcg(e) : ninf;
+        el[i][j] = ok ? __ldcg(e + 1) : 0.0f;
+      }
+#pragma unroll
+    for (int i = 0; i < FS_RED_ITEMS; i++) {
+      float m = lm[i];
+#pragma unroll
+      for (int j = 0; j < FS_RED_CANDS; j++) m = fmaxf(m, em[i][j]);
+      float s = ll[i] * fs_lse_scale(lm[i], m);
+#pragma unroll
+      for (int j = 0; j < FS_RED_CANDS; j++) s += el[i][j] * fs_lse_scale(em[i][j], m);
+      lm[i] = m;
+      ll[i] = s;
+    }
+  }
+  if (lp) { /* the warp's pairs of every slot, the slots side by side */
+#pragma unroll
+    for (int i = 0; i < FS_RED_ITEMS; i++) {
+      float m = lm[i];
+      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      ll[i] *= fs_lse_scale(lm[i], m);
+      lm[i] = m;
+      for (int o = 16; o > 0; o >>= 1) ll[i] += __shfl_xor_sync(0xffffffffu, ll[i], o);
+    }
+  }
 #pragma unroll
   for (int i = 0; i < FS_RED_ITEMS; i++) {
     if (i >= n) break; /* n is the warp's: no shuffle tree for empty slots */
@@ -588,17 +644,7 @@ __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, i
       __stwb(p.tokens + item, (int)fs_key_token(best[i]));
       if (p.logits) __stwb(p.logits + item, z[i]);
       if (p.keys) __stwb(p.keys + item, best[i]);
-    }
-    if (p.logprobs) { /* the row's (m, l) pairs over the G chunks */
-      const float *e = p.lse + 2 * (size_t)((first + i) / p.num_samples) * G;
-      fs_lse a = fs_lse_none();
-      for (int c = lane; c < G; c += 32) fs_lse_merge(a, __ldcg(e + 2 * c), __ldcg(e + 2 * c + 1));
-      for (int o = 16; o > 0; o >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, a.m, o);
-        const float l2 = __shfl_xor_sync(0xffffffffu, a.l, o);
-        fs_lse_merge(a, m2, l2);
-      }
-      if (lane == 0) __stwb(p.logprobs + first + i, z[i] - (a.m + logf(a.l)));
+      if (lp) __stwb(p.logprobs + item, z[i] - (lm[i] + logf(ll[i])));
     }
   }
 }

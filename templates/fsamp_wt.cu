@@ -406,35 +406,54 @@ __device__ __forceinline__ void fold_greedy(const float (&a)[NACC], int h, unsig
 }
 
 /* With logprobs: a row's logits of the tile (half h of a[], tile columns
-** 8 i + 2 q + e, as fold_greedy reads them; those from v_end on skipped)
-** into the pair of (c.b, chunk) (fs_lse_put; fold: not the chunk's first
-** tile).  Every lane of the warp calls it; unrolled (constant indices, so
-** that a[] stays in registers), after the tile's samples as fold_greedy, and
-** the bounds tested on a partial tile only (with them in every tile's code,
-** or called per row inside the samples' loop, the 256-column tiles spilled
-** 8 bytes at the 168-register limit). */
+** 8 i + 2 q + e, as fold_greedy reads them; those from v_end on -inf) into
+** the pair of (c.b, chunk) (fs_lse_put; fold: not the chunk's first tile).
+** Two passes over the registers as fs_lse_rows: the max in four independent
+** FMNMX chains, then four sums of fs_lse_term.  Every lane of the warp calls
+** it; unrolled (constant indices, so that a[] stays in registers), after the
+** tile's samples as fold_greedy (called per row inside the samples' loop,
+** the 256-column tiles spilled 8 bytes at the 168-register limit).
+** lse_pair: the pair of half h; WHOLE: a whole tile, else the columns from
+** column -c0 on (c0 + 8 i + e >= 0) lie past v_end. */
+template <bool WHOLE>
+__device__ __forceinline__ fs_lse lse_pair(const float (&a)[NACC], int h, int c0) {
+  const float ninf = -__int_as_float(0x7f800000);
+  float mq[4] = {ninf, ninf, ninf, ninf}, l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float z = WHOLE || c0 + 8 * i + e < 0 ? a[4 * i + 2 * h + e] : ninf;
+      mq[(2 * i + e) & 3] = fmaxf(mq[(2 * i + e) & 3], z);
+    }
+  const float m = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+  if (m > ninf) {
+    const float mc = m * FS_L2E;
+#pragma unroll
+    for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const float t = fs_lse_term(a[4 * i + 2 * h + e], mc);
+        l[(2 * i + e) & 3] += WHOLE || c0 + 8 * i + e < 0 ? t : 0.0f;
+      }
+    return {m, fs_lse_fix((l[0] + l[1]) + (l[2] + l[3]), m, mc)};
+  }
+#pragma unroll /* no finite or +inf logit: NaN if any is NaN */
+  for (int i = 0; i < NACC / 4; i++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float z = a[4 * i + 2 * h + e];
+      if ((WHOLE || c0 + 8 * i + e < 0) && z != z) l[0] = z;
+    }
+  return {m, l[0]};
+}
+
 __device__ __forceinline__ void lse_row(const fs_params &p, const float (&a)[NACC], int h,
                                         const fs_col &c, int vrow0, int v_end, int chunk,
                                         bool fold, bool leader) {
-  /* two running pairs, columns 8 i and 8 i + 1 apart, so that the chain of
-  ** dependent exponentials is half as long (perf-notes 29e) */
-  fs_lse l0 = fs_lse_none(), l1 = fs_lse_none();
-  if (vrow0 + TILE_V <= v_end) { /* a whole tile: no bounds */
-#pragma unroll
-    for (int i = 0; i < NACC / 4; i++) {
-      fs_lse_add(l0, a[4 * i + 2 * h]);
-      fs_lse_add(l1, a[4 * i + 2 * h + 1]);
-    }
-  } else {
-    const int c0 = vrow0 + 2 * (int)(threadIdx.x & 3u); /* the row of column 0 */
-#pragma unroll
-    for (int i = 0; i < NACC / 4; i++) {
-      if (c0 + 8 * i < v_end) fs_lse_add(l0, a[4 * i + 2 * h]);
-      if (c0 + 8 * i + 1 < v_end) fs_lse_add(l1, a[4 * i + 2 * h + 1]);
-    }
-  }
-  fs_lse l = l0;
-  fs_lse_merge(l, l1.m, l1.l);
+  const fs_lse l = vrow0 + TILE_V <= v_end
+                       ? lse_pair<true>(a, h, 0)
+                       : lse_pair<false>(a, h, vrow0 + 2 * (int)(threadIdx.x & 3u) - v_end);
   fs_lse_put(p, c, chunk, fold, leader, l);
 }
 
