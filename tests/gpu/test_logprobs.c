@@ -36,7 +36,16 @@
 **           merge an earlier call's;
 **   nan     V = 1001 whose last W row is NaN (every row holds a NaN logit, in
 **           the last quad, alone): every logprob must be NaN (the tokens are
-**           test_ties's subject, not checked here).
+**           test_ties's subject, not checked here);
+**   nanblk  V = 5011 whose rows 1024 .. 1279 are NaN: whole tiles, and in wt
+**           whole lanes' shares, with no number (their pair is (-inf, NaN)):
+**           every logprob NaN;
+**   pinf    V = 1000 whose token 777 has the logit +inf in every row (H's
+**           first column 1, W's row 777 (+inf, 0, ..., 0)): every logprob
+**           NaN, as the reference's;
+**   ninf    V = 5011 whose tokens 0 .. 2999 have the logit -inf (W's rows
+**           (-inf, 0, ..., 0)): whole chunks store (-inf, 0) and the merges
+**           take them; the logprobs as the reference's over the other 2011.
 */
 #include "gpu_family.h"
 
@@ -45,17 +54,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The non-finite logits a case plants (lp_case.special). */
+enum { LP_FINITE, LP_NAN_ROW, LP_NAN_BLOCK, LP_PINF, LP_NINF };
+
 typedef struct lp_case {
   const char *name;
-  int V, D, offset, S, mixed, group16, nan;
+  int V, D, offset, S, mixed, group16, special;
   unsigned long long seed;
 } lp_case;
 
 static const lp_case cases[] = {
     {"plain", 1000, 256, 0, 1, 0, 0, 0, 1},     {"mixed", 5011, 1024, 37, 3, 1, 0, 0, 2},
     {"group16", 5011, 256, 48, 1, 0, 1, 0, 3},  {"tiles", 65537, 256, 0, 1, 0, 0, 0, 4},
-    {"again", 1000, 256, 0, 1, 0, 0, 0, 5},     {"nan", 1001, 256, 0, 1, 0, 0, 1, 6},
+    {"again", 1000, 256, 0, 1, 0, 0, 0, 5},
+    {"nan", 1001, 256, 0, 1, 0, 0, LP_NAN_ROW, 6},
+    {"nanblk", 5011, 256, 0, 1, 0, 0, LP_NAN_BLOCK, 7},
+    {"pinf", 1000, 256, 0, 1, 0, 0, LP_PINF, 8},
+    {"ninf", 5011, 256, 0, 1, 0, 0, LP_NINF, 9},
 };
+
+/* Plants cs->special's logits in lm (host copies, before the upload). */
+static void plant(gu_lmhead *lm, const lp_case *cs) {
+  const int D = cs->D, dt = lm->dtype;
+  const uint16_t nan = dt == FS_DTYPE_BF16 ? 0x7fc0 : 0x7e00,
+                 pinf = dt == FS_DTYPE_BF16 ? 0x7f80 : 0x7c00, ninf = pinf | 0x8000u;
+  int v0 = 0, v1 = 0;
+  uint16_t first = nan;
+  switch (cs->special) {
+  case LP_NAN_ROW: v0 = cs->V - 1, v1 = cs->V; break;
+  case LP_NAN_BLOCK: v0 = 1024, v1 = 1280; break;
+  case LP_PINF: v0 = 777, v1 = 778, first = pinf; break;
+  case LP_NINF: v0 = 0, v1 = 3000, first = ninf; break;
+  default: return;
+  }
+  const int inf = cs->special == LP_PINF || cs->special == LP_NINF;
+  for (int v = v0; v < v1; v++) /* NaN rows whole; an infinity times H's first column */
+    for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = inf ? (k ? 0 : first) : nan;
+  for (int b = 0; inf && b < lm->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
+}
 
 static unsigned long long lp_rand(unsigned long long *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -68,9 +104,7 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
   gu_lmhead lm;
   gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
                  0x10cb0bull + (unsigned long long)B * 31u + cs->seed * 7919u);
-  if (cs->nan) /* the last row of W: NaN */
-    for (int k = 0; k < cs->D; k++)
-      lm.W[(size_t)(cs->V - 1) * lm.ws + k] = dtype == FS_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  plant(&lm, cs);
   gu_lmhead_upload(ctx, &lm);
   const int S = cs->S;
   const size_t n = (size_t)B * S;
@@ -125,10 +159,13 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
 
   long same = 0, bad = 0, same_no_lp = 0;
   double worst = 0.0;
-  for (size_t i = 0; cs->nan && i < n; i++)
-    if (!isnan(lp[i]) && bad++ < 5)
-      fprintf(stderr, "%s: draw %zu: logprob %.7g, want NaN\n", what, i, (double)lp[i]);
-  for (size_t i = 0; !cs->nan && i < n; i++) {
+  /* a NaN or +inf logit in every row: every logprob NaN, the reference's too */
+  const int want_nan = cs->special != LP_FINITE && cs->special != LP_NINF;
+  for (size_t i = 0; want_nan && i < n; i++)
+    if ((!isnan(lp[i]) || !isnan(rlp[i])) && bad++ < 5)
+      fprintf(stderr, "%s: draw %zu: logprob %.7g (the reference's %.7g), want NaN\n", what, i,
+              (double)lp[i], (double)rlp[i]);
+  for (size_t i = 0; !want_nan && i < n; i++) {
     const double lse = (double)rlogit[i] - (double)rlp[i];
     const double want = (double)o.h_logits[i] - lse, err = fabs((double)lp[i] - want);
     same += o.h_tokens[i] == rtok[i];
@@ -143,7 +180,7 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
   }
   for (size_t i = n; i < n + GU_GUARD; i++) bad += gu_float_bits(lp[i]) != 0xFFFFFFFFu;
   CHECK_MSG(bad == 0, "%s: %ld draws' logprobs wrong (or guard entries written)", what, bad);
-  if (!cs->nan) {
+  if (!want_nan) {
     CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
               same, n);
     CHECK_MSG(same_no_lp == (long)n, "%s: %ld of %zu tokens changed without logprobs", what,
