@@ -51,6 +51,10 @@ unsigned short fs_test_f2h(float f) { return fs_float_to_half(f); }
 float fs_test_bf2f(unsigned short h) { return fs_bf16_to_float(h); }
 float fs_test_h2f(unsigned short h) { return fs_half_to_float(h); }
 
+int fs_test_has(const char *msg, const char *needle) {
+  return !needle || strstr(msg, needle) != NULL;
+}
+
 char *fs_test_slurp(const char *path) {
   FILE *f = fopen(path, "rb");
   size_t n = 0, cap = 4096;

@@ -64,6 +64,9 @@ void fs_test_proc_free(fs_test_proc *p);
 /* A whole file, malloc'ed and NUL-terminated ("" if it cannot be read). */
 char *fs_test_slurp(const char *path);
 
+/* 1 when needle is NULL or occurs in msg (an error message's checks). */
+int fs_test_has(const char *msg, const char *needle);
+
 /* Returns 0 if no CHECK failed, else 1, after printing a summary. */
 int fs_test_done(const char *name);
 

@@ -97,10 +97,6 @@ static void check_valid_call(fs_context *ctx, const char *after) {
   CHECK_MSG(diff == 0, "%s: %ld draws differ from the first valid call", what, diff);
 }
 
-static int has(const char *msg, const char *needle) {
-  return !needle || strstr(msg, needle) != NULL;
-}
-
 /* After a rejected call: no token entry written (g_o was poisoned before
 ** it), then a valid call on the same context draws as the first one did. */
 static void expect_unwritten_then_valid(const char *what) {
@@ -123,7 +119,7 @@ static void expect_bad(const char *what, const fs_problem *p, const fs_sampling 
   CHECK_MSG(st == FS_INVALID_ARGUMENT, "%s: got %s (%d), want invalid argument: %s", what,
             fs_status_string(st), st, msg);
   CHECK_MSG(msg[0] != 0, "%s: fs_last_error(ctx) is empty", what);
-  CHECK_MSG(has(msg, needle1) && has(msg, needle2),
+  CHECK_MSG(fs_test_has(msg, needle1) && fs_test_has(msg, needle2),
             "%s: the message does not name \"%s\"%s%s: \"%s\"", what, needle1,
             needle2 ? " and " : "", needle2 ? needle2 : "", msg);
   expect_unwritten_then_valid(what);
@@ -206,22 +202,22 @@ static void test_sample_args(void) {
 
   /* no context at all */
   int st = fs_sample(NULL, &g_p, &g_s, &o, NULL);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ctx"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), "ctx"),
             "fs_sample(NULL ctx): %s: %s", fs_status_string(st), fs_last_error(NULL));
 
   /* fs_prepare and fs_variant_name check the same rules */
   p = g_p;
   p.hidden = 4095;
   st = fs_prepare(g_ctx, &p, &g_s);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "4095"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "4095"),
             "fs_prepare(D=4095): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
   s = g_s;
   s.num_samples = 0;
   st = fs_prepare(g_ctx, &g_p, &s);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "num_samples"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "num_samples"),
             "fs_prepare(num_samples=0): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
   st = fs_prepare(NULL, &g_p, &g_s);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ctx"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), "ctx"),
             "fs_prepare(NULL ctx): %s: %s", fs_status_string(st), fs_last_error(NULL));
   char buf[8];
   st = fs_variant_name(g_ctx, &g_p, &g_s, NULL, 16);
@@ -229,7 +225,7 @@ static void test_sample_args(void) {
   p = g_p;
   p.dtype = 7;
   st = fs_variant_name(g_ctx, &p, &g_s, buf, sizeof buf);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(g_ctx), "dtype"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "dtype"),
             "fs_variant_name(dtype=7): %s: %s", fs_status_string(st), fs_last_error(g_ctx));
   /* a valid prepare still works */
   st = fs_prepare(g_ctx, &g_p, &g_s);
@@ -260,7 +256,7 @@ static void expect_bad_options(const char *what, int tp, const fs_options *opt,
   CHECK_MSG(st == FS_INVALID_ARGUMENT, "%s: got %s (%d), want invalid argument: %s", what,
             fs_status_string(st), st, msg);
   /* catches: a message that does not say what was wrong */
-  CHECK_MSG(has(msg, needle1) && has(msg, needle2) && has(msg, needle3),
+  CHECK_MSG(fs_test_has(msg, needle1) && fs_test_has(msg, needle2) && fs_test_has(msg, needle3),
             "%s: the message does not name \"%s\"%s%s%s%s: \"%s\"", what, needle1,
             needle2 ? ", " : "", needle2 ? needle2 : "", needle3 ? ", " : "",
             needle3 ? needle3 : "", msg);
@@ -354,12 +350,12 @@ static void test_options_args(void) {
     memset(hmask, 0xFF, sizeof hmask);
     opt = options_of(0, hmask, 0);
     int st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &opt, tok, NULL, NULL);
-    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "options->size"),
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), "options->size"),
               "fs_reference_sample_ex(options->size 0): %s: %s", fs_status_string(st),
               fs_last_error(NULL));
     opt = options_of(full, hmask, 1);
     st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &opt, tok, NULL, NULL);
-    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "token_mask_stride=1"),
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), "token_mask_stride=1"),
               "fs_reference_sample_ex(token_mask_stride 1): %s: %s", fs_status_string(st),
               fs_last_error(NULL));
     printf("%-44s -> %s: %s\n", "fs_reference_sample_ex, token_mask_stride 1",
@@ -404,17 +400,17 @@ static void test_context_args(void) {
   CHECK_MSG(st == FS_INVALID_ARGUMENT, "fs_context_create(99): %s (%d)",
             fs_status_string(st), st);
   CHECK_MSG(c == NULL, "fs_context_create(99) left *ppCtx non-NULL");
-  CHECK_MSG(has(fs_last_error(NULL), "device_ordinal") && has(fs_last_error(NULL), "99"),
+  CHECK_MSG(fs_test_has(fs_last_error(NULL), "device_ordinal") && fs_test_has(fs_last_error(NULL), "99"),
             "fs_context_create(99): message \"%s\"", fs_last_error(NULL));
   st = fs_context_create(-1, &c);
   CHECK_MSG(st == FS_INVALID_ARGUMENT && c == NULL &&
-                has(fs_last_error(NULL), "device_ordinal"),
+                fs_test_has(fs_last_error(NULL), "device_ordinal"),
             "fs_context_create(-1): %s: %s", fs_status_string(st), fs_last_error(NULL));
   st = fs_context_create(0, NULL);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(NULL), "ppCtx"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), "ppCtx"),
             "fs_context_create(0, NULL): %s: %s", fs_status_string(st), fs_last_error(NULL));
   st = fs_context_create_from_cucontext(NULL, &c);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && c == NULL && has(fs_last_error(NULL), "cu_context"),
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && c == NULL && fs_test_has(fs_last_error(NULL), "cu_context"),
             "fs_context_create_from_cucontext(NULL): %s: %s", fs_status_string(st),
             fs_last_error(NULL));
   fs_context_destroy(NULL); /* accepted */
@@ -444,7 +440,7 @@ static void expect_variant_failure(const char *name, const char *needle, const c
   printf("FS_VARIANT %-38s -> %s: %.300s\n", why, fs_status_string(st), msg);
   CHECK_MSG(st == FS_INVALID_ARGUMENT || st == FS_LUA || st == FS_UNSUPPORTED,
             "FS_VARIANT=%s (%s): got %s (%d): %s", name, why, fs_status_string(st), st, msg);
-  CHECK_MSG(has(msg, needle), "FS_VARIANT=%s (%s): the message does not name \"%s\": %s",
+  CHECK_MSG(fs_test_has(msg, needle), "FS_VARIANT=%s (%s): the message does not name \"%s\": %s",
             name, why, needle, msg);
   const char *log = fs_last_compile_log(c);
   CHECK_MSG(log != NULL && (log[0] == 0 || strstr(log, "NVRTC log") != NULL),
@@ -482,7 +478,7 @@ static void test_dtype_mismatch(const char *name) {
   printf("FS_VARIANT bf16 variant, fp16 problem          -> %s: %s\n", fs_status_string(st),
          st ? fs_last_error(c) : "(accepted)");
   if (st != FS_OK) {
-    CHECK_MSG(st == FS_INVALID_ARGUMENT && has(fs_last_error(c), "dtype"),
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(c), "dtype"),
               "bf16 variant for an fp16 problem: %s: %s", fs_status_string(st),
               fs_last_error(c));
   } else {
