@@ -120,7 +120,7 @@ def library():
 
 
 def version():
-    """The linked library's version string, e.g. "0.3.0"."""
+    """The linked library's version string, e.g. "0.3.1"."""
     return _lib().fs_version_string().decode()
 
 

@@ -24,6 +24,8 @@ typedef struct fs_kernel {
   CUfunction main_fn;    /* fsamp_main */
   CUfunction reduce_fn;  /* fsamp_reduce */
   CUfunction finalize_fn; /* fsamp_finalize (tensor parallelism) */
+  CUfunction tp_lse_fn;   /* fsamp_tp_lse (tensor parallelism with logprobs) */
+  CUfunction tp_logprobs_fn; /* fsamp_tp_logprobs (the same) */
   int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
   int max_clusters;      /* clusters of v.cluster CTAs that fit at once (v.cluster > 1) */
   int registers;         /* per thread, from the driver */
@@ -151,9 +153,14 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples);
 /* Where in the workspace the tensor-parallel keys and logits of such a call
-** start (fs_workspace_need's layout). */
+** start (fs_workspace_need's layout): local keys [n + batch], global keys
+** [n + batch], logits [n + batch], n = batch x samples (the items, then a
+** log-sum-exp per row with logprobs). */
 size_t fs_workspace_tp_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
                           int samples);
+/* Where the log-sum-exp pairs (fs_params.lse) of such a call start. */
+size_t fs_workspace_lse_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
+                           int samples);
 
 /* A call's fs_options, resolved (fs_validate_options): words NULL for no
 ** token mask, logprobs NULL for none. */
@@ -161,6 +168,9 @@ typedef struct fs_opts {
   const uint32_t *words;
   long long stride; /* words between rows */
   float *logprobs;  /* [B, S] device (host for the reference) or NULL */
+  int lse_pairs;    /* the kernel leaves the (m, l) pairs of every (row, chunk) in the
+                       workspace (fs_workspace_lse_at) without writing logprobs: the
+                       tensor-parallel calls with logprobs (tp.c) */
 } fs_opts;
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a

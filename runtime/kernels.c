@@ -40,6 +40,8 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   if ((r = cu->cuModuleGetFunction(&k->main_fn, k->module, "fsamp_main")) ||
       (r = cu->cuModuleGetFunction(&k->reduce_fn, k->module, "fsamp_reduce")) ||
       (r = cu->cuModuleGetFunction(&k->finalize_fn, k->module, "fsamp_finalize")) ||
+      (r = cu->cuModuleGetFunction(&k->tp_lse_fn, k->module, "fsamp_tp_lse")) ||
+      (r = cu->cuModuleGetFunction(&k->tp_logprobs_fn, k->module, "fsamp_tp_logprobs")) ||
       (r = cu->cuFuncSetAttribute(k->main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   v->smem)) ||
       (r = cu->cuFuncGetAttribute(&k->registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->main_fn)) ||

@@ -64,22 +64,30 @@ _Static_assert(FS_COUNTER_BYTES % 8 == 0 && FS_HEAD_BYTES % 8 == 0,
 
 /* Layout: counters | the rows' bounds (fs_params.bound) | candidate keys
 ** [B*S*G] | candidate logits [B*S*G] | tensor-parallel keys (local, global)
-** [2*B*S] and logits [B*S] | the log-sum-exp pairs [B*G] (fs_params.lse,
-** reserved for every call so that one with logprobs needs no more). */
-static size_t lse_at(size_t g, size_t n) {
-  return FS_HEAD_BYTES + (n * g * 12 + 7) / 8 * 8 + n * 20;
+** [2*(B*S+B)] and logits [B*S+B] (tp.c) | the log-sum-exp pairs [B*G]
+** (fs_params.lse).  All reserved for every call, so that one with logprobs
+** or tensor parallelism needs no more. */
+#define FS_TP_BYTES(n, b) (((n) + (b)) * 20)
+static size_t lse_at(size_t g, size_t n, size_t b) {
+  return FS_HEAD_BYTES + (n * g * 12 + 7) / 8 * 8 + FS_TP_BYTES(n, b);
+}
+
+size_t fs_workspace_lse_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
+                           int samples) {
+  return lse_at((size_t)fs_num_chunks(ctx, k, batch, vocab), (size_t)batch * samples,
+                (size_t)batch);
 }
 
 size_t fs_workspace_need(const fs_context *ctx, const fs_kernel *k, int batch,
                          int vocab, int samples) {
-  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
-  return lse_at(g, n) + (size_t)batch * g * 8;
+  return fs_workspace_lse_at(ctx, k, batch, vocab, samples) +
+         (size_t)batch * (size_t)fs_num_chunks(ctx, k, batch, vocab) * 8;
 }
 
 size_t fs_workspace_tp_at(const fs_context *ctx, const fs_kernel *k, int batch, int vocab,
                           int samples) {
-  size_t g = (size_t)fs_num_chunks(ctx, k, batch, vocab), n = (size_t)batch * samples;
-  return lse_at(g, n) - n * 20;
+  return fs_workspace_lse_at(ctx, k, batch, vocab, samples) -
+         FS_TP_BYTES((size_t)batch * samples, (size_t)batch);
 }
 
 /* The most any batch of the bucket ending at `bucket` needs: the chunk
@@ -235,9 +243,9 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.counters = (unsigned int *)(uintptr_t)ctx->workspace;
   prm.cand_keys = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES);
   prm.cand_logits = (float *)(uintptr_t)(ctx->workspace + FS_HEAD_BYTES + ncand * 8);
-  if (m && m->logprobs) {
-    prm.logprobs = m->logprobs;
-    prm.lse = (float *)(uintptr_t)(ctx->workspace + lse_at((size_t)G, (size_t)B * S));
+  if (m && (m->logprobs || m->lse_pairs)) {
+    prm.logprobs = m->logprobs; /* NULL with lse_pairs: the reduction skips the pairs */
+    prm.lse = (float *)(uintptr_t)(ctx->workspace + lse_at((size_t)G, (size_t)B * S, (size_t)B));
   }
   if (ctx->prune) /* zeroed with the workspace, and again by each launch's last CTAs */
     prm.bound = (unsigned long long *)(uintptr_t)(ctx->workspace + FS_COUNTER_BYTES);

@@ -7,6 +7,13 @@
 ** max is the unsharded argmax, smaller token on exact ties); fsamp_finalize
 ** writes tokens and, when asked, this rank's logit where it holds the winner
 ** (0 elsewhere), which a sum all-reduce turns into the winner's logit.
+** Logprobs (fs_options.logprobs) need the log-sum-exp over all shards: the
+** kernel leaves this shard's (m, l) pairs in the workspace, fsamp_tp_lse
+** turns each row's into the shard's log-sum-exp L as a key after the items'
+** keys, so that the same max all-reduce gives the max M over shards;
+** fsamp_finalize writes exp(L - M) after the logits, so that the same sum
+** all-reduce gives sum exp(L - M); fsamp_tp_logprobs writes logit - (M +
+** log of that sum).  Two collectives, as a call with logits has.
 ** Through NCCL the keys are reduced out of place (no copy of them first).
 ** NCCL is loaded with dlopen, so the library does not depend on it.
 */
@@ -21,15 +28,17 @@
 #include <pthread.h>
 #include <stdio.h>
 
-/* Workspace for TP: its tail, after head and candidates (fs_workspace_need). */
+/* Workspace for TP, after head and candidates (fs_workspace_tp_at): local
+** and global keys and the logits, each of the n items and then the B rows'
+** log-sum-exp terms (logprobs). */
 static void tp_buffers(const fs_context *ctx, const fs_kernel *k, const fs_problem *p, int S,
                        CUdeviceptr *local_keys, CUdeviceptr *global_keys,
                        CUdeviceptr *local_logits) {
-  const size_t n = (size_t)p->batch * S;
+  const size_t len = (size_t)p->batch * S + (size_t)p->batch;
   const size_t base = fs_workspace_tp_at(ctx, k, p->batch, p->vocab, S);
   *local_keys = ctx->workspace + base;
-  *global_keys = *local_keys + n * 8;
-  *local_logits = *global_keys + n * 8;
+  *global_keys = *local_keys + len * 8;
+  *local_logits = *global_keys + len * 8;
 }
 
 int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
@@ -70,6 +79,14 @@ static int tp_reduce(fs_context *ctx, const tp_coll *c, CUdeviceptr send, CUdevi
   return FS_OK;
 }
 
+/* Launches one of the small kernels (128 threads a block) on stream. */
+static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
+                  void *stream) {
+  CUresult r =
+      ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, (CUstream)stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
+}
+
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
                      void *stream) {
@@ -83,37 +100,53 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                   "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
                   "0 would mean this shard's ceil((vocab_offset + V) / 32) = %lld",
                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex", (long long)m.stride);
-  if (m.logprobs)
-    return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->logprobs=%p: %s cannot give logprobs (a rank sees one shard's "
-                  "logits); it must be NULL", (void *)m.logprobs,
-                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   const fs_cu_api *cu = ctx->cu;
   CUcontext dummy;
   FS_CHECK_CU(ctx, cu->cuCtxPushCurrent(ctx->cu_ctx));
-  const int S = sampling->num_samples;
-  const size_t n = (size_t)problem->batch * S;
+  const int S = sampling->num_samples, B = problem->batch;
+  const size_t n = (size_t)B * S;
+  float *lp = m.logprobs;
+  int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
   int st = fs_plan_kernel(ctx, problem, sampling, (CUstream)stream, &k);
   CUdeviceptr lk, gk, ll;
   if (!st) {
     tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
     fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
-    st = fs_launch_masked(ctx, k, problem, sampling, &m, &local, (CUstream)stream);
+    fs_opts pairs = m; /* with logprobs: the pairs, not the shard's logprobs */
+    pairs.logprobs = NULL;
+    pairs.lse_pairs = lp != NULL;
+    st = fs_launch_masked(ctx, k, problem, sampling, &pairs, &local, (CUstream)stream);
   }
-  if (!st) st = tp_reduce(ctx, c, lk, gk, n, FS_REDUCE_MAX_U64, stream);
+  if (!st && lp) {
+    CUdeviceptr lse = ctx->workspace + fs_workspace_lse_at(ctx, k, B, problem->vocab, S);
+    CUdeviceptr rk = lk + n * 8;
+    int G = fs_num_chunks(ctx, k, B, problem->vocab);
+    void *args[] = {&lse, &G, &rows, &rk};
+    st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
+                stream);
+  }
+  if (!st) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
-    CUresult r;
     int nn = (int)n;
-    void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, (void *)&outputs->logits,
-                    (void *)&outputs->keys};
-    if ((r = cu->cuLaunchKernel(k->finalize_fn, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0,
-                                (CUstream)stream, args, NULL)))
-      st = fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_finalize)", __FILE__, __LINE__);
+    CUdeviceptr sc = ll + n * 4;
+    /* with logprobs the winners' logits are summed in the workspace */
+    float *lg = lp ? (float *)(uintptr_t)ll : outputs->logits;
+    void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, &lg, (void *)&outputs->keys,
+                    &rows, &sc};
+    st = launch(ctx, k->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
+                (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
   }
-  if (!st && outputs->logits) {
+  if (!st && lp) {
+    st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
+    int nn = (int)n, ss = S;
+    void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
+    if (!st)
+      st = launch(ctx, k->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
+                  (unsigned)((n + 127) / 128), args, stream);
+  } else if (!st && outputs->logits) {
     const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
     st = tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
   }

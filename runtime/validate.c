@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define BAD(...) fs_err(ctx, FS_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -108,9 +109,7 @@ int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p) {
 
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m) {
-  m->words = NULL;
-  m->stride = 0;
-  m->logprobs = NULL;
+  memset(m, 0, sizeof *m);
   if (!o) return FS_OK;
   /* the sizes of fs_options that have been: 0.2's (up to token_mask_stride)
   ** and 0.3's (logprobs) */

@@ -684,12 +684,45 @@ __device__ __forceinline__ void fs_chunk_rows(const fs_params &p, int chunk, int
   *ve = min((int)((long long)(chunk + 1) * p.row_groups / G) * 16, p.V);
 }
 
+/* ---- tensor parallelism (runtime/tp.c) ----------------------------------- */
+/* A shard's log-sum-exp L as a key whose u64 max over ranks is the largest
+** L (NaN the largest of all, so that it reaches every rank), and back. */
+__device__ __forceinline__ unsigned long long fs_lse_key(float L) {
+  const unsigned b = __float_as_uint(L);
+  if (L != L) return 0xffffffffull;
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float fs_lse_unkey(unsigned long long k) {
+  const unsigned b = (unsigned)k;
+  return __uint_as_float((b & 0x80000000u) ? (b & 0x7fffffffu) : ~b);
+}
+
+/* Row `row`'s G (m, l) pairs at lse (fs_params.lse) merged by one warp: the
+** shard's log-sum-exp m + log l as fs_lse_key, written by lane 0 to *key. */
+__device__ __forceinline__ void fs_tp_lse_row(const float *lse, int G, int row, int lane,
+                                              unsigned long long *key) {
+  const float *e = lse + 2 * (size_t)row * G;
+  float m = -__int_as_float(0x7f800000), l = 0.0f;
+  for (int c = lane; c < G; c += 32) m = fmaxf(m, __ldcg(e + 2 * c));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  for (int c = lane; c < G; c += 32)
+    l += __ldcg(e + 2 * c + 1) * fs_lse_scale(__ldcg(e + 2 * c), m);
+  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+  if (lane == 0) *key = fs_lse_key(m + logf(l));
+}
+
 /* The small kernels every module carries:
 **  fsamp_reduce  : second-pass reduction (REDUCE_LASTCTA=0), a warp per item;
 **  fsamp_finalize: after the keys of all vocabulary shards were max-reduced
 **                  (tensor parallelism): the token of each global key, and the
 **                  logit where this shard holds the winner (0 elsewhere, so a
-**                  sum over shards gives the winner's logit). */
+**                  sum over shards gives the winner's logit); with logprobs,
+**                  for rows < `rows` after the n items, exp(L - M) of this
+**                  shard's log-sum-exp L and the max M over shards, whose sum
+**                  over shards is exp(log-sum-exp - M);
+**  fsamp_tp_lse  : with logprobs, before the max: a warp per row, the shard's
+**                  log-sum-exp key of each row (fs_tp_lse_row);
+**  fsamp_tp_logprobs: after the sums: logprob = logit - (M + log sum). */
 #define FS_DEFINE_REDUCE_KERNEL                                                    \
   extern "C" __global__ void __launch_bounds__(128) fsamp_reduce(const fs_params p) { \
     const int item = blockIdx.x * 4 + (threadIdx.x >> 5);                          \
@@ -697,13 +730,29 @@ __device__ __forceinline__ void fs_chunk_rows(const fs_params &p, int chunk, int
   }                                                                                \
   extern "C" __global__ void fsamp_finalize(const unsigned long long *local_keys,  \
       const unsigned long long *global_keys, const float *local_logits, int n,     \
-      int *tokens, float *logits, unsigned long long *keys) {                      \
+      int *tokens, float *logits, unsigned long long *keys, int rows, float *scaled) { \
     const int i = blockIdx.x * blockDim.x + threadIdx.x;                           \
+    if (i < rows)                                                                  \
+      scaled[i] = expf(fs_lse_unkey(local_keys[n + i]) - fs_lse_unkey(global_keys[n + i])); \
     if (i >= n) return;                                                            \
     const unsigned long long g = global_keys[i];                                   \
     tokens[i] = (int)fs_key_token(g);                                              \
     if (logits) logits[i] = local_keys[i] == g ? local_logits[i] : 0.0f;           \
     if (keys) keys[i] = g;                                                         \
+  }                                                                                \
+  extern "C" __global__ void __launch_bounds__(128) fsamp_tp_lse(const float *lse, \
+      int G, int rows, unsigned long long *keys) {                                 \
+    const int row = blockIdx.x * 4 + (threadIdx.x >> 5);                           \
+    if (row < rows) fs_tp_lse_row(lse, G, row, threadIdx.x & 31, keys + row);      \
+  }                                                                                \
+  extern "C" __global__ void fsamp_tp_logprobs(const float *sums,                  \
+      const unsigned long long *global_keys, int n, int S, float *logprobs,        \
+      float *logits) {                                                             \
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;                           \
+    if (i >= n) return;                                                            \
+    const int row = n + i / S;                                                     \
+    logprobs[i] = sums[i] - (fs_lse_unkey(global_keys[row]) + logf(sums[row]));    \
+    if (logits) logits[i] = sums[i];                                               \
   }
 
 #endif /* FS_DEVICE_H */

@@ -12,6 +12,7 @@
 
 #include "gpu_util.h"
 
+#include <math.h>
 #include <pthread.h>
 
 #define TP_MAXR 8
@@ -97,25 +98,77 @@ static inline void tp_unsharded_free(fs_context *ctx, tp_unsharded *u) {
 
 /* Counts the items of one rank's outputs o (on ctx's GPU; poisoned before
 ** the call) that differ from the unsharded draw ref (fetched) in token, key
-** or logit bits, printing the first few. */
+** or logit bits (logits where o has them), printing the first few. */
 static inline int tp_mismatches(fs_context *ctx, gu_outputs *o, const gu_outputs *ref,
                                 const char *who) {
   gu_outputs_fetch(ctx, o);
   int mism = 0;
   for (int i = 0; i < TP_NITEMS; i++)
     if (o->h_tokens[i] != ref->h_tokens[i] || o->h_keys[i] != ref->h_keys[i] ||
-        memcmp(&o->h_logits[i], &ref->h_logits[i], 4)) {
+        (o->with_logits && memcmp(&o->h_logits[i], &ref->h_logits[i], 4))) {
       if (mism++ < 5)
         fprintf(stderr, "%s item %d: token %d key %016llx logit %g; unsharded %d %016llx %g\n",
-                who, i, o->h_tokens[i], (unsigned long long)o->h_keys[i], o->h_logits[i],
+                who, i, o->h_tokens[i], (unsigned long long)o->h_keys[i],
+                o->with_logits ? o->h_logits[i] : 0.0f,
                 ref->h_tokens[i], (unsigned long long)ref->h_keys[i], ref->h_logits[i]);
     }
   return mism;
 }
 
+/* ---- logprobs (fs_options.logprobs) ---------------------------------------- */
+
+/* Logprobs: TP_NITEMS + GU_GUARD floats, poisoned, on ctx's GPU, and the
+** options that ask for them (opt->logprobs). */
+static inline CUdeviceptr tp_lp_alloc(fs_context *ctx, fs_options *opt) {
+  const CUdeviceptr d = gu_alloc(ctx, (TP_NITEMS + GU_GUARD) * sizeof(float));
+  gu_poison(ctx, d, (TP_NITEMS + GU_GUARD) * sizeof(float));
+  memset(opt, 0, sizeof *opt);
+  opt->size = sizeof *opt;
+  opt->logprobs = (float *)gu_ptr(d);
+  return d;
+}
+
+/* Counts the logprobs at d (from tp_lp_alloc) that differ from the unsharded
+** ones ref (host) by more than 2e-5 + 1e-6 |lse|, lse = the unsharded
+** logit ref_logits[i] minus ref[i] (-inf: must be -inf), and the guard
+** entries written; frees d. */
+static inline int tp_lp_mismatches(fs_context *ctx, CUdeviceptr d, const float *ref,
+                                   const float *ref_logits, const char *who) {
+  float h[TP_NITEMS + GU_GUARD];
+  gu_download(ctx, h, d, sizeof h);
+  gu_free(ctx, d);
+  if (gu_fake_driver()) return 0; /* no kernel ran */
+  int bad = 0;
+  for (int i = 0; i < TP_NITEMS + GU_GUARD; i++) {
+    int ok;
+    if (i >= TP_NITEMS) ok = gu_float_bits(h[i]) == 0xFFFFFFFFu;
+    else if (isinf(ref[i])) ok = h[i] == ref[i];
+    else ok = fabsf(h[i] - ref[i]) <= 2e-5f + 1e-6f * fabsf(ref_logits[i] - ref[i]);
+    if (!ok && bad++ < 5)
+      fprintf(stderr, "%s: logprob %d %.8g, unsharded %.8g\n", who, i, h[i],
+              i < TP_NITEMS ? ref[i] : 0.0f);
+  }
+  return bad;
+}
+
+/* The unsharded draw with opt (fs_sample_ex) into ref, its logprobs into
+** lp [TP_NITEMS]. */
+static inline void tp_unsharded_lp(fs_context *ctx, const tp_unsharded *u, fs_options *opt,
+                                   gu_outputs *ref, float *lp) {
+  const CUdeviceptr d = gu_alloc(ctx, TP_NITEMS * sizeof(float));
+  opt->logprobs = (float *)gu_ptr(d);
+  tp_unsharded_draw_ex(ctx, u, opt, ref);
+  gu_download(ctx, lp, d, TP_NITEMS * sizeof(float));
+  gu_free(ctx, d);
+  opt->logprobs = NULL;
+}
+
 /* ---- ranks as threads on one GPU ------------------------------------------ */
 
-/* What the R ranks of one sharded call share. */
+/* What the R ranks of one sharded call share.  A collective of a call
+** reduces at most TP_NITEMS + TP_B elements (keys and, with logprobs, a
+** log-sum-exp per row). */
+enum { TP_MAXCOUNT = TP_NITEMS + TP_B };
 typedef struct tp_shared {
   int R;
   pthread_barrier_t bar;
@@ -132,17 +185,25 @@ typedef struct tp_rank {
   fs_sampling s;
   fs_outputs o;
   gu_outputs go; /* o's arrays */
+  const fs_options *opt; /* set: fs_sample_tp_ex with it (test_tp's logprobs) */
   int status;
   char err[512];
 } tp_rank;
 
 /* All-reduce through the host (user is the calling tp_rank): correct, slow,
 ** and enough to exercise the library's TP logic with real concurrent ranks
-** on one GPU.  Returns 0, or 1 if a driver call or malloc failed. */
+** on one GPU.  Returns 0, or 1 if count is larger than a call of these tests
+** needs (TP_MAXCOUNT: the staging buffers' size; every rank then fails
+** alike, before the barrier) or a driver call or malloc failed. */
 static inline int tp_host_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
   tp_rank *r = user;
   tp_shared *sh = r->sh;
   const fs_cu_api *cu = r->ctx->cu;
+  if (count > TP_MAXCOUNT) {
+    fprintf(stderr, "rank %d: an all-reduce of %zu elements, more than the %d a call needs\n",
+            r->rank, count, (int)TP_MAXCOUNT);
+    return 1;
+  }
   size_t bytes = count * (op == FS_REDUCE_MAX_U64 ? 8 : 4);
   if (cu->cuStreamSynchronize((CUstream)stream)) return 1;
   if (cu->cuMemcpyDtoH(sh->host[r->rank], (CUdeviceptr)(uintptr_t)buf, bytes)) return 1;
@@ -177,7 +238,7 @@ static inline void tp_rank_open(tp_rank *r, tp_shared *sh, int k, const tp_unsha
   memset(r, 0, sizeof *r);
   r->sh = sh;
   r->rank = k;
-  sh->host[k] = gu_malloc(TP_NITEMS * 8);
+  sh->host[k] = gu_malloc(TP_MAXCOUNT * 8);
   REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
   gu_push(r->ctx);
   GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));

@@ -2,7 +2,9 @@
 ** fs-bench-tp: tensor-parallel sampling over R GPUs of one host (one thread
 ** per GPU, one NCCL communicator each from ncclCommInitAll), W sharded along
 ** the vocabulary (uneven shards).  Per rank count and batch size it times
-**   fused : fs_sample_nccl() on each rank's shard (O(B) bytes exchanged)
+**   fused : fs_sample_nccl() on each rank's shard (O(B) bytes exchanged);
+**           with --logprobs 1, fs_sample_nccl_ex() writing each draw's
+**           logprob too (O(B) more)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -12,10 +14,10 @@
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
-**               [--csv FILE]
+**               [--logprobs 0|1] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
-** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device.
+** empty): D, V, ranks, B, fused_us, gather_us, mm_us, logprobs, device.
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -35,14 +37,14 @@
 #define MAXR 8
 
 typedef struct rank_t {
-  int r, R, D, V, v0, vr, vpad, B, reps;
+  int r, R, D, V, v0, vr, vpad, B, reps, logprobs;
   fs_context *ctx;
   ncclComm_t comm;
   CUstream stream;
   cublasHandle_t blas;
   CUmodule mod;
   CUfunction fill, gumbel;
-  CUdeviceptr H, W, logits, gathered, keys, tokens;
+  CUdeviceptr H, W, logits, gathered, keys, tokens, lp;
   CUevent e0, e1;
   pthread_barrier_t *bar;
   double us[3];
@@ -74,8 +76,9 @@ static void run_method(rank_t *k, int m) {
                     (void *)(uintptr_t)k->W, 0};
     fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
     fs_outputs o = {(int32_t *)(uintptr_t)k->tokens, NULL, NULL};
-    if (fs_sample_nccl(k->ctx, &p, &s, &o, k->comm, (void *)k->stream))
-      DIE(k, "fs_sample_nccl: %s", fs_last_error(k->ctx));
+    fs_options opt = {sizeof opt, NULL, 0, k->logprobs ? (float *)(uintptr_t)k->lp : NULL};
+    if (fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
+      DIE(k, "fs_sample_nccl_ex: %s", fs_last_error(k->ctx));
     return;
   }
   mm(k);
@@ -121,13 +124,18 @@ static void *rank_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3;
+  int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3, logprobs = 0;
   const char *csv_path = NULL;
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *k = argv[i], *v = argv[i + 1];
     if (!strcmp(k, "--ranks")) R = atoi(v);
     else if (!strcmp(k, "--reps")) reps = atoi(v);
+    else if (!strcmp(k, "--logprobs")) {
+      if (strcmp(v, "0") && strcmp(v, "1"))
+        return fprintf(stderr, "fs-bench-tp: --logprobs %s: must be 0 or 1\n", v), 2;
+      logprobs = *v == '1';
+    }
     else if (!strcmp(k, "--csv")) csv_path = v;
     else if (!strcmp(k, "--model")) {
       const fs_model *m = fs_model_find(v);
@@ -143,7 +151,7 @@ int main(int argc, char **argv) {
       }
     } else {
       return fprintf(stderr, "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] "
-                             "[--batch LIST] [--reps N] [--csv FILE]\n"), 2;
+                             "[--batch LIST] [--reps N] [--logprobs 0|1] [--csv FILE]\n"), 2;
     }
   }
   fs_context *c0 = NULL;
@@ -160,13 +168,14 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
-      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device\n");
+      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,logprobs,device\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
   for (int r = 0; r < R; r++) devs[r] = r;
   if (ncclCommInitAll(comms, R, devs) != ncclSuccess) return fprintf(stderr, "fs-bench-tp: ncclCommInitAll failed\n"), 1;
-  printf("tensor-parallel sampling, %d GPU(s), D=%d V=%d bf16, median of %d\n", R, D, V, reps);
+  printf("tensor-parallel sampling, %d GPU(s), D=%d V=%d bf16, median of %d%s\n", R, D, V, reps,
+         logprobs ? ", fused with logprobs" : "");
   printf("%5s %5s %10s %12s %10s %9s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup");
   for (int bi = 0; bi < nb; bi++) {
     rank_t rk[MAXR];
@@ -178,6 +187,7 @@ int main(int argc, char **argv) {
       rank_t *k = &rk[r];
       memset(k, 0, sizeof *k);
       k->r = r; k->R = R; k->D = D; k->V = V; k->B = batches[bi]; k->reps = reps; k->bar = &bar;
+      k->logprobs = logprobs;
       k->v0 = (int)((long long)V * r / R);
       k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
       k->vpad = vpad;
@@ -200,6 +210,7 @@ int main(int argc, char **argv) {
       CU(k, cu->cuMemAlloc(&k->gathered, (size_t)R * k->B * vpad * 2));
       CU(k, cu->cuMemAlloc(&k->keys, (size_t)R * k->B * 8));
       CU(k, cu->cuMemAlloc(&k->tokens, (size_t)k->B * 4));
+      CU(k, cu->cuMemAlloc(&k->lp, (size_t)k->B * 4));
       CU(k, cu->cuMemsetD8(k->logits, 0, (size_t)k->B * vpad * 2));
       unsigned long long nw = (unsigned long long)k->vr * D, nh = (unsigned long long)k->B * D;
       unsigned long long sw = 1000 + (unsigned long long)k->v0 * D, sh = 2;
@@ -218,8 +229,8 @@ int main(int argc, char **argv) {
     printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
            rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\"\n", D, V, R, batches[bi], rk[0].us[0],
-              rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name);
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,%d,\"%s\"\n", D, V, R, batches[bi], rk[0].us[0],
+              rk[0].us[1], rk[0].us[2], logprobs, rk[0].ctx->device_name);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {
@@ -228,6 +239,7 @@ int main(int argc, char **argv) {
       cu->cuCtxSetCurrent(k->ctx->cu_ctx);
       cu->cuMemFree(k->W); cu->cuMemFree(k->H); cu->cuMemFree(k->logits);
       cu->cuMemFree(k->gathered); cu->cuMemFree(k->keys); cu->cuMemFree(k->tokens);
+      cu->cuMemFree(k->lp);
       cu->cuModuleUnload(k->mod);
       fs_context_destroy(k->ctx);
     }

@@ -356,7 +356,7 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
     return -1;
   }
   w->ctx->noise = cfg == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
-  const fs_opts mask = {(const uint32_t *)(uintptr_t)w->dmask, mask_words(w->V), NULL};
+  const fs_opts mask = {(const uint32_t *)(uintptr_t)w->dmask, mask_words(w->V), NULL, 0};
   int st = fs_launch_masked(w->ctx, k, &p, &s, cfg == CFG_MASKED ? &mask : NULL, &o, w->stream);
   w->ctx->noise = FS_NOISE_TOKEN;
   if (st) {

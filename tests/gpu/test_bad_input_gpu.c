@@ -28,8 +28,8 @@
 ** the value and the rule; fs_sample_tp_ex() refuses a bad stride, a stride
 ** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
 ** bad size before any collective is called; logprobs misaligned by 2 bytes
-** names logprobs, and fs_sample_tp_ex() refuses logprobs (a rank sees one
-** shard); fs_reference_sample_ex() refuses a
+** names logprobs, in fs_sample_tp_ex() too (before any collective);
+** fs_reference_sample_ex() refuses a
 ** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
 ** fs_sample()'s tokens, keys and logits bit for bit: NULL options, options
 ** with a NULL token_mask, and a mask of all ones with stride 0, 32 (the
@@ -367,9 +367,8 @@ static void test_options_args(void) {
   opt.logprobs = (float *)plus(gu_ptr(g_lp), 2);
   expect_bad_options("logprobs misaligned by 2 bytes", 0, &opt, "options->logprobs", "4-byte",
                      NULL);
-  opt.logprobs = (float *)gu_ptr(g_lp);
-  expect_bad_options("fs_sample_tp_ex, logprobs", 1, &opt, "options->logprobs",
-                     "fs_sample_tp_ex", "NULL");
+  expect_bad_options("fs_sample_tp_ex, logprobs misaligned by 2", 1, &opt, "options->logprobs",
+                     "4-byte", NULL);
 
   /* accepted: what allows every token draws as fs_sample */
   expect_same_draw("options NULL", NULL);

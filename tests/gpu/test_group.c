@@ -478,7 +478,7 @@ static void test_tp_group(fs_context *ctx) {
   memset(&one, 0, sizeof one);
   one.R = 1;
   pthread_barrier_init(&one.bar, NULL, 1u);
-  one.host[0] = gu_malloc(TP_NITEMS * 8);
+  one.host[0] = gu_malloc(TP_MAXCOUNT * 8);
   tp_rank r0;
   memset(&r0, 0, sizeof r0);
   r0.sh = &one;

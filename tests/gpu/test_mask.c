@@ -974,7 +974,7 @@ static void test_tp_mask(fs_context *ctx) {
     memset(&rk[k], 0, sizeof rk[k]);
     r->sh = &sh;
     r->rank = k;
-    sh.host[k] = gu_malloc(TP_NITEMS * 8);
+    sh.host[k] = gu_malloc(TP_MAXCOUNT * 8);
     REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
     gu_push(r->ctx);
     GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));

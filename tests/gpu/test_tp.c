@@ -7,12 +7,19 @@
 **    fs_sample_tp() with a host-staged all-reduce callback (a barrier, then
 **    every rank reduces all ranks' buffers): tokens, keys and logits must be
 **    bitwise those of one unsharded fs_sample() (each logit is one row-by-row
-**    dot product whatever the shard, so no tolerance is needed).
+**    dot product whatever the shard, so no tolerance is needed).  Then the
+**    same with logprobs (fs_sample_tp_ex, fs_options.logprobs; R = 3 and 8
+**    without logits, the path where only the logprobs need the winners'
+**    logits): tokens, keys and logits as before, and every logprob within
+**    2e-5 + 1e-6 |lse| of the unsharded fs_sample_ex's (the shards' sums
+**    are merged in another order) and no guard entry written.
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
-**    fs_sample_ex() with it (a stride of 0 refused).  Skipped with a
-**    message if libnccl.so.2 cannot be loaded.
+**    fs_sample_ex() with it (a stride of 0 refused); masked with a row that
+**    allows no id, with logprobs: its logprobs -inf, the others as
+**    fs_sample_ex's.  Skipped with a message if libnccl.so.2 cannot be
+**    loaded.
 ** Multi-GPU runs need a machine with several GPUs (see issue 5).
 */
 #include "tp_util.h"
@@ -27,7 +34,10 @@ static void *rank_main(void *arg) {
   tp_rank *r = arg;
   r->status = fs_prepare(r->ctx, &r->p, &r->s);
   if (!r->status)
-    r->status = fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r, (void *)r->stream);
+    r->status = r->opt ? fs_sample_tp_ex(r->ctx, &r->p, &r->s, r->opt, &r->o, tp_host_allreduce, r,
+                                         (void *)r->stream)
+                       : fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r,
+                                      (void *)r->stream);
   if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
   gu_sync(r->ctx);
   return NULL;
@@ -37,29 +47,58 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
+  float ref_lp[NITEMS]; /* its logprobs (fs_sample_ex) */
+  {
+    fs_options o;
+    gu_outputs r;
+    gu_free(ctx, tp_lp_alloc(ctx, &o));
+    tp_unsharded_lp(ctx, &u, &o, &r, ref_lp);
+    CHECK_MSG(tp_mismatches(ctx, &r, &u.ref, "fs_sample_ex with logprobs") == 0,
+              "logprobs changed the unsharded draw");
+    gu_outputs_free(ctx, &r);
+  }
 
   static const int ranks[] = {2, 3, 4, 8};
-  for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++) {
-    const int R = ranks[ri];
+  for (size_t rl = 0; rl < 2 * sizeof ranks / sizeof *ranks; rl++) {
+    const int R = ranks[rl % 4], with_lp = rl >= 4, no_logits = with_lp && (R == 3 || R == 8);
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
     tp_shared sh = {R, {{0}}, {0}};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
     pthread_t th[MAXR];
-    for (int k = 0; k < R; k++) tp_rank_open(&rk_[k], &sh, k, &u, start);
+    fs_options opt[MAXR];
+    CUdeviceptr dlp[MAXR];
+    for (int k = 0; k < R; k++) {
+      tp_rank_open(&rk_[k], &sh, k, &u, start);
+      if (!with_lp) continue;
+      dlp[k] = tp_lp_alloc(rk_[k].ctx, &opt[k]);
+      rk_[k].opt = &opt[k];
+      if (no_logits) {
+        gu_outputs_free(rk_[k].ctx, &rk_[k].go);
+        gu_outputs_alloc(rk_[k].ctx, &rk_[k].go, NITEMS, 0, 1);
+        gu_outputs_poison(rk_[k].ctx, &rk_[k].go);
+        rk_[k].o = gu_outputs_api(&rk_[k].go);
+      }
+    }
     for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk_[k]) == 0);
     for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
-    int mism = 0;
+    int mism = 0, lbad = 0;
     for (int k = 0; k < R; k++) {
-      char who[32];
-      snprintf(who, sizeof who, "R=%d rank %d", R, k);
+      char who[48];
+      snprintf(who, sizeof who, "R=%d%s rank %d", R, with_lp ? " logprobs" : "", k);
+      if (with_lp) lbad += tp_lp_mismatches(rk_[k].ctx, dlp[k], ref_lp, u.ref.h_logits, who);
       mism += tp_rank_close(&rk_[k], &u.ref, who);
     }
     CHECK_MSG(mism == 0, "R=%d: %d mismatches", R, mism);
+    CHECK_MSG(lbad == 0, "R=%d: %d logprobs wrong", R, lbad);
     printf("R=%d ranks (shards starting at", R);
     for (int k = 0; k < R; k++) printf(" %d", start[k]);
-    printf("): %s\n", mism ? "MISMATCH" : "tokens, keys and logits equal the unsharded call");
+    printf(")%s: %s\n",
+           with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
+           mism || lbad ? "MISMATCH"
+           : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
+                        : "tokens, keys and logits equal the unsharded call");
     pthread_barrier_destroy(&sh.bar);
   }
 
@@ -87,9 +126,10 @@ int main(void) {
       const int bad = tp_mismatches(ctx, &go, &u.ref, "NCCL, 1 rank");
       CHECK_MSG(bad == 0, "NCCL single rank: %d mismatches", bad);
       printf("NCCL, 1 rank: %s\n", bad ? "MISMATCH" : "equal to fs_sample");
-      /* masked: even ids only, the whole vocabulary's words per row */
+      /* masked: even ids only, the whole vocabulary's words per row; row 4
+      ** none (with logprobs below) */
       uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
-      for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = 0x55555555u;
+      for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = i / TP_MW == 4 ? 0u : 0x55555555u;
       CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
       fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL};
       gu_outputs mref;
@@ -103,6 +143,27 @@ int main(void) {
       const int mbad = tp_mismatches(ctx, &go, &mref, "NCCL masked, 1 rank");
       CHECK_MSG(mbad == 0, "NCCL single rank, masked: %d mismatches", mbad);
       printf("NCCL masked, 1 rank: %s\n", mbad ? "MISMATCH" : "equal to fs_sample_ex");
+      /* the same with logprobs: row 4's -inf, the others the unsharded ones */
+      float mlp[NITEMS];
+      gu_outputs lref;
+      tp_unsharded_lp(ctx, &u, &opt, &lref, mlp);
+      for (int s = 0; s < TP_S; s++)
+        CHECK_MSG(isinf(mlp[4 * TP_S + s]) && mlp[4 * TP_S + s] < 0,
+                  "fs_sample_ex: a row that allows no id has logprob %g, want -inf",
+                  mlp[4 * TP_S + s]);
+      gu_outputs_poison(ctx, &go);
+      const CUdeviceptr dl = tp_lp_alloc(ctx, &opt);
+      opt.token_mask = (const uint32_t *)gu_ptr(dm);
+      opt.token_mask_stride = TP_MW;
+      st = fs_sample_nccl_ex(ctx, &u.full, &u.s, &opt, &o, comm, NULL);
+      CHECK_MSG(st == FS_OK, "fs_sample_nccl_ex with logprobs: %s", fs_last_error(ctx));
+      const int lbad = tp_mismatches(ctx, &go, &lref, "NCCL masked logprobs, 1 rank") +
+                       tp_lp_mismatches(ctx, dl, mlp, lref.h_logits, "NCCL masked logprobs, 1 rank");
+      CHECK_MSG(lbad == 0, "NCCL single rank, masked, logprobs: %d mismatches", lbad);
+      printf("NCCL masked with logprobs, 1 rank: %s\n",
+             lbad ? "MISMATCH" : "as fs_sample_ex's (the row with no id allowed: -inf)");
+      gu_outputs_free(ctx, &lref);
+      opt.logprobs = NULL;
       opt.token_mask_stride = 0; /* refused: a shard cannot know the whole vocabulary */
       CHECK(fs_sample_nccl_ex(ctx, &u.full, &u.s, &opt, &o, comm, NULL) == FS_INVALID_ARGUMENT &&
             strstr(fs_last_error(ctx), "token_mask_stride=0"));

@@ -16,7 +16,9 @@
 ** bitmask on every rank: half the ids allowed, a row with none, a row whose
 ** only allowed id lies in the last shard, a greedy row whose allowed ids lie
 ** in the first) against one unsharded fs_sample_ex, whose masked tokens
-** must all be allowed and must differ from the unmasked draw.
+** must all be allowed and must differ from the unmasked draw; the masked
+** runs also ask for logprobs, which must be within 2e-5 + 1e-6 |lse| of the
+** unsharded call's (row 1, no id allowed: -inf).
 ** Skipped, with the reason, where fewer than two GPUs are visible or
 ** libnccl.so.2 cannot be loaded (test_tp covers one GPU: concurrent ranks
 ** with a host all-reduce, and NCCL with one rank).
@@ -65,17 +67,18 @@ typedef struct nccl_fns {
 } nccl_fns;
 
 /* R ranks, rank k on GPU k with the uneven shard k of u's W, one call each
-** (fs_sample_nccl_ex with the mask hmask [B, MW] words, or none when NULL),
-** against ref (the unsharded draw, fetched).  Returns the mismatches, or -1
-** when NCCL could not make the communicators. */
+** (fs_sample_nccl_ex with the mask hmask [B, MW] words and logprobs, or
+** neither when NULL), against ref (the unsharded draw, fetched) and its
+** logprobs ref_lp (with hmask).  Returns the mismatches, or -1 when NCCL
+** could not make the communicators. */
 static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const gu_outputs *ref,
-                     const nccl_fns *nf) {
+                     const float *ref_lp, const nccl_fns *nf) {
   int start[MAXR + 1], devs[MAXR];
   void *comms[MAXR];
   tp_shard_bounds(V, R, start);
   for (int k = 0; k < R; k++) devs[k] = k;
   nccl_rank rk_[MAXR];
-  CUdeviceptr dmask[MAXR];
+  CUdeviceptr dmask[MAXR], dlp[MAXR];
   fs_options opt[MAXR];
   pthread_t th[MAXR];
   for (int k = 0; k < R; k++) {
@@ -94,7 +97,9 @@ static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const 
     r->s = tp_sampling(r->dtemps); /* this GPU's copy of the temperatures */
     dmask[k] = hmask ? gu_upload_new(r->ctx, hmask, (size_t)B * MW * 4) : 0;
     /* the whole vocabulary's stride, as every rank must give it */
-    opt[k] = (fs_options){sizeof(fs_options), (const uint32_t *)gu_ptr(dmask[k]), MW, NULL};
+    dlp[k] = tp_lp_alloc(r->ctx, &opt[k]);
+    opt[k].token_mask = (const uint32_t *)gu_ptr(dmask[k]);
+    opt[k].token_mask_stride = MW;
     r->opt = hmask ? &opt[k] : NULL;
     tp_outputs(r->ctx, &r->go);
     r->o = gu_outputs_api(&r->go);
@@ -119,8 +124,10 @@ static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const 
       snprintf(who, sizeof who, "R=%d%s rank %d (GPU %d)", R, hmask ? " masked" : "", k, k);
       CHECK_MSG(r->status == FS_OK, "%s: %s", who, r->err);
       mism += tp_mismatches(r->ctx, &r->go, ref, who);
+      if (hmask) mism += tp_lp_mismatches(r->ctx, dlp[k], ref_lp, ref->h_logits, who);
       nf->destroy(comms[k]);
     }
+    if (nr || !hmask) gu_free(r->ctx, dlp[k]);
     gu_outputs_free(r->ctx, &r->go);
     gu_free(r->ctx, r->dh);
     gu_free(r->ctx, r->dw);
@@ -135,7 +142,7 @@ static int run_ranks(int R, const tp_unsharded *u, const uint32_t *hmask, const 
   printf("R=%d GPUs over NCCL%s (shards starting at", R, hmask ? ", masked" : "");
   for (int k = 0; k < R; k++) printf(" %d", start[k]);
   printf("): %s\n", mism || nr ? "MISMATCH"
-                    : hmask ? "tokens, keys and logits equal the unsharded fs_sample_ex"
+                    : hmask ? "tokens, keys, logits and logprobs as the unsharded fs_sample_ex's"
                             : "tokens, keys and logits equal the unsharded call");
   return nr ? -1 : mism;
 }
@@ -157,14 +164,15 @@ static void make_mask(uint32_t *m) {
     m[(size_t)b * MW + MW - 1] &= (uint32_t)((1ull << (V - 32 * (MW - 1))) - 1);
 }
 
-/* The unsharded masked draw on ctx's GPU into ref (fetched), checked: every
-** token allowed by its row (row 1, none allowed, gives id 0 with logit
-** -inf), and the draw not the unmasked one (the mask took effect). */
+/* The unsharded masked draw on ctx's GPU into ref (fetched) and its
+** logprobs into lp [TP_NITEMS], checked: every token allowed by its row
+** (row 1, none allowed, gives id 0 with logit -inf), and the draw not the
+** unmasked one (the mask took effect). */
 static void masked_reference(fs_context *ctx, const tp_unsharded *u, const uint32_t *hmask,
-                             gu_outputs *ref) {
+                             gu_outputs *ref, float *lp) {
   CUdeviceptr dm = gu_upload_new(ctx, hmask, (size_t)B * MW * 4);
-  const fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW, NULL};
-  tp_unsharded_draw_ex(ctx, u, &opt, ref);
+  fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW, NULL};
+  tp_unsharded_lp(ctx, u, &opt, ref, lp);
   gu_free(ctx, dm);
   int bad = 0, same = 0;
   for (int i = 0; i < TP_NITEMS; i++) {
@@ -211,7 +219,8 @@ int main(void) {
   uint32_t *hmask = gu_malloc((size_t)B * MW * 4);
   make_mask(hmask);
   gu_outputs mref; /* the unsharded masked draw */
-  masked_reference(ctx, &u, hmask, &mref);
+  float mlp[TP_NITEMS]; /* its logprobs */
+  masked_reference(ctx, &u, hmask, &mref, mlp);
 
   static const int ranks[] = {2, 4, 8};
   int runs = 0;
@@ -221,8 +230,8 @@ int main(void) {
       printf("R=%d ranks: not run, %d GPUs visible\n", R, ndev);
       continue;
     }
-    if (run_ranks(R, &u, NULL, &u.ref, &nf) >= 0) runs++;
-    if (run_ranks(R, &u, hmask, &mref, &nf) >= 0) runs++;
+    if (run_ranks(R, &u, NULL, &u.ref, NULL, &nf) >= 0) runs++;
+    if (run_ranks(R, &u, hmask, &mref, mlp, &nf) >= 0) runs++;
   }
   CHECK_MSG(runs > 0, "no rank count ran");
 
