@@ -97,6 +97,7 @@ int main(void) {
     printf(")%s: %s\n",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
            mism || lbad ? "MISMATCH"
+           : no_logits  ? "tokens, keys and logprobs as the unsharded call's"
            : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
                         : "tokens, keys and logits equal the unsharded call");
     pthread_barrier_destroy(&sh.bar);
