@@ -247,6 +247,13 @@ __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NAC
 }
 
 #if !OVERLAP
+/* With logprobs and one sample per row, a thread of at most two columns
+** holds its (m, l) pair of each across the chunk's tiles and stores it
+** once, at the chunk's end (perf-notes 29i); with more columns (four or
+** eight, B = 256 tiles of 64-column rounds) the pairs would spill, and each
+** round folds its pair into the stored one (fs_lse_tile). */
+#define LSE_HELD (TILE_B / EPI_B <= 2)
+
 /* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
 ** g takes stream g): wgmma over each stage of each of the nt tiles of chunk
 ** blockIdx.x * NSTREAM + sg (the last ones past its rows when the
@@ -271,8 +278,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   float *sZs = sZ + sg * EPI_B * ZP;
   const bool fused = p.num_samples == 1;
   fs_best best[TILE_B / EPI_B]; /* this thread's bests, per column */
+  fs_lse la[LSE_HELD ? TILE_B / EPI_B : 1]; /* its held pairs (LSE_HELD) */
 #pragma unroll
   for (int nb = 0; nb < TILE_B / EPI_B; nb++) best[nb] = fs_best_none();
+#pragma unroll
+  for (int nb = 0; nb < (LSE_HELD ? TILE_B / EPI_B : 1); nb++) la[nb] = fs_lse_none();
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
@@ -308,8 +318,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
           fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb],
                        fs_bound_score(known[nb]));
           fs_bound_publish(p, col, best[nb], epart == 0, known[nb]);
-          fs_lse_tile(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, chunk,
-                      j * MB + mb > 0, epart == 0);
+          if (!LSE_HELD)
+            fs_lse_tile(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, chunk,
+                        j * MB + mb > 0, epart == 0);
+          else if (p.lse)
+            fs_lse_rows(sZs + ecol * ZP, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
+                        la[LSE_HELD ? nb : 0]);
         } else
           fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
                       epart == 0);
@@ -321,7 +335,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     if (fused) {
       const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
       fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best[nb]), best[nb].z);
-      if (nt == 0 && p.lse) fs_lse_put(p, col, chunk, false, epart == 0, fs_lse_none());
+      if (p.lse && (LSE_HELD || nt == 0)) /* held pairs, or an empty chunk's */
+        fs_lse_put(p, col, chunk, false, epart == 0, la[LSE_HELD ? nb : 0]);
     } else if (nt == 0)
       fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, 0, 0, 0, chunk,
                   epart == 0);
@@ -331,8 +346,12 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 ** the threads fold the staged tile j - 1 (one sample per row), 1/KT of its
 ** quads of rows per stage; the tile's own staging waits for the last quad.
 ** Thread tid owns column b0 + tid / TPC for the chunk (rows epart * RPT ..
-** of every tile).  Several samples: each tile's epilogue right after its
-** staging, as in the cooperative mode. */
+** of every tile).  With logprobs, the thread's (m, l) pair of its rows is
+** folded piece by piece in the same stages (a quad per 1/KT of the staged
+** tile's quads: fs_lse_rows over the piece, merged into the running pair)
+** and stored once, at the chunk's end (perf-notes 29i).  Several samples:
+** each tile's epilogue right after its staging, as in the cooperative
+** mode. */
 __device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
                                         float *sZ, unsigned long long *full,
                                         unsigned long long *empty, int nt, int KT, int b0,
@@ -350,6 +369,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
   const bool fused = p.num_samples == 1;
   const bool grouped = p.noise && !col.greedy; /* FS_NOISE_GROUP16: groups of 16 rows */
   fs_best best = fs_best_none(); /* this thread's best over the chunk's tiles */
+  fs_lse la = fs_lse_none();      /* its (m, l) over them (logprobs) */
+  const bool lse = fused && p.lse; /* uniform: the call's */
   float acc[MB][NACC];
   fs_zero_acc(acc);
 
@@ -362,8 +383,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       known = k > known ? k : known;
     }
     const float sb = fs_bound_score(known);
-    /* next staged quad of rows, or group; units owed, in 1 / KT */
-    int r = r0, gj = 0, debt = 0;
+    /* next staged quad of rows, or group; units owed, in 1 / KT; the same
+    ** for the log-sum-exp's quads */
+    int r = r0, gj = 0, debt = 0, lr = r0, ldebt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
       mma_step(acc, base, full, empty, 0, it, kt, g, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
@@ -381,11 +403,15 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
           r += 4 * q;
         }
       }
+      ldebt += RPT / 4;
+      if (lse && j > 0 && ldebt >= KT) {
+        const int q = ldebt / KT;
+        ldebt -= q * KT;
+        fs_lse_rows(zcol, lr, lr + 4 * q, vprev, sp.v_end, la);
+        lr += 4 * q;
+      }
     }
-    if (fused && j > 0) {
-      fs_bound_publish(p, col, best, epart == 0, known);
-      fs_lse_tile(p, zcol, col, r0, vprev, sp.v_end, chunk, j > 1, epart == 0);
-    }
+    if (fused && j > 0) fs_bound_publish(p, col, best, epart == 0, known);
     mma_drain(empty, 0, it, rank);
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
@@ -397,11 +423,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     if (nt > 0) { /* the last tile: no wgmmas left to hide it under */
       fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best,
                    fs_bound_score(known));
-      fs_lse_tile(p, zcol, col, r0, sp.v0 + (nt - 1) * TILE_V, sp.v_end, chunk, nt > 1,
-                  epart == 0);
-    } else if (p.lse) {
-      fs_lse_put(p, col, chunk, false, epart == 0, fs_lse_none());
+      if (lse) fs_lse_rows(zcol, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, la);
     }
+    if (lse) fs_lse_put(p, col, chunk, false, epart == 0, la); /* (-inf, 0) when empty */
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
     fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);
