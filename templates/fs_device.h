@@ -559,7 +559,7 @@ __device__ __forceinline__ float fs_lse_scale(float m2, float m) {
 ** candidates, all in flight together, and merged as a tree: the max of the
 ** m's first, then the l's scaled to it (one exponential a pair), so that no
 ** merge waits on another (a merge per pair after a round trip each made the
-** last CTA's tail ~60-110 us at B = 256: perf-notes 29g).
+** last CTA's tail 20-30 us longer at B = 256: perf-notes 29g).
 ** Every lane of the warp passes the same first and n. */
 __device__ __forceinline__ void fs_reduce_items(const fs_params &p, int first, int n, int lane) {
   const float ninf = -__int_as_float(0x7f800000);

@@ -346,10 +346,11 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 ** the threads fold the staged tile j - 1 (one sample per row), 1/KT of its
 ** quads of rows per stage; the tile's own staging waits for the last quad.
 ** Thread tid owns column b0 + tid / TPC for the chunk (rows epart * RPT ..
-** of every tile).  With logprobs, the thread's (m, l) pair of its rows is
-** folded piece by piece in the same stages (a quad per 1/KT of the staged
-** tile's quads: fs_lse_rows over the piece, merged into the running pair)
-** and stored once, at the chunk's end (perf-notes 29i).  Several samples:
+** of every tile).  With logprobs, the thread's (m, l) pair of its rows of
+** the staged tile j - 1 is folded after tile j's last stage is issued (under
+** its wgmmas), held across tiles and stored once, at the chunk's end (folded
+** piece by piece in the stages instead, it ran 23% more instructions and was
+** slower: perf-notes 29i).  Several samples:
 ** each tile's epilogue right after its staging, as in the cooperative
 ** mode. */
 __device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
@@ -383,9 +384,8 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       known = k > known ? k : known;
     }
     const float sb = fs_bound_score(known);
-    /* next staged quad of rows, or group; units owed, in 1 / KT; the same
-    ** for the log-sum-exp's quads */
-    int r = r0, gj = 0, debt = 0, lr = r0, ldebt = 0;
+    /* next staged quad of rows, or group; units owed, in 1 / KT */
+    int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
       mma_step(acc, base, full, empty, 0, it, kt, g, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
@@ -403,15 +403,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
           r += 4 * q;
         }
       }
-      ldebt += RPT / 4;
-      if (lse && j > 0 && ldebt >= KT) {
-        const int q = ldebt / KT;
-        ldebt -= q * KT;
-        fs_lse_rows(zcol, lr, lr + 4 * q, vprev, sp.v_end, la);
-        lr += 4 * q;
-      }
     }
     if (fused && j > 0) fs_bound_publish(p, col, best, epart == 0, known);
+    if (lse && j > 0) fs_lse_rows(zcol, r0, r0 + RPT, vprev, sp.v_end, la);
     mma_drain(empty, 0, it, rank);
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
