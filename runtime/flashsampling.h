@@ -196,9 +196,12 @@ typedef struct fs_outputs {
 **    row whose logits hold NaN or +inf (fp32 logits: a dot product past
 **    FLT_MAX is +inf), and for a row whose logits are all -inf.  The log-sum-exp is taken in
 **    fp32 with the fast exponential (relative error of the sum ~1e-6).  The
-**    tensor-parallel calls give them too (since 0.3.1; 0.3.0 refused them),
-**    over the whole vocabulary: each rank passes its own array and every
-**    rank gets the same values.  4-byte aligned device memory, or NULL. */
+**    tensor-parallel calls fs_sample_tp_ex() and fs_sample_nccl_ex() give them
+**    too (since 0.3.1; 0.3.0 refused them), over the whole vocabulary: each
+**    rank passes its own array, and every rank gets the same values.  All
+**    ranks of a call ask for logprobs or none does (their all-reduces have B
+**    more elements with them: ranks that disagree would reduce buffers of
+**    different lengths).  4-byte aligned device memory, or NULL. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -302,9 +305,10 @@ typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
 ** on this rank's shard, one FS_REDUCE_MAX_U64 all-reduce of B*num_samples
 ** keys, a tiny kernel that writes tokens (and keys), and, only when
 ** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
-** logits.  With fs_options.logprobs (fs_sample_tp_ex()), both all-reduces
-** run and each has B more elements (a log-sum-exp term per row):
-** B*num_samples + B keys, then as many floats, with two more tiny kernels.
+** logits.  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
+** on every rank or on none), both all-reduces run and each has B more
+** elements (a log-sum-exp term per row): B*num_samples + B keys, then as
+** many floats, with two more tiny kernels.
 ** Every rank gets the same outputs.  Asynchronous on `stream` and
 ** graph-capturable after fs_prepare() (if the collective is). */
 int fs_sample_tp(fs_context *ctx, const fs_problem *problem,

@@ -130,8 +130,9 @@ static inline CUdeviceptr tp_lp_alloc(fs_context *ctx, fs_options *opt) {
 
 /* Counts the logprobs at d (from tp_lp_alloc) that differ from the unsharded
 ** ones ref (host) by more than 2e-5 + 1e-6 |lse|, lse = the unsharded
-** logit ref_logits[i] minus ref[i] (-inf: must be -inf), and the guard
-** entries written; frees d. */
+** logit ref_logits[i] minus ref[i] (-inf: must be -inf; NaN, also the
+** poison of entries a call with fewer items leaves: must be NaN), and the
+** guard entries written; frees d. */
 static inline int tp_lp_mismatches(fs_context *ctx, CUdeviceptr d, const float *ref,
                                    const float *ref_logits, const char *who) {
   float h[TP_NITEMS + GU_GUARD];
@@ -142,6 +143,7 @@ static inline int tp_lp_mismatches(fs_context *ctx, CUdeviceptr d, const float *
   for (int i = 0; i < TP_NITEMS + GU_GUARD; i++) {
     int ok;
     if (i >= TP_NITEMS) ok = gu_float_bits(h[i]) == 0xFFFFFFFFu;
+    else if (isnan(ref[i])) ok = isnan(h[i]);
     else if (isinf(ref[i])) ok = h[i] == ref[i];
     else ok = fabsf(h[i] - ref[i]) <= 2e-5f + 1e-6f * fabsf(ref_logits[i] - ref[i]);
     if (!ok && bad++ < 5)
@@ -152,10 +154,11 @@ static inline int tp_lp_mismatches(fs_context *ctx, CUdeviceptr d, const float *
 }
 
 /* The unsharded draw with opt (fs_sample_ex) into ref, its logprobs into
-** lp [TP_NITEMS]. */
+** lp [TP_NITEMS] (poison, NaN, past B x u->s.num_samples). */
 static inline void tp_unsharded_lp(fs_context *ctx, const tp_unsharded *u, fs_options *opt,
                                    gu_outputs *ref, float *lp) {
   const CUdeviceptr d = gu_alloc(ctx, TP_NITEMS * sizeof(float));
+  gu_poison(ctx, d, TP_NITEMS * sizeof(float));
   opt->logprobs = (float *)gu_ptr(d);
   tp_unsharded_draw_ex(ctx, u, opt, ref);
   gu_download(ctx, lp, d, TP_NITEMS * sizeof(float));

@@ -17,7 +17,8 @@
 **               [--logprobs 0|1] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
-** empty): D, V, ranks, B, fused_us, gather_us, mm_us, logprobs, device.
+** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs (the last
+** column since 0.3.1: rows appended to an older file have one more field).
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -168,7 +169,7 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
-      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,logprobs,device\n");
+      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
@@ -229,8 +230,8 @@ int main(int argc, char **argv) {
     printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
            rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,%d,\"%s\"\n", D, V, R, batches[bi], rk[0].us[0],
-              rk[0].us[1], rk[0].us[2], logprobs, rk[0].ctx->device_name);
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d\n", D, V, R, batches[bi], rk[0].us[0],
+              rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {

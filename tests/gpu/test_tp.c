@@ -12,7 +12,9 @@
 **    without logits, the path where only the logprobs need the winners'
 **    logits): tokens, keys and logits as before, and every logprob within
 **    2e-5 + 1e-6 |lse| of the unsharded fs_sample_ex's (the shards' sums
-**    are merged in another order) and no guard entry written.
+**    are merged in another order) and no guard entry written; R = 3 with
+**    one sample a row; R = 2 with a NaN in one W row of the second shard:
+**    every logprob NaN, as the unsharded call's.
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -47,22 +49,43 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
-  float ref_lp[NITEMS]; /* its logprobs (fs_sample_ex) */
-  {
-    fs_options o;
-    gu_outputs r;
-    gu_free(ctx, tp_lp_alloc(ctx, &o));
-    tp_unsharded_lp(ctx, &u, &o, &r, ref_lp);
-    CHECK_MSG(tp_mismatches(ctx, &r, &u.ref, "fs_sample_ex with logprobs") == 0,
-              "logprobs changed the unsharded draw");
-    gu_outputs_free(ctx, &r);
-  }
-
-  static const int ranks[] = {2, 3, 4, 8};
-  for (size_t rl = 0; rl < 2 * sizeof ranks / sizeof *ranks; rl++) {
-    const int R = ranks[rl % 4], with_lp = rl >= 4, no_logits = with_lp && (R == 3 || R == 8);
+  /* Cases 0-3: R = 2, 3, 4, 8 ranks; 4-7: the same with logprobs (3 and 8
+  ** without logits); 8: R = 3 with logprobs and one sample per row (the
+  ** kernels' one-sample paths: wg's held pairs); 9: R = 2 with logprobs and
+  ** a NaN in one W row of the second shard (every logit of that row NaN, so
+  ** the shard's log-sum-exp is NaN, the largest key: every logprob NaN). */
+  static const int ranks[] = {2, 3, 4, 8, 2, 3, 4, 8, 3, 2};
+  for (size_t rl = 0; rl < sizeof ranks / sizeof *ranks; rl++) {
+    const int R = ranks[rl], with_lp = rl >= 4, no_logits = rl == 5 || rl == 7;
+    const int S = rl == 8 ? 1 : TP_S, nan_row = rl == 9 ? (int)((long long)V / 2 + 7) : -1;
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
+    const size_t at = nan_row >= 0 ? (size_t)nan_row * D + 3 : 0; /* the planted element */
+    const uint16_t kept = u.w[at];
+    if (nan_row >= 0) { /* planted in the shared W, restored below */
+      const uint16_t nan = 0x7FC0u; /* bf16 NaN */
+      gu_upload(ctx, u.dw + at * 2, &nan, 2);
+    }
+    /* the unsharded draw of this case and its logprobs (fs_sample_ex) */
+    gu_outputs cref;
+    float ref_lp[NITEMS];
+    const gu_outputs *ref = &u.ref;
+    if (with_lp) {
+      tp_unsharded cu = u;
+      cu.s.num_samples = S;
+      fs_options o;
+      memset(&o, 0, sizeof o);
+      o.size = sizeof o;
+      tp_unsharded_lp(ctx, &cu, &o, &cref, ref_lp);
+      ref = &cref;
+      if (rl < 8)
+        CHECK_MSG(tp_mismatches(ctx, &cref, &u.ref, "fs_sample_ex with logprobs") == 0,
+                  "logprobs changed the unsharded draw");
+      int nans = 0;
+      for (int i = 0; i < B * S; i++) nans += isnan(ref_lp[i]) != 0;
+      CHECK_MSG(nans == (nan_row >= 0 ? B * S : 0), "case %zu: %d unsharded logprobs NaN", rl,
+                nans);
+    }
     tp_shared sh = {R, {{0}}, {0}};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
@@ -71,6 +94,7 @@ int main(void) {
     CUdeviceptr dlp[MAXR];
     for (int k = 0; k < R; k++) {
       tp_rank_open(&rk_[k], &sh, k, &u, start);
+      rk_[k].s.num_samples = S;
       if (!with_lp) continue;
       dlp[k] = tp_lp_alloc(rk_[k].ctx, &opt[k]);
       rk_[k].opt = &opt[k];
@@ -87,15 +111,18 @@ int main(void) {
     for (int k = 0; k < R; k++) {
       char who[48];
       snprintf(who, sizeof who, "R=%d%s rank %d", R, with_lp ? " logprobs" : "", k);
-      if (with_lp) lbad += tp_lp_mismatches(rk_[k].ctx, dlp[k], ref_lp, u.ref.h_logits, who);
-      mism += tp_rank_close(&rk_[k], &u.ref, who);
+      if (with_lp) lbad += tp_lp_mismatches(rk_[k].ctx, dlp[k], ref_lp, ref->h_logits, who);
+      mism += tp_rank_close(&rk_[k], ref, who);
     }
+    if (with_lp) gu_outputs_free(ctx, &cref);
+    if (nan_row >= 0) gu_upload(ctx, u.dw + at * 2, &kept, 2);
     CHECK_MSG(mism == 0, "R=%d: %d mismatches", R, mism);
     CHECK_MSG(lbad == 0, "R=%d: %d logprobs wrong", R, lbad);
     printf("R=%d ranks (shards starting at", R);
     for (int k = 0; k < R; k++) printf(" %d", start[k]);
-    printf(")%s: %s\n",
+    printf(")%s%s%s: %s\n",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
+           S == 1 ? ", one sample a row" : "", nan_row >= 0 ? ", a NaN logit in every row" : "",
            mism || lbad ? "MISMATCH"
            : no_logits  ? "tokens, keys and logprobs as the unsharded call's"
            : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
