@@ -37,6 +37,14 @@
 ** logprobs, whose misaligned pointer is then never read), and options with
 ** logprobs.
 **
+** The tensor-parallel calls' collectives, as an engine's callback sees them
+** (one rank, an in-place callback that records each call and reduces
+** nothing): fs_sample_tp_ex() with logits asks for a max of B*S keys, then
+** a sum of B*S floats; without logits the max alone; with logprobs a max
+** and a sum of B*S + B each, with or without logits; a callback that fails
+** on its second call gives FS_CUDA naming the sum.  On a GPU the one-rank
+** tokens are fs_sample()'s.
+**
 ** Kernel selection failures, forced with FS_VARIANT in a fresh context each
 ** (FS_VARIANT is read when a shape is first prepared), all derived from this
 ** GPU's default variant name: a name that is not a variant, one that breaks
@@ -239,6 +247,67 @@ static int never_allreduce(void *user, void *buf, size_t count, int op, void *st
   (void)user, (void)buf, (void)count, (void)op, (void)stream;
   g_allreduce_calls++;
   return 1;
+}
+
+/* The collectives of a tensor-parallel call, recorded by rec_allreduce. */
+static struct {
+  int n, fail_at; /* calls so far; the call (1-based) that fails, 0 none */
+  size_t count[4];
+  int op[4];
+} g_rec;
+
+/* One rank's in-place all-reduce: nothing to reduce; records the call. */
+static int rec_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)stream;
+  if (g_rec.n < 4) g_rec.count[g_rec.n] = count, g_rec.op[g_rec.n] = op;
+  return ++g_rec.n == g_rec.fail_at;
+}
+
+/* fs_sample_tp_ex with opt (NULL: none), with or without logits, failing
+** at the callback's call fail_at (0: never): its status and collectives
+** must be st, and the n calls (count[i], op[i]). */
+static void expect_collectives(const char *what, const fs_options *opt, int with_logits,
+                               int fail_at, int st, int n, const size_t *count, const int *op) {
+  memset(&g_rec, 0, sizeof g_rec);
+  g_rec.fail_at = fail_at;
+  gu_outputs_poison(g_ctx, &g_o);
+  fs_outputs o = gu_outputs_api(&g_o);
+  if (!with_logits) o.logits = NULL;
+  const int got = fs_sample_tp_ex(g_ctx, &g_p, &g_s, opt, &o, rec_allreduce, NULL, NULL);
+  const char *msg = got ? fs_last_error(g_ctx) : "";
+  printf("%-44s -> %s, %d collective(s)%s%s\n", what, fs_status_string(got), g_rec.n,
+         got ? ": " : "", msg);
+  CHECK_MSG(got == st, "%s: %s (%d), want %s: %s", what, fs_status_string(got), got,
+            fs_status_string(st), msg);
+  int same = g_rec.n == n;
+  for (int i = 0; same && i < n; i++) same = g_rec.count[i] == count[i] && g_rec.op[i] == op[i];
+  CHECK_MSG(same, "%s: %d collective(s), the first (%zu, op %d), want %d (%zu, op %d)", what,
+            g_rec.n, g_rec.count[0], g_rec.op[0], n, count[0], op[0]);
+  if (st) {
+    CHECK_MSG(fs_test_has(msg, "sum"), "%s: the message does not name the sum: %s", what, msg);
+    return;
+  }
+  if (gu_fake_driver()) return;
+  gu_outputs_fetch(g_ctx, &g_o);
+  int diff = 0;
+  for (int i = 0; i < TB * TS; i++) diff += g_o.h_tokens[i] != g_tok[i];
+  CHECK_MSG(diff == 0, "%s: %d tokens differ from fs_sample's", what, diff);
+}
+
+static void test_tp_collectives(void) {
+  const size_t n = TB * TS, nl = TB * TS + TB;
+  const size_t c2[] = {n, n}, c1[] = {n}, cl[] = {nl, nl};
+  const int ops[] = {FS_REDUCE_MAX_U64, FS_REDUCE_SUM_F32};
+  fs_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.size = sizeof opt;
+  expect_collectives("fs_sample_tp_ex, logits", NULL, 1, 0, FS_OK, 2, c2, ops);
+  expect_collectives("fs_sample_tp_ex, no logits", NULL, 0, 0, FS_OK, 1, c1, ops);
+  opt.logprobs = (float *)gu_ptr(g_lp);
+  expect_collectives("fs_sample_tp_ex, logprobs and logits", &opt, 1, 0, FS_OK, 2, cl, ops);
+  expect_collectives("fs_sample_tp_ex, logprobs, no logits", &opt, 0, 0, FS_OK, 2, cl, ops);
+  expect_collectives("fs_sample_tp_ex, logprobs, the sum fails", &opt, 0, 2, FS_CUDA, 2, cl, ops);
+  check_valid_call(g_ctx, "a failed collective");
 }
 
 /* One fs_sample_ex call (tp: fs_sample_tp_ex, whose collective must not be
@@ -620,6 +689,7 @@ int main(void) {
   test_context_args();
   test_sample_args();
   test_options_args();
+  test_tp_collectives();
   test_variant_failures();
 
   gu_free(g_ctx, g_mask);
