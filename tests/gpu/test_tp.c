@@ -49,15 +49,18 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
-  /* Cases 0-3: R = 2, 3, 4, 8 ranks; 4-7: the same with logprobs (3 and 8
-  ** without logits); 8: R = 3 with logprobs and one sample per row (the
-  ** kernels' one-sample paths: wg's held pairs); 9: R = 2 with logprobs and
-  ** a NaN in one W row of the second shard (every logit of that row NaN, so
-  ** the shard's log-sum-exp is NaN, the largest key: every logprob NaN). */
-  static const int ranks[] = {2, 3, 4, 8, 2, 3, 4, 8, 3, 2};
-  for (size_t rl = 0; rl < sizeof ranks / sizeof *ranks; rl++) {
-    const int R = ranks[rl], with_lp = rl >= 4, no_logits = rl == 5 || rl == 7;
-    const int S = rl == 8 ? 1 : TP_S, nan_row = rl == 9 ? (int)((long long)V / 2 + 7) : -1;
+  /* The cases: R ranks, with logprobs, without logits, S samples a row (1:
+  ** the kernels' one-sample paths, wg's held pairs), and a NaN planted in one
+  ** W row of the second shard (every logit of that row NaN, so the shard's
+  ** log-sum-exp is NaN, the largest key: every logprob NaN). */
+  static const struct {
+    int R, with_lp, no_logits, S, nan;
+  } cases[] = {{2, 0, 0, TP_S, 0}, {3, 0, 0, TP_S, 0}, {4, 0, 0, TP_S, 0}, {8, 0, 0, TP_S, 0},
+               {2, 1, 0, TP_S, 0}, {3, 1, 1, TP_S, 0}, {4, 1, 0, TP_S, 0}, {8, 1, 1, TP_S, 0},
+               {3, 1, 0, 1, 0},    {2, 1, 0, TP_S, 1}};
+  for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
+    const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
+    const int S = cases[rl].S, nan_row = cases[rl].nan ? (int)((long long)V / 2 + 7) : -1;
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
     const size_t at = nan_row >= 0 ? (size_t)nan_row * D + 3 : 0; /* the planted element */
@@ -78,7 +81,7 @@ int main(void) {
       o.size = sizeof o;
       tp_unsharded_lp(ctx, &cu, &o, &cref, ref_lp);
       ref = &cref;
-      if (rl < 8)
+      if (S == TP_S && nan_row < 0) /* u.ref's own call, logprobs asked for */
         CHECK_MSG(tp_mismatches(ctx, &cref, &u.ref, "fs_sample_ex with logprobs") == 0,
                   "logprobs changed the unsharded draw");
       int nans = 0;
