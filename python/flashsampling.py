@@ -60,12 +60,14 @@ class Outputs(ctypes.Structure):
 class Options(ctypes.Structure):
     """fs_options: size is set by the constructor; token_mask is [B, stride] words,
     logprobs [B, S] floats (device pointers for Context.sample, host ones for
-    reference_sample)."""
+    reference_sample); logit_softcap 0 (none) or c > 0: logits c tanh(z / c)."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
-                ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p)]
+                ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
+                ("logit_softcap", ctypes.c_float)]
 
-    def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None):
-        super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs)
+    def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0):
+        super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
+                         logit_softcap)
 
 
 class FlashSamplingError(RuntimeError):
@@ -202,7 +204,7 @@ _TORCH_DTYPES = None  # {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16},
 def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
                  vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
                  return_logits=False, stream=None, out=None, logits_out=None,
-                 logprobs_out=None):
+                 logprobs_out=None, logit_softcap=0.0):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -216,7 +218,9 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     implies return_logits.  The tensors returned are out and logits_out.
     logprobs_out (float32, the same size) receives each draw's log-probability
     under softmax of the raw logits (fs_options.logprobs: no temperature, no
-    mask), computed without the logits in memory."""
+    mask), computed without the logits in memory.  logit_softcap c > 0 makes
+    every logit c tanh(z / c) first (Gemma 2's final_logit_softcapping):
+    the draw, the logits and the logprobs are of the capped logits."""
     import torch  # only here: the rest of the module needs no torch
 
     global _TORCH_DTYPES
@@ -262,10 +266,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     o = Outputs(ptr(tokens, "out", torch.int32, n), ptr(logits, "logits_out", torch.float32, n),
                 None)
     opt = None
-    if token_mask is not None or logprobs_out is not None:
+    if token_mask is not None or logprobs_out is not None or logit_softcap:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
-                      ptr(logprobs_out, "logprobs_out", torch.float32, n))
+                      ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap)
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

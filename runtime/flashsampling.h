@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 1
+#define FS_VERSION_PATCH 2
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.1"
+#define FS_VERSION_STRING "0.3.2"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -107,6 +107,7 @@ typedef enum fs_dtype {
 #define FS_MAX_SAMPLES 65535       /* num_samples */
 #define FS_MAX_DRAWS (1 << 30)     /* B x num_samples */
 #define FS_MIN_TEMPERATURE 1e-30f  /* the least T > 0: z / T stays finite in fp32 */
+#define FS_MIN_SOFTCAP 1e-30f      /* the least logit_softcap > 0: 1 / c is finite */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -168,7 +169,7 @@ typedef struct fs_outputs {
 ** A later library reads only the fields that `size` covers, so a program
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
-** and this one) is rejected.
+** 0.3.0's, which ends before logit_softcap, and this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -201,13 +202,22 @@ typedef struct fs_outputs {
 **    rank passes its own array, and every rank gets the same values.  All
 **    ranks of a call ask for logprobs or none does (their all-reduces have B
 **    more elements with them: ranks that disagree would reduce buffers of
-**    different lengths).  4-byte aligned device memory, or NULL. */
+**    different lengths).  4-byte aligned device memory, or NULL.
+**  - logit_softcap (since 0.3.2; the 0.3.0 struct ends before it): 0 for
+**    none, else c, finite and >= FS_MIN_SOFTCAP: every logit z of the call becomes
+**    c tanh(z / c) before anything else reads it (the token mask, the
+**    temperature, the noise, greedy rows' argmax, logprobs' log-sum-exp and
+**    outputs->logits are all of the capped logits), as Gemma 2 (c = 30) and
+**    Grok-1 ask of their final logits.  tanh is CUDA's tanhf in fp32 (2 ulp)
+**    of z times 1 / c; +-inf become +-c, NaN stays NaN.  The tensor-parallel
+**    calls cap every shard alike, so every rank must pass the same c. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
   int64_t token_mask_stride;  /* words between rows, >= ceil((vocab_offset + V) / 32);
                                  0 means exactly that */
   float *logprobs;            /* device [B, num_samples] or NULL (since 0.3.0) */
+  float logit_softcap;        /* 0 (none) or c > 0: z becomes c tanh(z / c) (since 0.3.2) */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

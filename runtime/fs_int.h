@@ -168,6 +168,7 @@ typedef struct fs_opts {
   const uint32_t *words;
   long long stride; /* words between rows */
   float *logprobs;  /* [B, S] device (host for the reference) or NULL */
+  float softcap;    /* fs_options.logit_softcap: 0 or c > 0, logits c tanh(z / c) */
   int lse_pairs;    /* the kernel leaves the (m, l) pairs of every (row, chunk) in the
                        workspace (fs_workspace_lse_at) without writing logprobs: the
                        tensor-parallel calls with logprobs (tp.c) */

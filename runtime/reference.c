@@ -31,7 +31,9 @@
 ** m is +-inf offers its first token equal to m with score m, one of NaNs its
 ** first token with score NaN.  The winner is the best group's pick.
 ** A token mask (fs_options) sets z = -inf for every token of a row whose bit
-** is 0, before all of the above.
+** is 0, before all of the above; a logit_softcap c > 0 makes every z
+** c tanh(z / c) first (in double, so the logprobs' log-sum-exp and the
+** returned logits are of the capped logits too).
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -228,6 +230,8 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
         a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
       }
       double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
+      if (m->softcap > 0.0f)
+        for (j = 0; j < nv; j++) acc[j] = m->softcap * tanh(acc[j] / m->softcap);
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
       double *lm = sc->lse + 2 * i, *ll = lm + 1; /* the raw logits' log-sum-exp, online */
       for (j = 0; j < nv; j++) {

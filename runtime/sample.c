@@ -229,6 +229,7 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   prm.noise = ctx->noise;
   prm.temperature = s->temperature;
   prm.temperatures = s->temperatures;
+  if (m) prm.softcap = m->softcap;
   if (m && m->words) {
     prm.mask = m->words;
     prm.mask_stride = m->stride;

@@ -7,6 +7,7 @@
 #include "fs_int.h"
 #include "fs_rng.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -111,13 +112,21 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
                         fs_opts *m) {
   memset(m, 0, sizeof *m);
   if (!o) return FS_OK;
-  /* the sizes of fs_options that have been: 0.2's (up to token_mask_stride)
-  ** and 0.3's (logprobs) */
+  /* the sizes of fs_options that have been: 0.2's (up to token_mask_stride),
+  ** 0.3.0's (logprobs) and 0.3.2's (logit_softcap) */
   const size_t size02 = offsetof(fs_options, logprobs);
-  if (o->size != sizeof(fs_options) && o->size != size02)
+  const size_t size030 = offsetof(fs_options, logit_softcap);
+  if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.2 header; a larger one is from a newer "
-               "header)", o->size, sizeof(fs_options), size02);
+               "(%zu in this library, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger "
+               "one is from a newer header)", o->size, sizeof(fs_options), size030, size02);
+  if (o->size > size030) {
+    const float c = o->logit_softcap;
+    if (!(c == 0.0f || (c >= FS_MIN_SOFTCAP && c <= FLT_MAX)))
+      return BAD("options->logit_softcap=%g: must be 0 (none) or finite and >= %g (logits "
+                 "become c tanh(z / c))", (double)c, (double)FS_MIN_SOFTCAP);
+    m->softcap = c;
+  }
   if (o->size > size02 && o->logprobs) {
     if (misaligned(o->logprobs, 4))
       return BAD("options->logprobs=%p: must be 4-byte aligned", (void *)o->logprobs);

@@ -7,7 +7,7 @@
 **   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
-**           [--logprobs 0|1]
+**           [--logprobs 0|1] [--softcap C]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
@@ -17,6 +17,8 @@
 ** --logprobs 1 asks every call for the draws' logprobs (fs_options.logprobs)
 ** and prints the first few; with --check 1 they are compared with the
 ** reference's too (within 1e-3).
+** --softcap C caps every logit to C tanh(z / C) (fs_options.logit_softcap;
+** 0, the default, for none); the library checks C.
 */
 #include "fs_tools.h"
 
@@ -35,12 +37,14 @@ typedef struct args {
   int noise; /* fs_noise_mode */
   double mask_density; /* 0: no token mask */
   int logprobs;        /* 1: fs_options.logprobs */
+  float softcap;       /* fs_options.logit_softcap (0: none) */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
-  "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"
+  "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
+  "               [--softcap C]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -53,7 +57,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -66,7 +70,8 @@ static int parse(int argc, char **argv, args *a) {
     }
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
-                                             "--noise", "--mask-density", "--logprobs", NULL};
+                                             "--noise", "--mask-density", "--logprobs",
+                                             "--softcap", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -106,6 +111,10 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
+    } else if (!strcmp(k, "--softcap")) {
+      char *end;
+      a->softcap = strtof(v, &end);
+      if (end == v || *end) return bad("--softcap %s: not a number", v);
     } else if (!strcmp(k, "--logprobs")) {
       st = int_arg(k, v, 0, 1, &a->logprobs);
     } else {
@@ -158,7 +167,7 @@ static int run_cpu(const args *a) {
   size_t words;
   uint32_t *mask = make_mask(a, &words);
   if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
-  fs_options opt = {sizeof opt, mask, 0, NULL};
+  fs_options opt = {sizeof opt, mask, 0, NULL, a->softcap};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -195,7 +204,7 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  const fs_options opt = {sizeof opt, mask, 0, rlp};
+  const fs_options opt = {sizeof opt, mask, 0, rlp, a->softcap};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -236,7 +245,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
   const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0,
-                          (float *)(uintptr_t)dlp};
+                          (float *)(uintptr_t)dlp, a->softcap};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -268,6 +277,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   printf("floor: %.1f us (W bytes / measured read bandwidth %.2f TB/s) -> time/floor %.3f\n",
          floor_us, bw / 1e12, us / floor_us);
   if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
+  if (a->softcap > 0.0f) printf("logit soft-cap: %g tanh(z / %g)\n", a->softcap, a->softcap);
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);

@@ -28,14 +28,17 @@
 ** the value and the rule; fs_sample_tp_ex() refuses a bad stride, a stride
 ** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
 ** bad size before any collective is called; logprobs misaligned by 2 bytes
-** names logprobs, in fs_sample_tp_ex() too (before any collective);
+** names logprobs, in fs_sample_tp_ex() too (before any collective); a
+** logit_softcap of -1, NaN, +-inf or 1e-31 (below FS_MIN_SOFTCAP) names
+** logit_softcap, the value and the rule, in fs_sample_tp_ex() too;
 ** fs_reference_sample_ex() refuses a
 ** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
 ** fs_sample()'s tokens, keys and logits bit for bit: NULL options, options
 ** with a NULL token_mask, and a mask of all ones with stride 0, 32 (the
 ** minimum) and 40 (padding words); 0.2's options (the size ending before
-** logprobs, whose misaligned pointer is then never read), and options with
-** logprobs.
+** logprobs, whose misaligned pointer is then never read), 0.3.0's (the
+** size ending before logit_softcap, whose NaN is then never read), options
+** with logprobs and options with logit_softcap -0 (none).
 **
 ** The tensor-parallel calls' collectives, as an engine's callback sees them
 ** (one rank, an in-place callback that records each call and reduces
@@ -439,8 +442,29 @@ static void test_options_args(void) {
   expect_bad_options("fs_sample_tp_ex, logprobs misaligned by 2", 1, &opt, "options->logprobs",
                      "4-byte", NULL);
 
+  /* logit_softcap (0.3.2): negative, NaN, infinite, below FS_MIN_SOFTCAP */
+  static const float bad_caps[] = {-1.0f, NAN, INFINITY, -INFINITY, 1e-31f};
+  for (size_t i = 0; i < sizeof bad_caps / sizeof *bad_caps; i++) {
+    opt = options_of(full, NULL, 0);
+    opt.logit_softcap = bad_caps[i];
+    snprintf(needle, sizeof needle, "options->logit_softcap=%g", (double)bad_caps[i]);
+    snprintf(what, sizeof what, "logit_softcap %g", (double)bad_caps[i]);
+    expect_bad_options(what, 0, &opt, needle, "finite", NULL);
+  }
+  opt = options_of(full, NULL, 0);
+  opt.logit_softcap = -2.0f;
+  expect_bad_options("fs_sample_tp_ex, logit_softcap -2", 1, &opt, "options->logit_softcap=-2",
+                     NULL, NULL);
+
   /* accepted: what allows every token draws as fs_sample */
   expect_same_draw("options NULL", NULL);
+  /* 0.3.0's options (they end before logit_softcap): the cap never read */
+  opt = options_of(offsetof(fs_options, logit_softcap), mask, 0);
+  opt.logit_softcap = NAN;
+  expect_same_draw("0.3.0 options (size without logit_softcap)", &opt);
+  opt = options_of(full, NULL, 0);
+  opt.logit_softcap = -0.0f; /* == 0: none */
+  expect_same_draw("options with logit_softcap -0", &opt);
   /* 0.2's options (they end before logprobs): the mask read, logprobs not */
   opt = options_of(offsetof(fs_options, logprobs), mask, 0);
   opt.logprobs = (float *)plus(gu_ptr(g_lp), 2); /* past the size: never read */

@@ -26,6 +26,7 @@ int main(void) {
   F("Outputs", fs_outputs, keys); END("Outputs", fs_outputs);
   F("Options", fs_options, size); F("Options", fs_options, token_mask);
   F("Options", fs_options, token_mask_stride); F("Options", fs_options, logprobs);
+  F("Options", fs_options, logit_softcap);
   END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;
