@@ -108,6 +108,41 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
   return c;
 }
 
+/* ---- logit soft-capping (fs_options.logit_softcap) ------------------------ */
+/* c tanh(z / c), as CUDA's tanhf (2 ulp) of z times ic = 1 / c. */
+__device__ __forceinline__ float fs_softcap1(float z, float c, float ic) {
+  return c * tanhf(z * ic);
+}
+
+/* With p.softcap = c > 0, caps the N logits z in place (a uniform branch;
+** the wt family caps the values it reads from its accumulators). */
+template <int N>
+__device__ __forceinline__ void fs_softcap_vals(const fs_params &p, float (&z)[N]) {
+  if (!(p.softcap > 0.0f)) return;
+  const float c = p.softcap, ic = 1.0f / c;
+#pragma unroll
+  for (int i = 0; i < N; i++) z[i] = fs_softcap1(z[i], c, ic);
+}
+
+/* With p.softcap = c > 0: caps the staged logits of a tile in place, the
+** TPC * RPT rows of each of `cols` columns (column j at z[j * ld ..]), shared
+** out over threads t = 0 .. nthreads - 1.  The caller calls it only with c
+** set (a uniform branch), after the staging's barrier, and runs that
+** barrier again before anything reads z: so every read (either noise, greedy
+** rows, the log-sum-exp, the winners' logits) sees the capped logits, and
+** calls without it run no instruction more per logit.  A rolled loop: one
+** copy of tanhf's code per kernel. */
+__device__ __forceinline__ void fs_softcap_staged(const fs_params &p, float *z, int cols, int ld,
+                                                  int t, int nthreads) {
+  const float c = p.softcap, ic = 1.0f / c;
+  constexpr int n = TPC * RPT;
+#pragma unroll 1
+  for (int i = t; i < cols * n; i += nthreads) {
+    float *const zi = z + (i / n) * ld + i % n;
+    *zi = fs_softcap1(*zi, c, ic);
+  }
+}
+
 /* The token mask (fs_options): bit j (j < n <= 32) is row b's bit of global
 ** id tok + j, from the word of tok and, where the n ids straddle words, the
 ** next; a word past the one of the last id (vocab_offset + V - 1) is never
@@ -555,7 +590,9 @@ __device__ __forceinline__ float fs_lse_scale(float m2, float m) {
 
 /* Items [first, first + n), n <= FS_RED_ITEMS, by one warp: the max key
 ** over each item's G chunk candidates (and its logit); lane 0 writes.
-** With logprobs, the item's row's G (m, l) pairs are loaded after the
+** With logprobs (p.logprobs set; the tensor-parallel calls leave their
+** pairs, p.lse without p.logprobs, to fsamp_tp_lse), the item's row's G
+** (m, l) pairs are loaded after the
 ** candidates, all in flight together, and merged as a tree: the max of the
 ** m's first, then the l's scaled to it (one exponential a pair), so that no
 ** merge waits on another (a merge per pair after a round trip each made the
@@ -702,13 +739,11 @@ __device__ __forceinline__ float fs_lse_unkey(unsigned long long k) {
 __device__ __forceinline__ void fs_tp_lse_row(const float *lse, int G, int row, int lane,
                                               unsigned long long *key) {
   const float *e = lse + 2 * (size_t)row * G;
-  float m = -__int_as_float(0x7f800000), l = 0.0f;
-  for (int c = lane; c < G; c += 32) m = fmaxf(m, __ldcg(e + 2 * c));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  for (int c = lane; c < G; c += 32)
-    l += __ldcg(e + 2 * c + 1) * fs_lse_scale(__ldcg(e + 2 * c), m);
-  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-  if (lane == 0) *key = fs_lse_key(m + logf(l));
+  fs_lse a = fs_lse_none(); /* each pair loaded once, merged as fs_lse_put merges */
+  for (int c = lane; c < G; c += 32) fs_lse_merge(a, __ldcg(e + 2 * c), __ldcg(e + 2 * c + 1));
+  for (int o = 16; o > 0; o >>= 1)
+    fs_lse_merge(a, __shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.l, o));
+  if (lane == 0) *key = fs_lse_key(a.m + logf(a.l));
 }
 
 /* The small kernels every module carries:

@@ -22,6 +22,12 @@ typedef struct fs_params {
   int row_groups;                    /* ceil(V / 16) */
   int noise;                         /* an fs_noise_mode: 0 per token, 1 groups of 16 */
   float temperature;                 /* used when temperatures == 0 */
+  float softcap;                     /* 0, or c > 0: each logit z becomes c tanh(z / c)
+                                        before anything reads it (fs_options.logit_softcap;
+                                        here, in the padding before the pointers, the
+                                        block's size and the later offsets are 0.3.1's:
+                                        the wt family's 256-column tiles spilled 8 bytes
+                                        at the 168-register limit with it at the end) */
   const float *temperatures;         /* [B] or 0 */
   unsigned long long seed;           /* used when seeds == 0 */
   const unsigned long long *seeds;   /* [B] or 0 */
@@ -41,9 +47,11 @@ typedef struct fs_params {
   long long mask_stride;             /* words between the mask's rows */
   float *logprobs;                   /* [B, S] or 0: log softmax of the raw logits at each
                                         draw's token (fs_options.logprobs) */
-  float *lse;                        /* workspace [B * G] pairs (m, l), with logprobs: per
-                                        (row, chunk) the max raw logit m and the sum of
-                                        exp(z - m) over the chunk's tokens */
+  float *lse;                        /* workspace [B * G] pairs (m, l) or 0: per (row, chunk)
+                                        the max raw logit m and the sum of exp(z - m) over
+                                        the chunk's tokens; set with logprobs, and by the
+                                        tensor-parallel calls with logprobs (where logprobs
+                                        is 0: the pairs are merged over ranks) */
 } fs_params;
 
 #endif /* FS_PARAMS_H */

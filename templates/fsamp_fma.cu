@@ -185,9 +185,14 @@ fsamp_main(const __grid_constant__ fs_params p) {
       z[b * ZP + warp * ROWS + r] = v[i];
     }
     __syncthreads();
-    if (warp == t % WARPS)
+    if (warp == t % WARPS) {
+      if (p.softcap > 0.0f) { /* fs_options.logit_softcap: the epilogue's warp alone */
+        fs_softcap_staged(p, z, TILE_B, ZP, lane, 32);
+        __syncwarp();
+      }
       fs_epilogue(p, z + (ecol < TILE_B ? ecol : 0) * ZP, col, epart * RPT,
                   v_begin + t * TILE_V, v_end, t, chunk, epart == 0);
+    }
   }
 
   fs_last_cta_reduce(p, b0, THREADS);

@@ -193,6 +193,10 @@ fsamp_main(const fs_params p) {
           sZ[(wn * WN + ni * 8 + 2 * (lane & 3) + (q & 1)) * ZP + wm * WM + mi * 16 +
              (lane >> 2) + 8 * (q >> 1)] = acc[mi][ni][q];
     __syncthreads();
+    if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
+      fs_softcap_staged(p, sZ, TILE_B, ZP, tid, THREADS);
+      __syncthreads();
+    }
     fs_epilogue(p, sZ + ecol * ZP, col, epart * RPT, v_begin + t * TILE_V, v_end, t, chunk,
                 epart == 0);
 #pragma unroll

@@ -310,6 +310,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
         stage_acc(sZs, acc, mb, mb + 1, nb);
         epilogue_sync(sg);
+        if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
+          fs_softcap_staged(p, sZs, EPI_B, ZP, etid, ETHREADS);
+          epilogue_sync(sg);
+        }
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
@@ -410,6 +414,10 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
     epilogue_sync(0);
+    if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
+      fs_softcap_staged(p, sZ, EPI_B, ZP, tid, ETHREADS);
+      epilogue_sync(0);
+    }
     if (!fused)
       fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0);
   }

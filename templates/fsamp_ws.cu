@@ -181,6 +181,10 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
             acc[mi][ni][q] = 0.0f;
           }
       consumers_sync();
+      if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
+        fs_softcap_staged(p, sZ, TILE_B, ZP, tid, CTHREADS);
+        consumers_sync();
+      }
       fs_epilogue(p, sZ + ecol * ZP, col, epart * RPT, v_begin + t * TILE_V, v_end, t, chunk,
                   epart == 0);
     }

@@ -14,7 +14,10 @@
 **    2e-5 + 1e-6 |lse| of the unsharded fs_sample_ex's (the shards' sums
 **    are merged in another order) and no guard entry written; R = 3 with
 **    one sample a row; R = 2 with a NaN in one W row of the second shard:
-**    every logprob NaN, as the unsharded call's.
+**    every logprob NaN, as the unsharded call's.  R = 3 and 4 (with
+**    logprobs) with logit_softcap 0.5 on every rank: bitwise the unsharded
+**    fs_sample_ex with it (the cap is elementwise, the same tanhf on every
+**    shard), whose logits lie in [-0.5, 0.5].
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -52,15 +55,19 @@ int main(void) {
   /* The cases: R ranks, with logprobs, without logits, S samples a row (1:
   ** the kernels' one-sample paths, wg's held pairs), and a NaN planted in one
   ** W row of the second shard (every logit of that row NaN, so the shard's
-  ** log-sum-exp is NaN, the largest key: every logprob NaN). */
+  ** log-sum-exp is NaN, the largest key: every logprob NaN), and a logit
+  ** soft-cap (fs_options.logit_softcap, every rank the same c). */
   static const struct {
     int R, with_lp, no_logits, S, nan;
-  } cases[] = {{2, 0, 0, TP_S, 0}, {3, 0, 0, TP_S, 0}, {4, 0, 0, TP_S, 0}, {8, 0, 0, TP_S, 0},
-               {2, 1, 0, TP_S, 0}, {3, 1, 1, TP_S, 0}, {4, 1, 0, TP_S, 0}, {8, 1, 1, TP_S, 0},
-               {3, 1, 0, 1, 0},    {2, 1, 0, TP_S, 1}};
+    float cap;
+  } cases[] = {{2, 0, 0, TP_S, 0, 0}, {3, 0, 0, TP_S, 0, 0}, {4, 0, 0, TP_S, 0, 0},
+               {8, 0, 0, TP_S, 0, 0}, {2, 1, 0, TP_S, 0, 0}, {3, 1, 1, TP_S, 0, 0},
+               {4, 1, 0, TP_S, 0, 0}, {8, 1, 1, TP_S, 0, 0}, {3, 1, 0, 1, 0, 0},
+               {2, 1, 0, TP_S, 1, 0}, {3, 0, 0, TP_S, 0, 0.5f}, {4, 1, 0, TP_S, 0, 0.5f}};
   for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
     const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
     const int S = cases[rl].S, nan_row = cases[rl].nan ? (int)((long long)V / 2 + 7) : -1;
+    const float cap = cases[rl].cap;
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
     const size_t at = nan_row >= 0 ? (size_t)nan_row * D + 3 : 0; /* the planted element */
@@ -73,15 +80,28 @@ int main(void) {
     gu_outputs cref;
     float ref_lp[NITEMS];
     const gu_outputs *ref = &u.ref;
+    if (cap > 0.0f && !with_lp) {
+      fs_options o;
+      memset(&o, 0, sizeof o);
+      o.size = sizeof o;
+      o.logit_softcap = cap;
+      tp_unsharded_draw_ex(ctx, &u, &o, &cref);
+      ref = &cref;
+      int over = 0; /* the capped logits: inside [-cap, cap] */
+      for (int i = 0; i < NITEMS; i++) over += !(fabsf(cref.h_logits[i]) <= cap);
+      CHECK_MSG(over == 0, "fs_sample_ex with logit_softcap %g: %d logits outside it",
+                (double)cap, over);
+    }
     if (with_lp) {
       tp_unsharded cu = u;
       cu.s.num_samples = S;
       fs_options o;
       memset(&o, 0, sizeof o);
       o.size = sizeof o;
+      o.logit_softcap = cap;
       tp_unsharded_lp(ctx, &cu, &o, &cref, ref_lp);
       ref = &cref;
-      if (S == TP_S && nan_row < 0) /* u.ref's own call, logprobs asked for */
+      if (S == TP_S && nan_row < 0 && cap == 0.0f) /* u.ref's own call, logprobs asked for */
         CHECK_MSG(tp_mismatches(ctx, &cref, &u.ref, "fs_sample_ex with logprobs") == 0,
                   "logprobs changed the unsharded draw");
       int nans = 0;
@@ -98,8 +118,15 @@ int main(void) {
     for (int k = 0; k < R; k++) {
       tp_rank_open(&rk_[k], &sh, k, &u, start);
       rk_[k].s.num_samples = S;
+      if (cap > 0.0f && !with_lp) {
+        memset(&opt[k], 0, sizeof opt[k]);
+        opt[k].size = sizeof opt[k];
+        opt[k].logit_softcap = cap;
+        rk_[k].opt = &opt[k];
+      }
       if (!with_lp) continue;
       dlp[k] = tp_lp_alloc(rk_[k].ctx, &opt[k]);
+      opt[k].logit_softcap = cap;
       rk_[k].opt = &opt[k];
       if (no_logits) {
         gu_outputs_free(rk_[k].ctx, &rk_[k].go);
@@ -117,15 +144,16 @@ int main(void) {
       if (with_lp) lbad += tp_lp_mismatches(rk_[k].ctx, dlp[k], ref_lp, ref->h_logits, who);
       mism += tp_rank_close(&rk_[k], ref, who);
     }
-    if (with_lp) gu_outputs_free(ctx, &cref);
+    if (ref != &u.ref) gu_outputs_free(ctx, &cref);
     if (nan_row >= 0) gu_upload(ctx, u.dw + at * 2, &kept, 2);
     CHECK_MSG(mism == 0, "R=%d: %d mismatches", R, mism);
     CHECK_MSG(lbad == 0, "R=%d: %d logprobs wrong", R, lbad);
     printf("R=%d ranks (shards starting at", R);
     for (int k = 0; k < R; k++) printf(" %d", start[k]);
-    printf(")%s%s%s: %s\n",
+    printf(")%s%s%s%s: %s\n",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
            S == 1 ? ", one sample a row" : "", nan_row >= 0 ? ", a NaN logit in every row" : "",
+           cap > 0.0f ? ", logits soft-capped" : "",
            mism || lbad ? "MISMATCH"
            : no_logits  ? "tokens, keys and logprobs as the unsharded call's"
            : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
@@ -162,7 +190,7 @@ int main(void) {
       uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
       for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = i / TP_MW == 4 ? 0u : 0x55555555u;
       CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
-      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL};
+      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL, 0.0f};
       gu_outputs mref;
       tp_unsharded_draw_ex(ctx, &u, &opt, &mref);
       int odd = 0;
