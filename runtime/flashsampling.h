@@ -209,7 +209,9 @@ typedef struct fs_outputs {
 **    temperature, the noise, greedy rows' argmax, logprobs' log-sum-exp and
 **    outputs->logits are all of the capped logits), as Gemma 2 (c = 30) and
 **    Grok-1 ask of their final logits.  tanh is CUDA's tanhf in fp32 (2 ulp)
-**    of z times 1 / c; +-inf become +-c, NaN stays NaN.  The tensor-parallel
+**    of z times 1 / c; +-inf become +-c, NaN stays NaN, and logits beyond
+**    ~9 c all become +-c exactly (tanh rounds to 1 in fp32; greedy rows
+**    take the first of them).  The tensor-parallel
 **    calls cap every shard alike, so every rank must pass the same c. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */

@@ -16,8 +16,12 @@
 **    its token, lse the reference row's log-sum-exp of the capped logits),
 **    as test_logprobs checks it;
 **  - the cap bites: the same call without it gives other tokens for at least
-**    a tenth of the draws (the logits have sd ~4 c, so a kernel that skipped
+**    a tenth of the draws (the logits have sd ~2 c, so a kernel that skipped
 **    the cap, or capped only some tiles, would fail the 99%).
+** Not further out: past |z| ~ 9 c, tanh rounds to 1 in fp32, so such
+** logits all cap to c exactly and a greedy row takes the first of them where
+** the double reference tells them apart (sd 4 c put ~90 of 5011 tokens
+** there: every greedy draw of "mixed" differed, each a near-tie).
 ** Cases, bf16 and fp16, B = 5 and 37 (with FS_TEST_FAMILY, on that family's
 ** variant nearest each B; the families' staged tiles are capped in shared
 ** memory, wt's in registers):
@@ -68,8 +72,8 @@ static void run(fs_context *ctx, const sc_case *cs, int B, int dtype) {
   char what[160];
   snprintf(what, sizeof what, "%s %s B=%d", cs->name, gu_dtype_name(dtype), B);
   const double c = cs->c;
-  gu_lmhead lm; /* logits of sd ~4 c: the cap changes most draws' odds */
-  gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 4.0 * c),
+  gu_lmhead lm; /* logits of sd ~2 c: the cap changes most draws' odds */
+  gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 2.0 * c),
                  0x5cab5ull + (unsigned long long)B * 31u + cs->seed * 7919u);
   gu_lmhead_upload(ctx, &lm);
   const int S = cs->S;
