@@ -109,19 +109,12 @@ __device__ __forceinline__ fs_col fs_col_load(const fs_params &p, int b) {
 }
 
 /* ---- logit soft-capping (fs_options.logit_softcap) ------------------------ */
-/* c tanh(z / c), as CUDA's tanhf (2 ulp) of z times ic = 1 / c. */
+/* c tanh(z / c), as CUDA's tanhf (2 ulp) of z times ic = 1 / c, which the
+** callers take from __fdividef (rcp.approx, 1 ulp): the correctly rounded
+** 1.0f / c is a called subroutine, and its call made the wt family's
+** 128-accumulator tiles spill. */
 __device__ __forceinline__ float fs_softcap1(float z, float c, float ic) {
   return c * tanhf(z * ic);
-}
-
-/* With p.softcap = c > 0, caps the N logits z in place (a uniform branch;
-** the wt family caps the values it reads from its accumulators). */
-template <int N>
-__device__ __forceinline__ void fs_softcap_vals(const fs_params &p, float (&z)[N]) {
-  if (!(p.softcap > 0.0f)) return;
-  const float c = p.softcap, ic = 1.0f / c;
-#pragma unroll
-  for (int i = 0; i < N; i++) z[i] = fs_softcap1(z[i], c, ic);
 }
 
 /* With p.softcap = c > 0: caps the staged logits of a tile in place, the
@@ -134,7 +127,7 @@ __device__ __forceinline__ void fs_softcap_vals(const fs_params &p, float (&z)[N
 ** copy of tanhf's code per kernel. */
 __device__ __forceinline__ void fs_softcap_staged(const fs_params &p, float *z, int cols, int ld,
                                                   int t, int nthreads) {
-  const float c = p.softcap, ic = 1.0f / c;
+  const float c = p.softcap, ic = __fdividef(1.0f, c);
   constexpr int n = TPC * RPT;
 #pragma unroll 1
   for (int i = t; i < cols * n; i += nthreads) {

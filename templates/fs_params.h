@@ -24,10 +24,8 @@ typedef struct fs_params {
   float temperature;                 /* used when temperatures == 0 */
   float softcap;                     /* 0, or c > 0: each logit z becomes c tanh(z / c)
                                         before anything reads it (fs_options.logit_softcap;
-                                        here, in the padding before the pointers, the
-                                        block's size and the later offsets are 0.3.1's:
-                                        the wt family's 256-column tiles spilled 8 bytes
-                                        at the 168-register limit with it at the end) */
+                                        in the padding before the pointers, so that the
+                                        block's size and later offsets stay 0.3.1's) */
   const float *temperatures;         /* [B] or 0 */
   unsigned long long seed;           /* used when seeds == 0 */
   const unsigned long long *seeds;   /* [B] or 0 */

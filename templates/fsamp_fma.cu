@@ -186,8 +186,8 @@ fsamp_main(const __grid_constant__ fs_params p) {
     }
     __syncthreads();
     if (warp == t % WARPS) {
-      if (p.softcap > 0.0f) { /* fs_options.logit_softcap: the epilogue's warp alone */
-        fs_softcap_staged(p, z, TILE_B, ZP, lane, 32);
+      if (p.softcap > 0.0f) { /* fs_options.logit_softcap: each column by its TPC lanes */
+        if (ecol < TILE_B) fs_softcap_staged(p, z + ecol * ZP, 1, ZP, epart, TPC);
         __syncwarp();
       }
       fs_epilogue(p, z + (ecol < TILE_B ? ecol : 0) * ZP, col, epart * RPT,

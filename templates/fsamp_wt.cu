@@ -230,7 +230,19 @@ __device__ __forceinline__ void group_vals(const float (&acc)[MB][NACC], int c,
 }
 #undef FS_GV
 
-
+/* With p.softcap = c > 0 (fs_options.logit_softcap; the caller's uniform
+** branch): the thread's accumulators capped in place, c tanh(z / c), before
+** the tile's folds, log-sum-exps and greedy rows read them.  Unrolled, so
+** that they stay in registers (capping the values each fold reads instead,
+** through group_vals, spilled the 128-accumulator tiles at Llama's
+** vocabulary: three copies of the cap beside the folds' live values). */
+__device__ __forceinline__ void softcap_acc(const fs_params &p, float (&acc)[MB][NACC]) {
+  const float c = p.softcap, ic = __fdividef(1.0f, c);
+#pragma unroll
+  for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+    for (int i = 0; i < NACC; i++) acc[mb][i] = fs_softcap1(acc[mb][i], c, ic);
+}
 
 /* Word j (0..3) of a Philox output, without indexing (no local memory). */
 __device__ __forceinline__ unsigned fs_word(const fs_philox_out &r, unsigned j) {
@@ -459,43 +471,6 @@ __device__ __forceinline__ void lse_row(const fs_params &p, const float (&a)[NAC
   fs_lse_put(p, c, chunk, fold, leader, l);
 }
 
-/* lse_row for soft-capped logits (fs_options.logit_softcap): row r's
-** values through group_vals, eight at a time, capped and merged into the
-** lane's pair (columns from v_end on left out), then fs_lse_put.  A rolled
-** loop: lse_pair's unrolled passes with a cap per logit would be 64 copies
-** of tanhf per pass.  Every lane of the warp calls it. */
-__device__ __forceinline__ void lse_row_capped(const fs_params &p, const float (&acc)[MB][NACC],
-                                               int r, const fs_col &c, int vrow0, int v_end,
-                                               int chunk, bool fold, bool leader) {
-  const float ninf = -__int_as_float(0x7f800000);
-  const int q = (int)(threadIdx.x & 3u);
-  fs_lse a = fs_lse_none();
-#pragma unroll 1
-  for (int k = 0; k < NG; k += 2) {
-    float z[8]; /* z[4 g + e]: tile column 16 (k + g) + 8 (e / 2) + 2 q + e % 2 */
-    group_vals<2>(acc, (r * NG + k) / 2, z);
-    fs_softcap_vals(p, z);
-    float m = ninf, l = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      if (vrow0 + 16 * (k + i / 4) + 8 * ((i / 2) & 1) + 2 * q + (i & 1) >= v_end) z[i] = ninf;
-      m = fmaxf(m, z[i]);
-    }
-    if (m > ninf) {
-      const float mc = m * FS_L2E;
-#pragma unroll
-      for (int i = 0; i < 8; i++) l += fs_lse_term(z[i], mc);
-      l = fs_lse_fix(l, m, mc);
-    } else { /* no number: NaN if any is NaN */
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        if (z[i] != z[i]) l = z[i];
-    }
-    fs_lse_merge(a, m, l);
-  }
-  fs_lse_put(p, c, chunk, fold, leader, a);
-}
-
 /* Row r of the tile (its first W row vrow0), sample s, into the lane's best:
 ** grouped rows (FS_NOISE_GROUP16 and T > 0) by quad_transpose and fold_group,
 ** the others by fold_tokens (greedy rows with noise false); lanes whose row
@@ -517,7 +492,6 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
           fs_noise_group(c.seed, c.off, (tok0 >> 4) + (unsigned)k, s, c.tag);
       float z[16];
       group_vals<4>(acc, (r * NG + k0) / 4, z);
-      fs_softcap_vals(p, z);
       quad_transpose(z);
       if (grouped && nv > 0 && p.mask) { /* the token mask: masked logits -inf */
         fs_mask_logits<16>(z, fs_mask_bits<16>(p, c.b, tok0 + 16u * (unsigned)k));
@@ -539,7 +513,6 @@ __device__ __forceinline__ void fold_row(const fs_params &p, const float (&acc)[
     for (int k = 0; k < NG; k += 2) {
       float z[8];
       group_vals<2>(acc, (r * NG + k) / 2, z);
-      fs_softcap_vals(p, z);
 #pragma unroll
       for (int t = 0; t < 2; t++) {
         const float zt[4] = {z[4 * t], z[4 * t + 1], z[4 * t + 2], z[4 * t + 3]};
@@ -581,6 +554,7 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
   for (int j = 0; j < nt; j++) {
     for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, it, kt, g, rank);
     mma_drain(empty, it, rank);
+    if (p.softcap > 0.0f) softcap_acc(p, acc); /* fs_options.logit_softcap */
     const int vrow0 = sp.v0 + j * TILE_V;
     for (int s = 0; s < p.num_samples; s++) {
       unsigned fastrows = 0u; /* rows left to fold_greedy */
@@ -590,10 +564,9 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
         const fs_col col = fs_col_load(p, b0 + acc_row(r));
         fs_best b = fused ? sbest[r * CTHREADS + tid] : fs_best_none();
         /* greedy rows of whole tiles, once a best has a number: unrolled
-        ** (three instructions per logit) in fold_greedy below (unmasked,
-        ** uncapped: it reads the accumulators as they are) */
-        const bool fast = fused && col.greedy && !p.mask && !(p.softcap > 0.0f) &&
-                          vrow0 + TILE_V <= sp.v_end && b.s == b.s;
+        ** (three instructions per logit) in fold_greedy below (unmasked) */
+        const bool fast =
+            fused && col.greedy && !p.mask && vrow0 + TILE_V <= sp.v_end && b.s == b.s;
         fastrows |= (unsigned)fast << r;
         if (__any_sync(0xffffffffu, !fast))
           fold_row(p, acc, r, col, vrow0, sp.v_end, (unsigned)s, fast, b);
@@ -610,12 +583,7 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
           sbest[r * CTHREADS + tid] = b;
         }
     }
-    if (p.lse && p.softcap > 0.0f)
-#pragma unroll 1
-      for (int r = 0; r < NROWS; r++)
-        lse_row_capped(p, acc, r, fs_col_load(p, b0 + acc_row(r)), vrow0, sp.v_end, chunk, j > 0,
-                       leader);
-    else if (p.lse)
+    if (p.lse)
 #pragma unroll
       for (int r = 0; r < NROWS; r++)
         lse_row(p, acc[r >> 1], r & 1, fs_col_load(p, b0 + acc_row(r)), vrow0, sp.v_end, chunk,
