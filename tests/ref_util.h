@@ -147,4 +147,33 @@ static inline fs_sampling ref_random_sampling(int it, int B, int max_samples, fl
   return s;
 }
 
+/* A [B, stride] mask, each bit of ids [0, vocab_offset + V) set with
+** probability dens; row 1 (if B > 1) allows one token, row 2 (if B > 2)
+** none; words past the vocabulary all ones (the kernel must not read them as
+** allowing anything it draws). */
+static inline uint32_t *ref_make_mask(const fs_problem *p, long long stride, double dens,
+                                      unsigned long long *st) {
+  uint32_t *m = ref_xalloc(sizeof(uint32_t) * (size_t)(p->batch * stride));
+  const long long end = p->vocab_offset + p->vocab;
+  for (int b = 0; b < p->batch; b++)
+    for (long long w = 0; w < stride; w++) {
+      uint32_t x = 0;
+      for (int i = 0; i < 32; i++) {
+        const long long t = w * 32 + i;
+        const int on = t >= end || (double)(fs_test_rand(st) >> 11) * 0x1p-53 < dens;
+        x |= (uint32_t)on << i;
+      }
+      m[b * stride + w] = x;
+    }
+  for (int b = 1; b < p->batch && b < 3; b++) {
+    for (long long t = p->vocab_offset; t < end; t++)
+      m[b * stride + t / 32] &= ~(1u << (t % 32));
+    if (b == 1) {
+      const long long t = p->vocab_offset + p->vocab / 2;
+      m[b * stride + t / 32] |= 1u << (t % 32);
+    }
+  }
+  return m;
+}
+
 #endif /* FS_REF_UTIL_H */

@@ -35,35 +35,6 @@ static int allowed(const uint32_t *m, long long stride, int b, long long t) {
   return (int)(m[b * stride + t / 32] >> (t % 32) & 1u);
 }
 
-/* A [B, stride] mask, each bit of ids [0, vocab_offset + V) set with
-** probability dens; row 1 (if B > 1) allows one token, row 2 (if B > 2)
-** none; words past the vocabulary all ones (the kernel must not read them as
-** allowing anything it draws). */
-static uint32_t *make_mask(const fs_problem *p, long long stride, double dens,
-                           unsigned long long *st) {
-  uint32_t *m = ref_xalloc(sizeof(uint32_t) * (size_t)(p->batch * stride));
-  const long long end = p->vocab_offset + p->vocab;
-  for (int b = 0; b < p->batch; b++)
-    for (long long w = 0; w < stride; w++) {
-      uint32_t x = 0;
-      for (int i = 0; i < 32; i++) {
-        const long long t = w * 32 + i;
-        const int on = t >= end || (double)(fs_test_rand(st) >> 11) * 0x1p-53 < dens;
-        x |= (uint32_t)on << i;
-      }
-      m[b * stride + w] = x;
-    }
-  for (int b = 1; b < p->batch && b < 3; b++) {
-    for (long long t = p->vocab_offset; t < end; t++)
-      m[b * stride + t / 32] &= ~(1u << (t % 32));
-    if (b == 1) {
-      const long long t = p->vocab_offset + p->vocab / 2;
-      m[b * stride + t / 32] |= 1u << (t % 32);
-    }
-  }
-  return m;
-}
-
 /* The oracle's draw of (b, sample): argmax of the scores, masked logits -inf,
 ** ties to the smaller id. */
 static void oracle(const fs_problem *p, const fs_sampling *s, const uint32_t *m, long long stride,
@@ -103,7 +74,7 @@ static void test_oracle(void) {
     uint64_t seeds[5], offsets[5];
     fs_sampling s = ref_random_sampling(it, B, 3, temps, seeds, offsets, &st);
     const long long need = (pr.p.vocab_offset + V + 31) / 32, stride = need + it % 2;
-    uint32_t *m = make_mask(&pr.p, stride, 0.3, &st);
+    uint32_t *m = ref_make_mask(&pr.p, stride, 0.3, &st);
     const fs_options opt = {sizeof opt, m, it % 2 ? stride : 0, NULL, 0.0f};
     const int S = s.num_samples;
     ref_outs o = ref_outs_new((size_t)B * S);

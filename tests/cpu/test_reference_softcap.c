@@ -88,30 +88,6 @@ static double oracle_lse(const double *z, int V) {
   return mx + log(sum);
 }
 
-/* A [B, stride] mask, each bit of ids [0, vocab_offset + V) set with
-** probability 1/2; row 1 (if B > 1) allows one token, row 2 (if B > 2) none;
-** words past the vocabulary all ones. */
-static uint32_t *make_mask(const fs_problem *p, long long stride, unsigned long long *st) {
-  uint32_t *m = ref_xalloc(sizeof(uint32_t) * (size_t)(p->batch * stride));
-  const long long end = p->vocab_offset + p->vocab;
-  for (int b = 0; b < p->batch; b++)
-    for (long long w = 0; w < stride; w++) {
-      uint32_t x = (uint32_t)fs_test_rand(st);
-      for (int i = 0; i < 32; i++)
-        if (w * 32 + i >= end) x |= 1u << i;
-      m[b * stride + w] = x;
-    }
-  for (int b = 1; b < p->batch && b < 3; b++) {
-    for (long long t = p->vocab_offset; t < end; t++)
-      m[b * stride + t / 32] &= ~(1u << (t % 32));
-    if (b == 1) {
-      const long long t = p->vocab_offset + p->vocab / 2;
-      m[b * stride + t / 32] |= 1u << (t % 32);
-    }
-  }
-  return m;
-}
-
 /* One FS_NOISE_TOKEN draw of the oracle. */
 typedef struct odraw {
   int32_t token; /* global id */
@@ -309,7 +285,7 @@ static void test_oracle(void) {
     uint64_t seeds[6], offsets[6];
     const fs_sampling s = ref_random_sampling(it, B, 8, temps, seeds, offsets, &st);
     const long long stride = (voff + V + 31) / 32 + it % 2;
-    uint32_t *m = it % 3 == 1 ? make_mask(&pr.p, stride, &st) : NULL;
+    uint32_t *m = it % 3 == 1 ? ref_make_mask(&pr.p, stride, 0.5, &st) : NULL;
     char what[160];
     snprintf(what, sizeof what, "problem %d (%s B=%d D=%d V=%d off=%lld S=%d c=%g%s%s)", it,
              dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", B, D, V, voff, (int)s.num_samples,
