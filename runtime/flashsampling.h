@@ -108,6 +108,7 @@ typedef enum fs_dtype {
 #define FS_MAX_DRAWS (1 << 30)     /* B x num_samples */
 #define FS_MIN_TEMPERATURE 1e-30f  /* the least T > 0: z / T stays finite in fp32 */
 #define FS_MIN_SOFTCAP 1e-30f      /* the least logit_softcap > 0: 1 / c is finite */
+#define FS_MAX_SOFTCAP 1e30f       /* the largest: the kernels' fast 1 / c stays normal */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -204,7 +205,7 @@ typedef struct fs_outputs {
 **    more elements with them: ranks that disagree would reduce buffers of
 **    different lengths).  4-byte aligned device memory, or NULL.
 **  - logit_softcap (since 0.3.2; the 0.3.0 struct ends before it): 0 for
-**    none, else c, finite and >= FS_MIN_SOFTCAP: every logit z of the call becomes
+**    none, else c in [FS_MIN_SOFTCAP, FS_MAX_SOFTCAP]: every logit z of the call becomes
 **    c tanh(z / c) before anything else reads it (the token mask, the
 **    temperature, the noise, greedy rows' argmax, logprobs' log-sum-exp and
 **    outputs->logits are all of the capped logits), as Gemma 2 (c = 30) and

@@ -7,7 +7,6 @@
 #include "fs_int.h"
 #include "fs_rng.h"
 
-#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,9 +121,11 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
                "one is from a newer header)", o->size, sizeof(fs_options), size030, size02);
   if (o->size > size030) {
     const float c = o->logit_softcap;
-    if (!(c == 0.0f || (c >= FS_MIN_SOFTCAP && c <= FLT_MAX)))
-      return BAD("options->logit_softcap=%g: must be 0 (none) or finite and >= %g (logits "
-                 "become c tanh(z / c))", (double)c, (double)FS_MIN_SOFTCAP);
+    /* past 2^126 the kernels' fast reciprocal (__fdividef) of c is 0 */
+    if (!(c == 0.0f || (c >= FS_MIN_SOFTCAP && c <= FS_MAX_SOFTCAP)))
+      return BAD("options->logit_softcap=%g: must be 0 (none) or in [%g, %g] (logits "
+                 "become c tanh(z / c))", (double)c, (double)FS_MIN_SOFTCAP,
+                 (double)FS_MAX_SOFTCAP);
     m->softcap = c;
   }
   if (o->size > size02 && o->logprobs) {

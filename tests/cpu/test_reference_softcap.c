@@ -35,7 +35,7 @@
 **        mask).
 **     Then the extreme caps c = FS_MIN_SOFTCAP (every logit becomes +-c:
 **     greedy rows draw the first positive logit, a tie of many) and
-**     c = FLT_MAX (the identity up to rounding: the uncapped tokens).
+**     c = FS_MAX_SOFTCAP (the identity up to rounding: the uncapped tokens).
 **  2. The law: chi-square of 2 x 10^5 draws (4 rows of one H, 50,000 samples
 **     each, independent through the rows' noise tags) of V = 37, 29 and 40
 **     tokens against softmax(cap(z) / T) computed in double from the same
@@ -46,10 +46,13 @@
 **     that divides by T before capping, softmax(cap(z / T)).  Power: see
 **     law_case().
 **  3. Bad input: logit_softcap -1, NaN, +inf, -inf, 1e-31, the float below
-**     FS_MIN_SOFTCAP, -FS_MIN_SOFTCAP, -FLT_MAX and the least subnormal are
+**     FS_MIN_SOFTCAP, -FS_MIN_SOFTCAP, -FLT_MAX, the least subnormal, the
+**     float above FS_MAX_SOFTCAP and FLT_MAX (the kernels' fast 1 / c would
+**     be 0 past 2^126) are
 **     FS_INVALID_ARGUMENT with a message naming options->logit_softcap (for
 **     fs_reference_row_ex too), yet accepted (ignored) in 0.3.0- and
-**     0.2-sized structs; 0, -0.0, FS_MIN_SOFTCAP, 30 and FLT_MAX are accepted;
+**     0.2-sized structs; 0, -0.0, FS_MIN_SOFTCAP, 30 and FS_MAX_SOFTCAP are
+**     accepted;
 **     sizes no version of fs_options has had (0, 1, and 4 or 8 before or
 **     past each valid one) are rejected naming options->size.
 ** Runs in about half a second on one core.
@@ -321,11 +324,11 @@ static void test_oracle(void) {
             "c = FS_MIN_SOFTCAP: greedy row 0 drew %d (logit %g), want the first positive "
             "logit's id %d with logit %g", (int)tok[0], (double)lg[0], 5 + first_pos,
             (double)FS_MIN_SOFTCAP);
-  check_problem(&pr.p, &s, FS_NOISE_TOKEN, NULL, 0, 0, FLT_MAX, 1, "c = FLT_MAX");
-  const fs_options huge = {sizeof huge, NULL, 0, NULL, FLT_MAX};
+  check_problem(&pr.p, &s, FS_NOISE_TOKEN, NULL, 0, 0, FS_MAX_SOFTCAP, 1, "c = FS_MAX_SOFTCAP");
+  const fs_options huge = {sizeof huge, NULL, 0, NULL, FS_MAX_SOFTCAP};
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &huge, tok, NULL, NULL) == FS_OK);
   REQUIRE(fs_reference_sample(&pr.p, &s, tu, NULL, NULL) == FS_OK);
-  CHECK_MSG(!memcmp(tok, tu, sizeof tok), "c = FLT_MAX: not the uncapped tokens");
+  CHECK_MSG(!memcmp(tok, tu, sizeof tok), "c = FS_MAX_SOFTCAP: not the uncapped tokens");
   ref_prob_free(&pr);
 }
 
@@ -439,7 +442,8 @@ static void test_bad_input(void) {
   float lp[2];
   const float rejected[] = {-1.0f, NAN, INFINITY, -INFINITY, 1e-31f,
                             nextafterf(FS_MIN_SOFTCAP, 0.0f), -FS_MIN_SOFTCAP, -FLT_MAX,
-                            1e-45f /* the least subnormal */};
+                            1e-45f /* the least subnormal */,
+                            nextafterf(FS_MAX_SOFTCAP, INFINITY), FLT_MAX};
   const int nrej = (int)(sizeof rejected / sizeof rejected[0]);
   for (int i = 0; i < nrej; i++) {
     char what[64];
@@ -461,7 +465,7 @@ static void test_bad_input(void) {
     CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK,
               "0.2 struct, %s: %s", what, fs_last_error(NULL));
   }
-  const float accepted[] = {0.0f, -0.0f, FS_MIN_SOFTCAP, 30.0f, FLT_MAX};
+  const float accepted[] = {0.0f, -0.0f, FS_MIN_SOFTCAP, 30.0f, FS_MAX_SOFTCAP};
   for (int i = 0; i < 5; i++) {
     const fs_options o = {sizeof o, NULL, 0, lp, accepted[i]};
     CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK,

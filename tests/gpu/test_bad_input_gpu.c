@@ -29,7 +29,8 @@
 ** of 0 with a mask (a shard cannot know the whole vocabulary's words) and a
 ** bad size before any collective is called; logprobs misaligned by 2 bytes
 ** names logprobs, in fs_sample_tp_ex() too (before any collective); a
-** logit_softcap of -1, NaN, +-inf or 1e-31 (below FS_MIN_SOFTCAP) names
+** logit_softcap of -1, NaN, +-inf, 1e-31 or 1e31 (outside [FS_MIN_SOFTCAP,
+** FS_MAX_SOFTCAP]) names
 ** logit_softcap, the value and the rule, in fs_sample_tp_ex() too;
 ** fs_reference_sample_ex() refuses a
 ** bad size and stride too (fs_last_error(NULL)).  Accepted, and drawing
@@ -443,13 +444,13 @@ static void test_options_args(void) {
                      "4-byte", NULL);
 
   /* logit_softcap (0.3.2): negative, NaN, infinite, below FS_MIN_SOFTCAP */
-  static const float bad_caps[] = {-1.0f, NAN, INFINITY, -INFINITY, 1e-31f};
+  static const float bad_caps[] = {-1.0f, NAN, INFINITY, -INFINITY, 1e-31f, 1e31f};
   for (size_t i = 0; i < sizeof bad_caps / sizeof *bad_caps; i++) {
     opt = options_of(full, NULL, 0);
     opt.logit_softcap = bad_caps[i];
     snprintf(needle, sizeof needle, "options->logit_softcap=%g", (double)bad_caps[i]);
     snprintf(what, sizeof what, "logit_softcap %g", (double)bad_caps[i]);
-    expect_bad_options(what, 0, &opt, needle, "finite", NULL);
+    expect_bad_options(what, 0, &opt, needle, "[1e-30, 1e+30]", NULL);
   }
   opt = options_of(full, NULL, 0);
   opt.logit_softcap = -2.0f;
