@@ -176,4 +176,14 @@ static inline uint32_t *ref_make_mask(const fs_problem *p, long long stride, dou
   return m;
 }
 
+/* fs_reference_sample_ex with options o must return FS_INVALID_ARGUMENT and a
+** message that names `name`; `what` (NULL: name) labels a failure. */
+static inline void ref_expect_bad(const fs_problem *p, const fs_sampling *s,
+                                  const fs_options *o, const char *name, const char *what) {
+  int32_t tok[4];
+  const int st = fs_reference_sample_ex(p, s, FS_NOISE_TOKEN, o, tok, NULL, NULL);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), name),
+            "%s: status %d, message '%s'", what ? what : name, st, fs_last_error(NULL));
+}
+
 #endif /* FS_REF_UTIL_H */

@@ -177,14 +177,6 @@ static void test_group_law(void) {
 
 /* ---- 3. the options' rules ---------------------------------------------------- */
 
-static void expect_bad(const fs_problem *p, const fs_sampling *s, const fs_options *o,
-                       const char *name) {
-  int32_t tok[4];
-  const int st = fs_reference_sample_ex(p, s, FS_NOISE_TOKEN, o, tok, NULL, NULL);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(NULL), name),
-            "%s: status %d, message '%s'", name, st, fs_last_error(NULL));
-}
-
 static void test_rules(void) {
   unsigned long long st = 0x72756c65ull;
   ref_prob pr;
@@ -197,22 +189,22 @@ static void test_rules(void) {
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK);
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, NULL, tok, NULL, NULL) == FS_OK);
   o.size = 0;
-  expect_bad(&pr.p, &s, &o, "options->size");
+  ref_expect_bad(&pr.p, &s, &o, "options->size", NULL);
   o.size = sizeof o + 8;
-  expect_bad(&pr.p, &s, &o, "options->size");
+  ref_expect_bad(&pr.p, &s, &o, "options->size", NULL);
   o.size = sizeof o;
   o.token_mask = (const uint32_t *)((const char *)m + 2);
-  expect_bad(&pr.p, &s, &o, "options->token_mask");
+  ref_expect_bad(&pr.p, &s, &o, "options->token_mask", NULL);
   o.token_mask = m;
   o.token_mask_stride = 4; /* ceil((37 + 100) / 32) = 5 */
-  expect_bad(&pr.p, &s, &o, "options->token_mask_stride");
+  ref_expect_bad(&pr.p, &s, &o, "options->token_mask_stride", NULL);
   o.token_mask_stride = -1;
-  expect_bad(&pr.p, &s, &o, "options->token_mask_stride");
+  ref_expect_bad(&pr.p, &s, &o, "options->token_mask_stride", NULL);
   o.token_mask_stride = 5;
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK);
   /* a layout no version of fs_options had */
   o.size = offsetof(fs_options, token_mask_stride);
-  expect_bad(&pr.p, &s, &o, "options->size");
+  ref_expect_bad(&pr.p, &s, &o, "options->size", NULL);
   ref_prob_free(&pr);
 }
 

@@ -425,14 +425,6 @@ static void test_law(void) {
 
 /* ---- 3. bad input -------------------------------------------------------------------- */
 
-static void expect_bad(const fs_problem *p, const fs_sampling *s, const fs_options *o,
-                       const char *name, const char *what) {
-  int32_t tok[4];
-  const int st = fs_reference_sample_ex(p, s, FS_NOISE_TOKEN, o, tok, NULL, NULL);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), name),
-            "%s: status %d, message '%s'", what, st, fs_last_error(NULL));
-}
-
 static void test_bad_input(void) {
   unsigned long long st = 0x62616463617073ull;
   ref_prob pr;
@@ -449,7 +441,7 @@ static void test_bad_input(void) {
     char what[64];
     snprintf(what, sizeof what, "logit_softcap=%g", (double)rejected[i]);
     fs_options o = {sizeof o, NULL, 0, lp, rejected[i]};
-    expect_bad(&pr.p, &s, &o, "options->logit_softcap", what);
+    ref_expect_bad(&pr.p, &s, &o, "options->logit_softcap", what);
     if (i == 1) printf("logit_softcap=NaN -> \"%s\"\n", fs_last_error(NULL));
     fs_ref_result r;
     const int rc = fs_reference_row_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, 0, 0, &r);
@@ -490,11 +482,11 @@ static void test_bad_input(void) {
     char what[64];
     snprintf(what, sizeof what, "options->size=%zu", sizes[i]);
     const fs_options o = {sizes[i], NULL, 0, NULL, 0.0f};
-    expect_bad(&pr.p, &s, &o, "options->size", what);
+    ref_expect_bad(&pr.p, &s, &o, "options->size", what);
     tried++;
   }
   const fs_options big = {sizeof(fs_options) + 8, NULL, 0, NULL, 0.0f};
-  expect_bad(&pr.p, &s, &big, "options->size", "sizeof + 8");
+  ref_expect_bad(&pr.p, &s, &big, "options->size", "sizeof + 8");
   printf("%d bad softcaps and %d bad sizes refused; size %zu -> \"%s\"\n", nrej, tried,
          big.size, fs_last_error(NULL));
   ref_prob_free(&pr);
