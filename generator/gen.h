@@ -56,6 +56,10 @@ int fs_gen_default(fs_gen *g, int arch, int dtype, int batch, int hidden,
 int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
                   size_t errlen);
 
+/* The logit bias's kernels (fs_options.logit_bias_*; runtime/bias.c): an
+** embedded template compiled as it is, not part of the revision's hash. */
+#define FS_BIAS_TEMPLATE "templates/fsamp_bias.cu"
+
 /* Headers the templates #include, for NVRTC: names and contents; returns
 ** their count, or -1 if the library was built without them. */
 int fs_gen_headers(const char *const **names, const char *const **contents);

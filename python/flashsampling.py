@@ -60,14 +60,18 @@ class Outputs(ctypes.Structure):
 class Options(ctypes.Structure):
     """fs_options: size is set by the constructor; token_mask is [B, stride] words,
     logprobs [B, S] floats (device pointers for Context.sample, host ones for
-    reference_sample); logit_softcap 0 (none) or c > 0: logits c tanh(z / c)."""
+    reference_sample); logit_softcap 0 (none) or c > 0: logits c tanh(z / c);
+    logit_bias_tokens (int32) and logit_bias_values (float32), [B, logit_bias_count]:
+    a value added to each listed token's logit (-1 pads)."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
-                ("logit_softcap", ctypes.c_float)]
+                ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
+                ("logit_bias_values", ctypes.c_void_p), ("logit_bias_count", ctypes.c_int32)]
 
-    def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0):
+    def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
+                 logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
-                         logit_softcap)
+                         logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count)
 
 
 class FlashSamplingError(RuntimeError):
@@ -204,7 +208,8 @@ _TORCH_DTYPES = None  # {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16},
 def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
                  vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
                  return_logits=False, stream=None, out=None, logits_out=None,
-                 logprobs_out=None, logit_softcap=0.0):
+                 logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
+                 logit_bias_values=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -220,7 +225,11 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     under softmax of the raw logits (fs_options.logprobs: no temperature, no
     mask), computed without the logits in memory.  logit_softcap c > 0 makes
     every logit c tanh(z / c) first (Gemma 2's final_logit_softcapping):
-    the draw, the logits and the logprobs are of the capped logits."""
+    the draw, the logits and the logprobs are of the capped logits.
+    logit_bias_tokens (int32) and logit_bias_values (float32), contiguous CUDA
+    tensors [B, N] (N <= 1024), add each value to its token's logit for the
+    draw (OpenAI's logit_bias; -1 pads a row; the logits and logprobs
+    returned stay raw), exactly, inside the fused call."""
     import torch  # only here: the rest of the module needs no torch
 
     global _TORCH_DTYPES
@@ -266,10 +275,22 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     o = Outputs(ptr(tokens, "out", torch.int32, n), ptr(logits, "logits_out", torch.float32, n),
                 None)
     opt = None
-    if token_mask is not None or logprobs_out is not None or logit_softcap:
+    nb = 0
+    if (logit_bias_tokens is None) != (logit_bias_values is None):
+        raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                 "logit_bias_tokens and logit_bias_values: give both or neither")
+    if logit_bias_tokens is not None:
+        nb = logit_bias_tokens.shape[-1] if logit_bias_tokens.dim() == 2 else -1
+        if nb < 0 or logit_bias_tokens.shape[0] != B:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"logit_bias_tokens: shape {tuple(logit_bias_tokens.shape)}: "
+                                     f"must be [B, N] with B = {B}")
+    if token_mask is not None or logprobs_out is not None or logit_softcap or nb:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
-                      ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap)
+                      ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
+                      ptr(logit_bias_tokens, "logit_bias_tokens", torch.int32, B * nb),
+                      ptr(logit_bias_values, "logit_bias_values", torch.float32, B * nb), nb)
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 2
+#define FS_VERSION_PATCH 3
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.2"
+#define FS_VERSION_STRING "0.3.3"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -109,6 +109,7 @@ typedef enum fs_dtype {
 #define FS_MIN_TEMPERATURE 1e-30f  /* the least T > 0: z / T stays finite in fp32 */
 #define FS_MIN_SOFTCAP 1e-30f      /* the least logit_softcap > 0: 1 / c is finite */
 #define FS_MAX_SOFTCAP 1e30f       /* the largest: the kernels' fast 1 / c stays normal */
+#define FS_MAX_LOGIT_BIAS 1024     /* fs_options.logit_bias_count: entries per row */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -170,7 +171,8 @@ typedef struct fs_outputs {
 ** A later library reads only the fields that `size` covers, so a program
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
-** 0.3.0's, which ends before logit_softcap, and this one) is rejected.
+** 0.3.0's, which ends before logit_softcap, 0.3.2's, which ends before
+** logit_bias_tokens, and this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -213,7 +215,35 @@ typedef struct fs_outputs {
 **    of z times 1 / c; +-inf become +-c, NaN stays NaN, and logits beyond
 **    ~9 c all become +-c exactly (tanh rounds to 1 in fp32; greedy rows
 **    take the first of them).  The tensor-parallel
-**    calls cap every shard alike, so every rank must pass the same c. */
+**    calls cap every shard alike, so every rank must pass the same c.
+**  - logit_bias_tokens, logit_bias_values, logit_bias_count (since 0.3.3; the
+**    0.3.2 struct ends before them): a sparse additive bias per row, as
+**    OpenAI's logit_bias and vLLM's processors ask: entry j of row b, token
+**    logit_bias_tokens[b * count + j] and value logit_bias_values[b * count +
+**    j], adds the value to that token's logit after the soft-cap and before
+**    the token mask, the temperature, the noise and greedy rows' argmax.  An
+**    entry whose token is not in this call's [vocab_offset, vocab_offset + V)
+**    is ignored (-1 pads a row; the tensor-parallel calls take the same
+**    arrays on every rank, each rank applying the ids of its shard); a token
+**    listed more than once in a row gets the sum of its values (in fp32, in
+**    entry order).  A value of -inf bans the token (as the mask does), +inf
+**    draws it whenever its logit is finite (the smallest such id among
+**    several), and a biased logit that is NaN is never drawn while another
+**    token has a number (as NaN logits are ranked).  outputs->logits and
+**    logprobs stay those of the raw logits, as for the temperature.  How:
+**    the fused kernel draws over the other tokens (each row's biased ids
+**    cleared from a copy of the token mask in the workspace, B x
+**    ceil((vocab_offset + V) / 32) words more), and a small kernel scores the biased tokens
+**    from their W rows with the same noise and keeps the larger key: exact,
+**    and pathwise the draw one fused kernel would make.  Cost: one W row
+**    (D x 2 bytes) read per entry, plus the mask copy; count 0 costs
+**    nothing.  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the pointers
+**    unread); else both arrays are 4-byte aligned device memory of B x count
+**    entries.  Not with FS_NOISE_GROUP16 (a bias changes its groups'
+**    masses): FS_INVALID_ARGUMENT.  The first call with a bias on a context
+**    compiles the bias kernels and may grow the workspace: make one before
+**    capturing such calls in a CUDA graph (while capturing that first call
+**    returns FS_NOT_PREPARED). */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -221,6 +251,9 @@ typedef struct fs_options {
                                  0 means exactly that */
   float *logprobs;            /* device [B, num_samples] or NULL (since 0.3.0) */
   float logit_softcap;        /* 0 (none) or c > 0: z becomes c tanh(z / c) (since 0.3.2) */
+  const int32_t *logit_bias_tokens; /* device [B, logit_bias_count] global ids (since 0.3.3) */
+  const float *logit_bias_values;   /* device [B, logit_bias_count] added to their logits */
+  int32_t logit_bias_count;         /* entries per row, 0..FS_MAX_LOGIT_BIAS (0: none) */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

@@ -101,6 +101,8 @@ struct fs_context {
   int prune;               /* 0: kernels get no bound buffer, so nothing is pruned
                               (FS_PRUNE=0 at creation; the draw is the same either way,
                               perf-notes 22g) */
+  CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
+  CUfunction bias_mask_fn, bias_fn[2]; /* fsamp_bias_mask; fsamp_bias_bf16, fsamp_bias_f16 */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };
@@ -172,6 +174,9 @@ typedef struct fs_opts {
   int lse_pairs;    /* the kernel leaves the (m, l) pairs of every (row, chunk) in the
                        workspace (fs_workspace_lse_at) without writing logprobs: the
                        tensor-parallel calls with logprobs (tp.c) */
+  const int32_t *bias_tokens; /* fs_options.logit_bias_*: [B, bias_count] device (host for */
+  const float *bias_values;   /* the reference) arrays, or bias_count 0 */
+  int bias_count;
 } fs_opts;
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a
@@ -233,6 +238,38 @@ int fs_validate_outputs(fs_context *ctx, const fs_outputs *o);
 ** into *m (words NULL: none). */
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m);
+/* bias.c: calls with a logit bias (fs_options.logit_bias_*).
+** fs_bias_ready: the bias module loaded and the workspace holding `need`
+** bytes (the call's, fs_workspace_need) plus the mask copy, loading and
+** growing it outside capture (FS_NOT_PREPARED while capturing); returns in
+** *mask_at where the copy goes.
+** fs_bias_mask: enqueues the copy of m's mask (all ones without one) with
+** the biased ids cleared at *mask_at, and makes *fused the options of the
+** fused kernel: m with that mask.
+** fs_bias_merge: enqueues the biased tokens' scores against the fused
+** kernel's winners in keys / logits ([B, S], the kernel's local outputs).
+** fs_bias_compile: the module's cubin for an NVRTC target (tests). */
+int fs_bias_ready(fs_context *ctx, const fs_problem *p, size_t need, CUstream stream,
+                  CUdeviceptr *mask_at);
+int fs_bias_mask(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr mask_at,
+                 fs_opts *fused, CUstream stream);
+int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                  CUdeviceptr keys, CUdeviceptr logits, CUstream stream);
+/* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
+int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                     const fs_options *options, const fs_outputs *outputs, void *stream);
+struct fs_cubin;
+int fs_bias_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
+
+/* The call-level fields of the kernels' parameter block (sample.c): the
+** problem, the sampling and the options m (NULL: none); the outputs and the
+** workspace's pointers stay 0. */
+struct fs_params;
+void fs_params_call(struct fs_params *prm, const fs_problem *p, const fs_sampling *s,
+                    const fs_opts *m);
+
+/* A logit bias needs FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under FS_NOISE_GROUP16). */
+int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs
 ** vocab_offset % 16 == 0). */
 int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p);

@@ -33,7 +33,10 @@
 ** A token mask (fs_options) sets z = -inf for every token of a row whose bit
 ** is 0, before all of the above; a logit_softcap c > 0 makes every z
 ** c tanh(z / c) first (in double, so the logprobs' log-sum-exp and the
-** returned logits are of the capped logits too).
+** returned logits are of the capped logits too); a logit bias (fs_options)
+** then adds each row's values to its tokens' z for the draw (the sum of a
+** token's entries; ids outside the shard ignored), after the log-sum-exp and
+** before the mask, so that the returned logits and logprobs stay raw.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -153,6 +156,37 @@ static void ref_group(const double *z, int n, int32_t tok0, const ref_row *rp,
   ref_offer(r, score, z[pick], tok0 + pick, margin);
 }
 
+/* A biased row v of W (v - vocab_offset of the token) and the sum of its
+** values; `at` orders a token's entries as given. */
+typedef struct ref_bias {
+  int32_t v, at;
+  double sum;
+} ref_bias;
+
+static int ref_bias_cmp(const void *a, const void *b) {
+  const ref_bias *x = a, *y = b;
+  return x->v != y->v ? (x->v > y->v) - (x->v < y->v) : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Row b's entries of m's bias whose tokens lie in the shard, as rows of W
+** sorted by v with a token's values summed: into out, returns how many. */
+static int ref_bias_row(const fs_problem *p, const fs_opts *m, int b, ref_bias *out) {
+  int n = 0, k = 0;
+  for (int j = 0; j < m->bias_count; j++) {
+    const long long t = m->bias_tokens[(size_t)b * m->bias_count + j];
+    if (t < p->vocab_offset || t >= p->vocab_offset + p->vocab) continue;
+    out[n].v = (int32_t)(t - p->vocab_offset);
+    out[n].at = j;
+    out[n++].sum = (double)m->bias_values[(size_t)b * m->bias_count + j];
+  }
+  qsort(out, (size_t)n, sizeof *out, ref_bias_cmp);
+  for (int j = 0; j < n; j++) {
+    if (k > 0 && out[k - 1].v == out[j].v) out[k - 1].sum += out[j].sum;
+    else out[k++] = out[j];
+  }
+  return k;
+}
+
 /* Scratch for one pass; sized by ref_alloc(). */
 typedef struct ref_scratch {
   double *h;           /* [rows, D] decoded H */
@@ -160,6 +194,8 @@ typedef struct ref_scratch {
   double *zg;          /* [rows, FS_GROUP_TOKENS] logits of the open group */
   double *lse;         /* [rows, 2]: running max m and sum of exp(z - m) of the raw logits */
   fs_ref_result *res;  /* [rows, samples] */
+  ref_bias *bias;      /* [rows, bias count]: each row's biased rows of W, sorted */
+  int *nbias;          /* [rows, 2]: the next one to add, and how many */
 } ref_scratch;
 
 static void ref_free(ref_scratch *sc) {
@@ -168,15 +204,19 @@ static void ref_free(ref_scratch *sc) {
   free(sc->zg);
   free(sc->lse);
   free(sc->res);
+  free(sc->bias);
+  free(sc->nbias);
 }
 
-static int ref_alloc(ref_scratch *sc, int rows, int samples, int D) {
+static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias) {
   sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
   sc->zg = malloc(sizeof(double) * (size_t)rows * FS_GROUP_TOKENS);
   sc->lse = malloc(sizeof(double) * (size_t)rows * 2);
-  if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse) {
+  sc->bias = malloc(sizeof(ref_bias) * ((size_t)rows * (size_t)bias + 1));
+  sc->nbias = malloc(sizeof(int) * (size_t)rows * 2);
+  if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse || !sc->bias || !sc->nbias) {
     ref_free(sc);
     return fs_err(NULL, FS_OUT_OF_MEMORY,
                   "fs_reference: cannot allocate %zu bytes of scratch "
@@ -206,6 +246,10 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
     ref_decode(p->dtype, H + (long long)(b0 + i) * hs, D, h + (size_t)i * D, 1);
   for (i = 0; i < nb * ns; i++) ref_result_init(&res[i]);
   for (i = 0; i < nb; i++) sc->lse[2 * i] = -INFINITY, sc->lse[2 * i + 1] = 0.0;
+  for (i = 0; i < nb; i++) {
+    sc->nbias[2 * i] = 0;
+    sc->nbias[2 * i + 1] = ref_bias_row(p, m, b0 + i, sc->bias + (size_t)i * m->bias_count);
+  }
 
   for (v0 = 0; v0 < V; v0 += REF_VT) {
     const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
@@ -239,6 +283,10 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
         else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
         if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
       }
+      /* the bias: the row's next biased rows of W, in increasing order */
+      const ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
+      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
+        acc[bi[*at].v - v0] += bi[*at].sum; /* v >= v0: earlier tiles took the smaller */
       if (m->words) {
         const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
         for (j = 0; j < nv; j++)
@@ -312,6 +360,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   FS_TRY(fs_validate_sampling(NULL, sampling, problem->batch));
   FS_TRY(fs_validate_noise(NULL, noise, problem));
   FS_TRY(fs_validate_options(NULL, options, problem, &m));
+  FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
   if (!tokens)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "tokens=NULL: a [B, num_samples] int32 host array is "
@@ -336,7 +385,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   if (samples > S) samples = S;
 
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, rows, samples, D));
+  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count));
   for (int b0 = 0; b0 < B; b0 += rows) {
     const int b1 = B - b0 < rows ? B : b0 + rows;
     for (int s0 = 0; s0 < S; s0 += samples) {
@@ -375,6 +424,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
   FS_TRY(fs_validate_sampling(NULL, s, p->batch));
   FS_TRY(fs_validate_noise(NULL, noise, p));
   FS_TRY(fs_validate_options(NULL, options, p, &m));
+  FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
   if (row < 0 || row >= p->batch)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,
@@ -387,7 +437,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "out=NULL: an fs_ref_result is required");
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden));
+  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count));
   ref_pass(p, s, noise, &m, row, row + 1, sample, sample + 1, &sc);
   *out = sc.res[0];
   ref_free(&sc);

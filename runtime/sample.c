@@ -194,6 +194,32 @@ static int tensor_map(fs_context *ctx, const void *ptr, int dtype, const cuuint6
   return FS_OK;
 }
 
+void fs_params_call(fs_params *prm, const fs_problem *p, const fs_sampling *s,
+                    const fs_opts *m) {
+  memset(prm, 0, sizeof *prm);
+  prm->H = p->hidden_states;
+  prm->W = p->weight;
+  prm->h_stride = fs_h_stride(p);
+  prm->w_stride = fs_w_stride(p);
+  prm->B = p->batch;
+  prm->D = p->hidden;
+  prm->V = p->vocab;
+  prm->vocab_offset = (int)p->vocab_offset;
+  prm->num_samples = s->num_samples;
+  prm->row_groups = (p->vocab + 15) / 16;
+  prm->temperature = s->temperature;
+  prm->temperatures = s->temperatures;
+  if (m) prm->softcap = m->softcap;
+  if (m && m->words) {
+    prm->mask = m->words;
+    prm->mask_stride = m->stride;
+  }
+  prm->seed = s->seed;
+  prm->seeds = (const unsigned long long *)s->seeds;
+  prm->offset = s->offset;
+  prm->offsets = (const unsigned long long *)s->offsets;
+}
+
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
               const fs_sampling *s, const fs_outputs *o, CUstream stream) {
   return fs_launch_masked(ctx, k, p, s, NULL, o, stream);
@@ -214,30 +240,9 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
                   "num_samples=%d: call fs_prepare with the largest shape",
                   ctx->workspace_bytes, B, S);
   fs_params prm;
-  memset(&prm, 0, sizeof prm);
-  prm.H = p->hidden_states;
-  prm.W = p->weight;
-  prm.h_stride = fs_h_stride(p);
-  prm.w_stride = fs_w_stride(p);
-  prm.B = B;
-  prm.D = p->hidden;
-  prm.V = p->vocab;
-  prm.vocab_offset = (int)p->vocab_offset;
-  prm.num_samples = S;
+  fs_params_call(&prm, p, s, m);
   prm.num_chunks = G;
-  prm.row_groups = (p->vocab + 15) / 16;
   prm.noise = ctx->noise;
-  prm.temperature = s->temperature;
-  prm.temperatures = s->temperatures;
-  if (m) prm.softcap = m->softcap;
-  if (m && m->words) {
-    prm.mask = m->words;
-    prm.mask_stride = m->stride;
-  }
-  prm.seed = s->seed;
-  prm.seeds = (const unsigned long long *)s->seeds;
-  prm.offset = s->offset;
-  prm.offsets = (const unsigned long long *)s->offsets;
   prm.tokens = o->tokens;
   prm.logits = o->logits;
   prm.keys = (unsigned long long *)o->keys;
@@ -469,6 +474,7 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
+  if (m.bias_count) return fs_sample_biased(ctx, problem, sampling, options, outputs, stream);
   WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, &m, outputs, (CUstream)stream));
 }
 

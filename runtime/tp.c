@@ -87,6 +87,9 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
+/* One rank's call through collective c, or with c NULL one GPU's call with a
+** logit bias (fs_sample_ex): the same steps, the keys and logits reduced
+** over no one (the global keys are the local ones). */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
                      void *stream) {
@@ -94,7 +97,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
-  if (m.words && options->token_mask_stride == 0)
+  FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
+  if (c && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
                   "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
@@ -111,11 +115,17 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
   int st = fs_plan_kernel(ctx, problem, sampling, (CUstream)stream, &k);
-  CUdeviceptr lk, gk, ll;
+  CUdeviceptr lk, gk, ll, mask_at = 0;
+  fs_opts fused = m; /* with a bias: the mask without the biased ids */
+  if (!st && m.bias_count)
+    st = fs_bias_ready(ctx, problem, fs_workspace_need(ctx, k, B, problem->vocab, S),
+                       (CUstream)stream, &mask_at);
+  if (!st && m.bias_count) st = fs_bias_mask(ctx, problem, &m, mask_at, &fused, (CUstream)stream);
   if (!st) {
     tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
+    if (!c) gk = lk;
     fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
-    fs_opts pairs = m; /* with logprobs: the pairs, not the shard's logprobs */
+    fs_opts pairs = fused; /* with logprobs: the pairs, not the shard's logprobs */
     pairs.logprobs = NULL;
     pairs.lse_pairs = lp != NULL;
     st = fs_launch_masked(ctx, k, problem, sampling, &pairs, &local, (CUstream)stream);
@@ -128,7 +138,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
                 stream);
   }
-  if (!st) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
+  if (!st && m.bias_count) st = fs_bias_merge(ctx, problem, sampling, &m, lk, ll, stream);
+  if (!st && c) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
     CUdeviceptr sc = ll + n * 4;
@@ -140,18 +151,23 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                 (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
   }
   if (!st && lp) {
-    st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
+    if (c) st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
     int nn = (int)n, ss = S;
     void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
     if (!st)
       st = launch(ctx, k->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
                   (unsigned)((n + 127) / 128), args, stream);
-  } else if (!st && outputs->logits) {
+  } else if (!st && outputs->logits && c) {
     const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
     st = tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
   }
   cu->cuCtxPopCurrent(&dummy);
   return st;
+}
+
+int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                     const fs_options *options, const fs_outputs *outputs, void *stream) {
+  return tp_sample(ctx, problem, sampling, options, outputs, NULL, stream);
 }
 
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

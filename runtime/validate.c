@@ -115,10 +115,32 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   ** 0.3.0's (logprobs) and 0.3.2's (logit_softcap) */
   const size_t size02 = offsetof(fs_options, logprobs);
   const size_t size030 = offsetof(fs_options, logit_softcap);
-  if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030)
+  const size_t size032 = offsetof(fs_options, logit_bias_tokens);
+  if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
+      o->size != size032)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger "
-               "one is from a newer header)", o->size, sizeof(fs_options), size030, size02);
+               "(%zu in this library, %zu for a 0.3.2 header, %zu for a 0.3.0 header, %zu "
+               "for a 0.2 header; a larger one is from a newer header)", o->size,
+               sizeof(fs_options), size032, size030, size02);
+  if (o->size > size032 && o->logit_bias_count) {
+    const int n = o->logit_bias_count;
+    if (n < 0 || n > FS_MAX_LOGIT_BIAS)
+      return BAD("options->logit_bias_count=%d: must be in 0..%d (entries per row)", n,
+                 FS_MAX_LOGIT_BIAS);
+    if (!o->logit_bias_tokens || !o->logit_bias_values)
+      return BAD("options->logit_bias_%s=NULL: logit_bias_count=%d needs [B, %d] device "
+                 "arrays of tokens and values", o->logit_bias_tokens ? "values" : "tokens",
+                 n, n);
+    if (misaligned(o->logit_bias_tokens, 4))
+      return BAD("options->logit_bias_tokens=%p: must be 4-byte aligned",
+                 (const void *)o->logit_bias_tokens);
+    if (misaligned(o->logit_bias_values, 4))
+      return BAD("options->logit_bias_values=%p: must be 4-byte aligned",
+                 (const void *)o->logit_bias_values);
+    m->bias_tokens = o->logit_bias_tokens;
+    m->bias_values = o->logit_bias_values;
+    m->bias_count = n;
+  }
   if (o->size > size030) {
     const float c = o->logit_softcap;
     /* past 2^126 the kernels' fast reciprocal (__fdividef) of c is 0 */
@@ -146,6 +168,14 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
     return BAD("options->token_mask_stride=%lld: token_mask_stride x B (B=%d) exceeds the "
                "2^40-word index range", m->stride, (int)p->batch);
   m->words = o->token_mask;
+  return FS_OK;
+}
+
+int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m) {
+  if (m->bias_count && noise == FS_NOISE_GROUP16)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d: a logit bias needs "
+                  "FS_NOISE_TOKEN (under FS_NOISE_GROUP16 it would change the masses of the "
+                  "biased tokens' groups; fs_context_set_noise)", m->bias_count);
   return FS_OK;
 }
 

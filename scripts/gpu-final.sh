@@ -89,9 +89,9 @@ for step in $steps; do
       timeout 400 ctest --test-dir build -L gpu -R "$TESTS" --output-on-failure -j1 \
         > "$out/gpu-tests.log" 2>&1
     else
-      timeout 420 ctest --test-dir build -L gpu -R "pathwise|distribution|ties|group|mask|logprobs|softcap" --output-on-failure \
+      timeout 420 ctest --test-dir build -L gpu -R "pathwise|distribution|ties|group|mask|logprobs|softcap|bias" --output-on-failure \
         -j6 > "$out/gpu-tests.log" 2>&1
-      timeout 240 ctest --test-dir build -L gpu -E "pathwise|distribution|ties|group|mask|logprobs|softcap" --output-on-failure \
+      timeout 240 ctest --test-dir build -L gpu -E "pathwise|distribution|ties|group|mask|logprobs|softcap|bias" --output-on-failure \
         -j1 >> "$out/gpu-tests.log" 2>&1
     fi
     grep -E "tests passed|Failed|\*\*\*" "$out/gpu-tests.log" | tee -a "$log" ;;

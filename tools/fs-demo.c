@@ -7,7 +7,7 @@
 **   fs-demo [--model NAME | --shape D=4096,V=151936] [--batch B]
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
-**           [--logprobs 0|1] [--softcap C]
+**           [--logprobs 0|1] [--softcap C] [--logit-bias N]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
@@ -19,6 +19,9 @@
 ** reference's too (within 1e-3).
 ** --softcap C caps every logit to C tanh(z / C) (fs_options.logit_softcap;
 ** 0, the default, for none); the library checks C.
+** --logit-bias N adds a bias to N random tokens of each row (fs_options.
+** logit_bias_*, values uniform in [-5, 5], from --seed; 0, the default, for
+** none); the library checks N.
 */
 #include "fs_tools.h"
 
@@ -38,13 +41,14 @@ typedef struct args {
   double mask_density; /* 0: no token mask */
   int logprobs;        /* 1: fs_options.logprobs */
   float softcap;       /* fs_options.logit_softcap (0: none) */
+  int bias;            /* fs_options.logit_bias_count (0: none) */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
-  "               [--softcap C]\n"
+  "               [--softcap C] [--logit-bias N]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -57,7 +61,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -71,7 +75,7 @@ static int parse(int argc, char **argv, args *a) {
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
                                              "--noise", "--mask-density", "--logprobs",
-                                             "--softcap", NULL};
+                                             "--softcap", "--logit-bias", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -115,6 +119,8 @@ static int parse(int argc, char **argv, args *a) {
       char *end;
       a->softcap = strtof(v, &end);
       if (end == v || *end) return bad("--softcap %s: not a number", v);
+    } else if (!strcmp(k, "--logit-bias")) {
+      st = int_arg(k, v, -1000000, 1000000, &a->bias); /* the library's rule, its message */
     } else if (!strcmp(k, "--logprobs")) {
       st = int_arg(k, v, 0, 1, &a->logprobs);
     } else {
@@ -144,6 +150,25 @@ static uint32_t *make_mask(const args *a, size_t *words) {
   return m;
 }
 
+/* The bias of --logit-bias: [B, N] random ids of [0, V) and values uniform
+** in [-5, 5] (malloc'ed into *tok and *val; 0 without a bias, -1 out of
+** memory). */
+static int make_bias(const args *a, int32_t **tok, float **val) {
+  *tok = NULL;
+  *val = NULL;
+  if (a->bias <= 0) return 0;
+  const size_t n = (size_t)a->B * (size_t)a->bias;
+  *tok = malloc(n * 4);
+  *val = malloc(n * 4);
+  if (!*tok || !*val) return -1;
+  unsigned long long s = a->seed ^ 0xb1a5b1a5ull;
+  for (size_t i = 0; i < n; i++) {
+    (*tok)[i] = (int32_t)((lcg(&s) >> 20) % (unsigned long long)a->V);
+    (*val)[i] = (float)((double)(lcg(&s) >> 11) * (10.0 / 9007199254740992.0) - 5.0);
+  }
+  return 0;
+}
+
 static void print_tokens(const int32_t *tok, int B) {
   printf("tokens:");
   for (int b = 0; b < B && b < 16; b++) printf(" %d", tok[b]);
@@ -167,10 +192,15 @@ static int run_cpu(const args *a) {
   size_t words;
   uint32_t *mask = make_mask(a, &words);
   if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
-  fs_options opt = {sizeof opt, mask, 0, NULL, a->softcap};
+  int32_t *btok;
+  float *bval;
+  if (make_bias(a, &btok, &bval)) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  fs_options opt = {sizeof opt, mask, 0, NULL, a->softcap, btok, bval, a->bias};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
+  free(btok);
+  free(bval);
   double ms = fs_tools_now() - t0;
   if (st) {
     fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(NULL));
@@ -186,7 +216,7 @@ static int run_cpu(const args *a) {
 /* Compares the last call's tokens with the CPU reference on the same data. */
 static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                  const fs_problem *p, const fs_sampling *sm, const uint32_t *mask,
-                 CUdeviceptr tok, CUdeviceptr dlp) {
+                 const int32_t *btok, const float *bval, CUdeviceptr tok, CUdeviceptr dlp) {
   const fs_cu_api *cu = ctx->cu;
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
@@ -204,7 +234,7 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  const fs_options opt = {sizeof opt, mask, 0, rlp, a->softcap};
+  const fs_options opt = {sizeof opt, mask, 0, rlp, a->softcap, btok, bval, a->bias};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -219,12 +249,16 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
 
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
-  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0;
+  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0;
   CUevent e0, e1;
   CUcontext dummy;
   size_t wbytes = (size_t)a->V * a->D * 2, words;
   uint32_t *mask = make_mask(a, &words);
   if (a->mask_density > 0.0 && !mask) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  int32_t *btok;
+  float *bval;
+  if (make_bias(a, &btok, &bval)) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  const size_t nb = btok ? (size_t)a->B * (size_t)a->bias * 4 : 0;
   double bw = fs_tools_read_bandwidth(ctx, (size_t)2 << 30, 10);
   int st = FS_OK;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
@@ -232,7 +266,9 @@ static int run_gpu(fs_context *ctx, const args *a) {
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
       (a->logprobs && cu->cuMemAlloc(&dlp, (size_t)a->B * 4)) ||
       cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
-                                              cu->cuMemcpyHtoD(dmask, mask, words * 4)))) {
+                                              cu->cuMemcpyHtoD(dmask, mask, words * 4))) ||
+      (btok && (cu->cuMemAlloc(&dbt, nb) || cu->cuMemAlloc(&dbv, nb) ||
+                cu->cuMemcpyHtoD(dbt, btok, nb) || cu->cuMemcpyHtoD(dbv, bval, nb)))) {
     fprintf(stderr, "fs-demo: device allocation failed\n");
     return 1;
   }
@@ -245,7 +281,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
   const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0,
-                          (float *)(uintptr_t)dlp, a->softcap};
+                          (float *)(uintptr_t)dlp, a->softcap, (const int32_t *)(uintptr_t)dbt,
+                          (const float *)(uintptr_t)dbv, a->bias};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -278,16 +315,21 @@ static int run_gpu(fs_context *ctx, const args *a) {
          floor_us, bw / 1e12, us / floor_us);
   if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
   if (a->softcap > 0.0f) printf("logit soft-cap: %g tanh(z / %g)\n", a->softcap, a->softcap);
+  if (btok) printf("logit bias: %d random tokens a row, values in [-5, 5]\n", a->bias);
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
     printf("\n");
   }
-  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, tok, dlp) : 0;
+  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, btok, bval, tok, dlp) : 0;
   free(mask);
+  free(btok);
+  free(bval);
   return rc;
 fail:
   free(mask);
+  free(btok);
+  free(bval);
   fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
   if (*fs_last_compile_log(ctx)) fprintf(stderr, "%.4000s\n", fs_last_compile_log(ctx));
   return 1;

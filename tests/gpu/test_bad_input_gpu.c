@@ -39,7 +39,8 @@
 ** minimum) and 40 (padding words); 0.2's options (the size ending before
 ** logprobs, whose misaligned pointer is then never read), 0.3.0's (the
 ** size ending before logit_softcap, whose NaN is then never read), options
-** with logprobs and options with logit_softcap -0 (none).
+** with logprobs and options with logit_softcap -0 (none).  The logit bias
+** (0.3.3): test_bias_args.
 **
 ** The tensor-parallel calls' collectives, as an engine's callback sees them
 ** (one rank, an in-place callback that records each call and reduces
@@ -368,6 +369,98 @@ static fs_options options_of(size_t size, const void *mask, int64_t stride) {
   return opt;
 }
 
+/* The logit bias (0.3.3): a count outside 0..FS_MAX_LOGIT_BIAS, a NULL or
+** misaligned array name the argument, the value and the rule, in
+** fs_sample_tp_ex() too (before any collective); FS_NOISE_GROUP16 refuses a
+** bias (FS_INVALID_ARGUMENT); the CPU reference checks the count.  Accepted and
+** drawing fs_sample()'s tokens, keys and logits bit for bit: 0.3.2's options
+** (the size ending before the bias, whose garbage is then never read), a
+** count of 0 with NULL arrays, and entries that are all pads (-1) or ids
+** outside the call's [0, V) (the biased path with nothing biased: the mask
+** copy of all ones and the merge of no entry). */
+static void test_bias_args(void) {
+  enum { N = 3 };
+  int32_t tok[TB * N];
+  float val[TB * N];
+  for (int i = 0; i < TB * N; i++) tok[i] = i % 2 ? -1 : TV + i, val[i] = 1.0f;
+  const CUdeviceptr dtok = gu_upload_new(g_ctx, tok, sizeof tok);
+  const CUdeviceptr dval = gu_upload_new(g_ctx, val, sizeof val);
+  const size_t full = sizeof(fs_options);
+  fs_options opt = options_of(full, NULL, 0);
+  opt.logit_bias_tokens = (const int32_t *)gu_ptr(dtok);
+  opt.logit_bias_values = (const float *)gu_ptr(dval);
+  char needle[64], rule[32];
+  snprintf(rule, sizeof rule, "0..%d", FS_MAX_LOGIT_BIAS);
+  static const int bad_counts[] = {-1, FS_MAX_LOGIT_BIAS + 1, -2147483647 - 1};
+  for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++) {
+    fs_options o = opt;
+    o.logit_bias_count = bad_counts[i];
+    snprintf(needle, sizeof needle, "options->logit_bias_count=%d", bad_counts[i]);
+    expect_bad_options(needle, 0, &o, needle, rule, NULL);
+  }
+  fs_options o = opt;
+  o.logit_bias_count = -1;
+  expect_bad_options("fs_sample_tp_ex, logit_bias_count -1", 1, &o,
+                     "options->logit_bias_count=-1", rule, NULL);
+  o = opt;
+  o.logit_bias_count = N;
+  o.logit_bias_tokens = NULL;
+  expect_bad_options("logit_bias_tokens NULL", 0, &o, "options->logit_bias_tokens=NULL",
+                     "logit_bias_count=3", NULL);
+  o = opt;
+  o.logit_bias_count = N;
+  o.logit_bias_values = NULL;
+  expect_bad_options("fs_sample_tp_ex, logit_bias_values NULL", 1, &o,
+                     "options->logit_bias_values=NULL", NULL, NULL);
+  o = opt;
+  o.logit_bias_count = N;
+  o.logit_bias_tokens = (const int32_t *)plus(gu_ptr(dtok), 2);
+  expect_bad_options("logit_bias_tokens misaligned by 2", 0, &o, "options->logit_bias_tokens",
+                     "4-byte", NULL);
+  o = opt;
+  o.logit_bias_count = N;
+  o.logit_bias_values = (const float *)plus(gu_ptr(dval), 2);
+  expect_bad_options("logit_bias_values misaligned by 2", 0, &o, "options->logit_bias_values",
+                     "4-byte", NULL);
+  /* FS_NOISE_GROUP16: unsupported with a bias, before any work */
+  o = opt;
+  o.logit_bias_count = N;
+  REQUIRE(fs_context_set_noise(g_ctx, FS_NOISE_GROUP16) == FS_OK);
+  const fs_outputs out = gu_outputs_api(&g_o);
+  int st = fs_sample_ex(g_ctx, &g_p, &g_s, &o, &out, NULL);
+  printf("%-44s -> %s: %s\n", "FS_NOISE_GROUP16 with a logit bias", fs_status_string(st),
+         fs_last_error(g_ctx));
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "logit_bias_count=3") &&
+                fs_test_has(fs_last_error(g_ctx), "FS_NOISE_TOKEN"),
+            "FS_NOISE_GROUP16 with a bias: %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  REQUIRE(fs_context_set_noise(g_ctx, FS_NOISE_TOKEN) == FS_OK);
+  /* the CPU reference checks the count too */
+  {
+    const fs_problem hp = gu_problem(&g_lm, 0);
+    int32_t rt[TB * TS];
+    fs_options ho = options_of(full, NULL, 0);
+    ho.logit_bias_count = FS_MAX_LOGIT_BIAS + 1;
+    ho.logit_bias_tokens = tok;
+    ho.logit_bias_values = val;
+    st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &ho, rt, NULL, NULL);
+    CHECK_MSG(st == FS_INVALID_ARGUMENT &&
+                  fs_test_has(fs_last_error(NULL), "options->logit_bias_count=1025"),
+              "fs_reference_sample_ex(logit_bias_count 1025): %s: %s", fs_status_string(st),
+              fs_last_error(NULL));
+  }
+  /* accepted */
+  o = options_of(offsetof(fs_options, logit_bias_tokens), NULL, 0);
+  o.logit_bias_count = -7; /* past the size: never read */
+  expect_same_draw("0.3.2 options (size without the bias)", &o);
+  o = options_of(full, NULL, 0);
+  expect_same_draw("logit_bias_count 0, NULL arrays", &o);
+  o = opt;
+  o.logit_bias_count = N;
+  expect_same_draw("a bias of pads and ids outside [0, V)", &o);
+  gu_free(g_ctx, dtok);
+  gu_free(g_ctx, dval);
+}
+
 static void test_options_args(void) {
   const void *mask = gu_ptr(g_mask);
   const size_t full = sizeof(fs_options);
@@ -482,6 +575,7 @@ static void test_options_args(void) {
   expect_same_draw("all-ones mask, stride 32 (the minimum)", &opt);
   opt = options_of(full, mask, MASK_WORDS);
   expect_same_draw("all-ones mask, stride 40", &opt);
+  test_bias_args();
 }
 
 static void test_context_args(void) {

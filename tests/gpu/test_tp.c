@@ -17,7 +17,10 @@
 **    every logprob NaN, as the unsharded call's.  R = 3 and 4 (with
 **    logprobs) with logit_softcap 0.5 on every rank: bitwise the unsharded
 **    fs_sample_ex with it (the cap is elementwise, the same tanhf on every
-**    shard), whose logits lie in [-0.5, 0.5].
+**    shard), whose logits lie in [-0.5, 0.5].  R = 3 (with logprobs and the
+**    cap) and 4 with a logit bias (fs_options.logit_bias_*, the same arrays
+**    on every rank, ids of every shard, repeats, pads and a ban): bitwise the
+**    unsharded fs_sample_ex with it (each rank scores its own biased ids).
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -34,6 +37,33 @@
 
 #define MAXR TP_MAXR
 enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
+
+/* The logit bias of the bias cases: BIAS_N entries a row, device arrays on
+** GPU 0 (every rank's context is GPU 0's primary context). */
+enum { BIAS_N = 12 };
+static CUdeviceptr g_bias_tok, g_bias_val;
+
+static void bias_upload(fs_context *ctx) {
+  int32_t tok[B * BIAS_N];
+  float val[B * BIAS_N];
+  unsigned long long r = 4242;
+  for (int i = 0; i < B * BIAS_N; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    tok[i] = (int32_t)((r >> 20) % (unsigned long long)V);
+    val[i] = (float)((double)((r >> 40) % 1201) / 100.0 - 4.0); /* [-4, 8] */
+    if (i % BIAS_N == 3) tok[i] = -1;          /* a pad */
+    if (i % BIAS_N == 7) tok[i] = tok[i - 2];  /* a repeat */
+    if (i % BIAS_N == 9) val[i] = -INFINITY;   /* a ban */
+  }
+  g_bias_tok = gu_upload_new(ctx, tok, sizeof tok);
+  g_bias_val = gu_upload_new(ctx, val, sizeof val);
+}
+
+static void bias_set(fs_options *o, int on) {
+  o->logit_bias_tokens = on ? (const int32_t *)gu_ptr(g_bias_tok) : NULL;
+  o->logit_bias_values = on ? (const float *)gu_ptr(g_bias_val) : NULL;
+  o->logit_bias_count = on ? BIAS_N : 0;
+}
 
 static void *rank_main(void *arg) {
   tp_rank *r = arg;
@@ -60,14 +90,19 @@ int main(void) {
   static const struct {
     int R, with_lp, no_logits, S, nan;
     float cap;
-  } cases[] = {{2, 0, 0, TP_S, 0, 0}, {3, 0, 0, TP_S, 0, 0}, {4, 0, 0, TP_S, 0, 0},
-               {8, 0, 0, TP_S, 0, 0}, {2, 1, 0, TP_S, 0, 0}, {3, 1, 1, TP_S, 0, 0},
-               {4, 1, 0, TP_S, 0, 0}, {8, 1, 1, TP_S, 0, 0}, {3, 1, 0, 1, 0, 0},
-               {2, 1, 0, TP_S, 1, 0}, {3, 0, 0, TP_S, 0, 0.5f}, {4, 1, 0, TP_S, 0, 0.5f}};
+    int bias;
+  } cases[] = {{2, 0, 0, TP_S, 0, 0, 0}, {3, 0, 0, TP_S, 0, 0, 0}, {4, 0, 0, TP_S, 0, 0, 0},
+               {8, 0, 0, TP_S, 0, 0, 0}, {2, 1, 0, TP_S, 0, 0, 0}, {3, 1, 1, TP_S, 0, 0, 0},
+               {4, 1, 0, TP_S, 0, 0, 0}, {8, 1, 1, TP_S, 0, 0, 0}, {3, 1, 0, 1, 0, 0, 0},
+               {2, 1, 0, TP_S, 1, 0, 0}, {3, 0, 0, TP_S, 0, 0.5f, 0},
+               {4, 1, 0, TP_S, 0, 0.5f, 0}, {3, 1, 0, TP_S, 0, 0.5f, 1},
+               {4, 0, 0, TP_S, 0, 0, 1}};
+  bias_upload(ctx);
   for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
     const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
     const int S = cases[rl].S, nan_row = cases[rl].nan ? (int)((long long)V / 2 + 7) : -1;
     const float cap = cases[rl].cap;
+    const int bias = cases[rl].bias;
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
     const size_t at = nan_row >= 0 ? (size_t)nan_row * D + 3 : 0; /* the planted element */
@@ -80,11 +115,12 @@ int main(void) {
     gu_outputs cref;
     float ref_lp[NITEMS];
     const gu_outputs *ref = &u.ref;
-    if (cap > 0.0f && !with_lp) {
+    if ((cap > 0.0f || bias) && !with_lp) {
       fs_options o;
       memset(&o, 0, sizeof o);
       o.size = sizeof o;
       o.logit_softcap = cap;
+      bias_set(&o, bias);
       tp_unsharded_draw_ex(ctx, &u, &o, &cref);
       ref = &cref;
       int over = 0; /* the capped logits: inside [-cap, cap] */
@@ -99,9 +135,10 @@ int main(void) {
       memset(&o, 0, sizeof o);
       o.size = sizeof o;
       o.logit_softcap = cap;
+      bias_set(&o, bias);
       tp_unsharded_lp(ctx, &cu, &o, &cref, ref_lp);
       ref = &cref;
-      if (S == TP_S && nan_row < 0 && cap == 0.0f) /* u.ref's own call, logprobs asked for */
+      if (S == TP_S && nan_row < 0 && cap == 0.0f && !bias) /* u.ref's own call, with logprobs */
         CHECK_MSG(tp_mismatches(ctx, &cref, &u.ref, "fs_sample_ex with logprobs") == 0,
                   "logprobs changed the unsharded draw");
       int nans = 0;
@@ -118,15 +155,17 @@ int main(void) {
     for (int k = 0; k < R; k++) {
       tp_rank_open(&rk_[k], &sh, k, &u, start);
       rk_[k].s.num_samples = S;
-      if (cap > 0.0f && !with_lp) {
+      if ((cap > 0.0f || bias) && !with_lp) {
         memset(&opt[k], 0, sizeof opt[k]);
         opt[k].size = sizeof opt[k];
         opt[k].logit_softcap = cap;
+        bias_set(&opt[k], bias);
         rk_[k].opt = &opt[k];
       }
       if (!with_lp) continue;
       dlp[k] = tp_lp_alloc(rk_[k].ctx, &opt[k]);
       opt[k].logit_softcap = cap;
+      bias_set(&opt[k], bias);
       rk_[k].opt = &opt[k];
       if (no_logits) {
         gu_outputs_free(rk_[k].ctx, &rk_[k].go);
@@ -153,7 +192,9 @@ int main(void) {
     printf(")%s%s%s%s: %s\n",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
            S == 1 ? ", one sample a row" : "", nan_row >= 0 ? ", a NaN logit in every row" : "",
-           cap > 0.0f ? ", logits soft-capped" : "",
+           cap > 0.0f ? (bias ? ", logits soft-capped, a logit bias" : ", logits soft-capped")
+           : bias     ? ", a logit bias"
+                      : "",
            mism || lbad ? "MISMATCH"
            : no_logits  ? "tokens, keys and logprobs as the unsharded call's"
            : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
@@ -190,7 +231,7 @@ int main(void) {
       uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
       for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = i / TP_MW == 4 ? 0u : 0x55555555u;
       CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
-      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL, 0.0f};
+      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL, 0.0f, NULL, NULL, 0};
       gu_outputs mref;
       tp_unsharded_draw_ex(ctx, &u, &opt, &mref);
       int odd = 0;
@@ -242,6 +283,8 @@ int main(void) {
   CHECK(fs_sample_nccl_ex(ctx, &u.full, &u.s, NULL, &o0, NULL, NULL) == FS_INVALID_ARGUMENT &&
         strstr(fs_last_error(ctx), "nccl_comm"));
   tp_unsharded_free(ctx, &u);
+  gu_free(ctx, g_bias_tok);
+  gu_free(ctx, g_bias_val);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp");
 }

@@ -27,6 +27,8 @@ int main(void) {
   F("Options", fs_options, size); F("Options", fs_options, token_mask);
   F("Options", fs_options, token_mask_stride); F("Options", fs_options, logprobs);
   F("Options", fs_options, logit_softcap);
+  F("Options", fs_options, logit_bias_tokens); F("Options", fs_options, logit_bias_values);
+  F("Options", fs_options, logit_bias_count);
   END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;

@@ -8,7 +8,8 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
   4. reference_sample (the CPU reference, host pointers) through the structs:
      greedy rows equal an argmax computed here in Python over the same bf16
      values, with a padded row stride and a vocab_offset (so a field out of
-     place changes the answer); sampled rows repeat under the same seed;
+     place changes the answer); sampled rows repeat under the same seed; a
+     logit bias through Options moves greedy rows to the biased tokens;
   5. sample_torch without torch raises ImportError (skipped where torch is
      installed).
 Usage: test_python.py LAYOUT_BINARY   (FLASHSAMPLING_LIB, PYTHONPATH, the
@@ -117,6 +118,19 @@ def check_reference():
     if draws[0] != draws[1] or not all(off <= x < off + V for x in draws[0]):
         fail(f"sampled rows under seed 7: {draws}")
     print(f"ok 4b: sampled rows repeat under one seed: {draws[0]}")
+    # a logit bias through Options: +1000 on token off + 3b + 1 of row b makes it
+    # that greedy row's argmax (a field out of place would leave the argmax or
+    # move every row to the same token)
+    bt = (ctypes.c_int32 * (B * 2))(*[off + 3 * b + 1 if j == 0 else -1
+                                       for b in range(B) for j in range(2)])
+    bv = (ctypes.c_float * (B * 2))(*([1000.0, 0.0] * B))
+    opt = fs.Options(logit_bias_tokens=ctypes.addressof(bt), logit_bias_values=ctypes.addressof(bv),
+                     logit_bias_count=2)
+    t = (ctypes.c_int32 * B)()
+    fs.reference_sample(p, fs.Sampling(temperature=0.0, num_samples=1), t, options=opt)
+    if list(t) != [off + 3 * b + 1 for b in range(B)]:
+        fail(f"greedy rows with +1000 on token off + 3b + 1: {list(t)}")
+    print(f"ok 4c: a logit bias through Options moves greedy rows: {list(t)}")
 
 
 def main():

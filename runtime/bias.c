@@ -1,0 +1,124 @@
+/*
+** bias.c: calls with a logit bias (fs_options.logit_bias_*).
+**
+** The fused kernel runs with a copy of the call's token mask in which every
+** row's biased ids are cleared (fsamp_bias_mask), so it draws over the other
+** tokens; fsamp_bias_bf16 / _f16 then score the biased tokens from their W
+** rows with the same noise and keep the larger key per (row, sample) in the
+** kernel's local outputs, before tp.c turns keys into tokens (and, over
+** ranks, reduces them).  The kernels come from templates/fsamp_bias.cu,
+** compiled by NVRTC into a module of the context's own on its first call
+** with a bias.
+*/
+#include "fs_int.h"
+#include "embedded.h"
+#include "fs_nvrtc.h"
+#include "fs_params.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
+  const fs_embedded_file *f = fs_embedded_find(FS_BIAS_TEMPLATE);
+  memset(out, 0, sizeof *out);
+  if (!f) {
+    snprintf(err, errlen, "%s is not embedded", FS_BIAS_TEMPLATE);
+    return FS_INTERNAL;
+  }
+  return fs_nvrtc_compile("fsamp_bias", f->data, target, out, err, errlen);
+}
+
+/* Compiles and loads the module once per context. */
+static int bias_load(fs_context *ctx) {
+  if (ctx->bias_module) return FS_OK;
+  const int a = fs_target_arch(ctx->arch);
+  if (!a)
+    return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
+                  ctx->arch);
+  char target[16], err[512];
+  snprintf(target, sizeof target, "sm_%d%s", a, a == 90 ? "a" : ""); /* generator/fsgen.lua's */
+  fs_cubin c;
+  int st = fs_bias_compile(target, &c, err, sizeof err);
+  if (st) {
+    if (c.log) fs_set_compile_log(ctx, c.log);
+    fs_cubin_free(&c);
+    return fs_err(ctx, st, "the logit bias's kernels: %s", err);
+  }
+  CUmodule mod = NULL;
+  const fs_cu_api *cu = ctx->cu;
+  CUresult r = cu->cuModuleLoadData(&mod, c.data);
+  fs_cubin_free(&c);
+  if (r == CUDA_SUCCESS &&
+      ((r = cu->cuModuleGetFunction(&ctx->bias_mask_fn, mod, "fsamp_bias_mask")) ||
+       (r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_bf16")) ||
+       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_f16"))))
+    cu->cuModuleUnload(mod);
+  if (r != CUDA_SUCCESS)
+    return fs_cu_fail(ctx, r, "loading the logit bias's kernels", __FILE__, __LINE__);
+  ctx->bias_module = mod;
+  return FS_OK;
+}
+
+/* Words per row of the fused kernel's mask: those up to the call's last id,
+** so that its ids index it as they index the caller's mask. */
+static long long mask_words(const fs_problem *p) {
+  return (p->vocab_offset + p->vocab + 31) / 32;
+}
+
+int fs_bias_ready(fs_context *ctx, const fs_problem *p, size_t need, CUstream stream,
+                  CUdeviceptr *mask_at) {
+  const size_t at = (need + 15) / 16 * 16;
+  const size_t bytes = at + (size_t)p->batch * (size_t)mask_words(p) * 4;
+  if (!ctx->bias_module || bytes > ctx->workspace_bytes) {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+      return fs_err(ctx, FS_NOT_PREPARED,
+                    "stream is capturing and options->logit_bias_count is set at B=%d, V=%d: "
+                    "the first call with a logit bias %s; make one such call before capture",
+                    (int)p->batch, (int)p->vocab,
+                    ctx->bias_module ? "at this size grows the workspace"
+                                     : "on a context compiles its kernels");
+    FS_TRY(bias_load(ctx));
+    FS_TRY(fs_workspace_reserve(ctx, bytes));
+  }
+  *mask_at = ctx->workspace + at;
+  return FS_OK;
+}
+
+/* Launches f on `blocks` blocks of 128 threads. */
+static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
+                  CUstream stream) {
+  CUresult r = ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_bias_mask(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr mask_at,
+                 fs_opts *fused, CUstream stream) {
+  const uint32_t *words = m->words;
+  long long stride = m->stride, nw = mask_words(p);
+  int first = (int)(p->vocab_offset / 32), span = (int)(nw - first), count = m->bias_count;
+  int lo = (int)p->vocab_offset, hi = (int)(p->vocab_offset + p->vocab);
+  const int32_t *tokens = m->bias_tokens;
+  CUdeviceptr out = mask_at;
+  void *args[] = {(void *)&words, &stride, &first, &span, &nw, (void *)&tokens, &count, &lo,
+                  &hi, &out};
+  FS_TRY(launch(ctx, ctx->bias_mask_fn, "cuLaunchKernel(fsamp_bias_mask)",
+                (unsigned)p->batch, args, stream));
+  *fused = *m;
+  fused->words = (const uint32_t *)(uintptr_t)mask_at;
+  fused->stride = nw;
+  return FS_OK;
+}
+
+int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                  CUdeviceptr keys, CUdeviceptr logits, CUstream stream) {
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  const int32_t *tokens = m->bias_tokens;
+  const float *values = m->bias_values;
+  int count = m->bias_count;
+  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &keys, &logits};
+  return launch(ctx, ctx->bias_fn[p->dtype == FS_DTYPE_FP16], "cuLaunchKernel(fsamp_bias)",
+                (unsigned)p->batch, args, stream);
+}

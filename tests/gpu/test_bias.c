@@ -1,0 +1,310 @@
+// fs-test-timeout: 300
+/*
+** test_bias.c: fs_options.logit_bias_* on the GPU.  flashsampling.h: entry j
+** of row b adds logit_bias_values[b * count + j] to the logit of token
+** logit_bias_tokens[b * count + j] after the soft-cap and before the mask,
+** the temperature, the noise and greedy rows; ids outside the call's shard are
+** ignored (-1 pads), a token listed twice gets the sum, and the returned
+** logits and logprobs stay those of the raw logits.
+**
+** Per case (below), fs_sample_ex with the bias against fs_reference_sample_ex
+** with the same options (host copies) on the same inputs:
+**  - at least 99% of the tokens equal the reference's, and every token that
+**    differs is a near-tie: the reference's score of its own winner and the
+**    GPU's score of its token (outputs->keys) are within 1e-4 (1 + |s|);
+**  - where the token is the reference's, the returned logit is within 2e-5
+**    (1 + |z|) of the reference's (raw, unbiased) logit;
+**  - every logprob is z - lse within 2e-5 + 1e-6 |lse| (lse: the reference
+**    row's log-sum-exp of the raw logits);
+**  - no token is one the row bans (a -inf value, or the mask);
+**  - the bias bites: the same call without it gives other tokens for at least
+**    a tenth of the draws, and at least a tenth of the draws are biased ids
+**    (so that the biased tokens' own kernel is what chose them).
+** Then, once per dtype and B on the default kernels: a CUDA graph captured
+** after a first call replays it, and a first call with a bias inside a
+** capture returns FS_NOT_PREPARED (the tensor-parallel calls: test_tp).
+** Cases, bf16 and fp16, B = 5 and 37 (with FS_TEST_FAMILY, on that family's
+** variant nearest each B):
+**   plain   V = 1000, D = 256, T = 1, one sample, 8 entries a row, logprobs;
+**   mixed   V = 5011, D = 1024, vocab_offset 37, per-row temperatures with
+**           greedy rows, 3 samples, a token mask of density 1/2, soft-cap 2,
+**           40 entries a row with repeats, pads, other shards' ids and -inf;
+**   tiles   V = 65537, D = 256, 300 entries a row, logprobs.
+*/
+#include "gpu_family.h"
+#include "gpu_graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bias_case {
+  const char *name;
+  int V, D, offset, S, mixed, logprobs, count;
+  float c;
+  unsigned long long seed;
+} bias_case;
+
+static const bias_case cases[] = {
+    {"plain", 1000, 256, 0, 1, 0, 1, 8, 0.0f, 1},
+    {"mixed", 5011, 1024, 37, 3, 1, 1, 40, 2.0f, 2},
+    {"tiles", 65537, 256, 0, 1, 0, 1, 300, 0.0f, 3},
+};
+
+static unsigned long long bias_rand(unsigned long long *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 17;
+}
+
+/* A row's entries: ids of the shard mostly (positive values up to +6 so that
+** the biased tokens win often), and in "mixed" repeats, pads, ids of other
+** shards and a -inf. */
+static void make_bias(const bias_case *cs, int B, int32_t *tok, float *val) {
+  unsigned long long r = 0xb1a5ull + cs->seed * 977u + (unsigned long long)B;
+  for (int b = 0; b < B; b++)
+    for (int j = 0; j < cs->count; j++) {
+      const size_t i = (size_t)b * cs->count + j;
+      tok[i] = cs->offset + (int32_t)(bias_rand(&r) % (unsigned long long)cs->V);
+      val[i] = (float)((double)(bias_rand(&r) % 1201) / 100.0 - 4.0); /* [-4, 8] */
+      if (!cs->mixed) continue;
+      if (j % 10 == 3) tok[i] = -1;                              /* a pad */
+      if (j % 10 == 5) tok[i] = cs->offset + cs->V + (int32_t)j; /* another shard's */
+      if (j % 10 == 6 && cs->offset) tok[i] = (int32_t)j % cs->offset;
+      if (j % 10 == 7) tok[i] = tok[i - 2];                      /* a repeat */
+      if (j % 10 == 8) val[i] = -INFINITY;                       /* a ban */
+    }
+}
+
+/* Draws with opt on the device into o. */
+static void draw(fs_context *ctx, const fs_problem *dp, const fs_sampling *s,
+                 const fs_options *opt, gu_outputs *o, const char *what) {
+  gu_outputs_poison(ctx, o);
+  fs_outputs out = gu_outputs_api(o);
+  const int st = fs_sample_ex(ctx, dp, s, opt, &out, NULL);
+  CHECK_MSG(st == FS_OK, "%s: fs_sample_ex: %s", what, fs_last_error(ctx));
+  gu_outputs_fetch(ctx, o);
+}
+
+/* Is token t banned in row b: a -inf entry (the only values that are), or
+** the mask. */
+static int banned(const bias_case *cs, const int32_t *tok, const float *val,
+                  const uint32_t *mask, long long words, int b, int t) {
+  for (int j = 0; j < cs->count; j++)
+    if (tok[(size_t)b * cs->count + j] == t && isinf(val[(size_t)b * cs->count + j]))
+      return 1;
+  return mask && !(mask[(size_t)b * words + (t >> 5)] >> (t & 31) & 1u);
+}
+
+static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
+  char what[160];
+  snprintf(what, sizeof what, "%s %s B=%d", cs->name, gu_dtype_name(dtype), B);
+  gu_lmhead lm; /* logits of sd ~1 */
+  gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
+                 0xb1a5ull + (unsigned long long)B * 31u + cs->seed * 7919u);
+  gu_lmhead_upload(ctx, &lm);
+  const int S = cs->S;
+  const size_t n = (size_t)B * S, ne = (size_t)B * cs->count;
+  float *temps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) temps[b] = b % 3 == 1 ? 0.0f : 0.6f + 0.2f * (float)(b % 5);
+  CUdeviceptr dtemps = cs->mixed ? gu_upload_new(ctx, temps, sizeof(float) * (size_t)B) : 0;
+  const long long words = (cs->offset + cs->V + 31) / 32;
+  uint32_t *mask = gu_malloc(sizeof(uint32_t) * (size_t)(B * words));
+  unsigned long long ms = 0x50f7ull + (unsigned long long)B;
+  for (long long i = 0; i < B * words; i++) mask[i] = (uint32_t)bias_rand(&ms);
+  CUdeviceptr dmask =
+      cs->mixed ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words)) : 0;
+  int32_t *tok = gu_malloc(sizeof(int32_t) * ne);
+  float *val = gu_malloc(sizeof(float) * ne);
+  make_bias(cs, B, tok, val);
+  CUdeviceptr dtok = gu_upload_new(ctx, tok, sizeof(int32_t) * ne);
+  CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
+
+  fs_sampling s = {1.0f, NULL, S, 20261202ull + cs->seed, NULL, 11ull, NULL};
+  s.temperatures = cs->mixed ? (const float *)gu_ptr(dtemps) : NULL;
+  gu_outputs o, o2;
+  gu_outputs_alloc(ctx, &o, n, 1, 1);
+  gu_outputs_alloc(ctx, &o2, n, 0, 0);
+  CUdeviceptr dlp = cs->logprobs ? gu_alloc(ctx, n * sizeof(float)) : 0;
+  fs_problem dp = gu_problem(&lm, 1);
+  fs_options opt = {sizeof opt, cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
+                    cs->logprobs ? (float *)gu_ptr(dlp) : NULL, cs->c,
+                    (const int32_t *)gu_ptr(dtok), (const float *)gu_ptr(dval), cs->count};
+  draw(ctx, &dp, &s, &opt, &o, what);
+  gu_outputs_check(&o, what);
+  float *lp = gu_malloc(n * sizeof(float));
+  if (dlp) gu_download(ctx, lp, dlp, n * sizeof(float));
+  opt.logit_bias_count = 0; /* the same call without the bias: other tokens */
+  opt.logprobs = NULL;
+  draw(ctx, &dp, &s, &opt, &o2, what);
+
+  /* the reference, host pointers */
+  fs_problem hp = gu_problem(&lm, 0);
+  fs_sampling hs = s;
+  hs.temperatures = cs->mixed ? temps : NULL;
+  int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
+  float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
+  uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
+  const fs_options ropt = {sizeof ropt, cs->mixed ? mask : NULL, 0, rlp, cs->c, tok, val,
+                           cs->count};
+  CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlogit, rkey) == FS_OK);
+
+  long same = 0, bad = 0, differ = 0, biased = 0;
+  double worst_lp = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const int b = (int)(i / (size_t)S), t = o.h_tokens[i];
+    const double z = o.h_logits[i], rz = rlogit[i];
+    differ += o2.h_tokens[i] != t;
+    for (int j = 0; j < cs->count; j++)
+      if (tok[(size_t)b * cs->count + j] == t) {
+        biased++;
+        break;
+      }
+    if (banned(cs, tok, val, cs->mixed ? mask : NULL, words, b, t) && bad++ < 5)
+      fprintf(stderr, "%s: draw %zu: token %d is banned in row %d\n", what, i, t, b);
+    if (t == rtok[i]) {
+      same++;
+      if (!(fabs(z - rz) <= 2e-5 * (1.0 + fabs(rz))) && bad++ < 5)
+        fprintf(stderr, "%s: draw %zu: logit %.7g, the reference's %.7g\n", what, i, z, rz);
+    } else {
+      const double gs = fs_key_score(o.h_keys[i]), rs = fs_key_score(rkey[i]);
+      if (!(fabs(gs - rs) <= 1e-4 * (1.0 + fabs(rs))) && bad++ < 5)
+        fprintf(stderr, "%s: draw %zu: token %d (score %.7g), the reference's %d (%.7g): "
+                "not a near-tie\n", what, i, t, gs, rtok[i], rs);
+    }
+    if (cs->logprobs) {
+      const double lse = rz - (double)rlp[i], err = fabs((double)lp[i] - (z - lse));
+      if (err > worst_lp) worst_lp = err;
+      if (!(err <= 2e-5 + 1e-6 * fabs(lse)) && bad++ < 5)
+        fprintf(stderr, "%s: draw %zu: logprob %.7g, want %.7g\n", what, i, (double)lp[i],
+                z - lse);
+    }
+  }
+  CHECK_MSG(bad == 0, "%s: %ld draws wrong", what, bad);
+  CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
+            same, n);
+  CHECK_MSG(differ * 10 >= (long)n, "%s: only %ld of %zu tokens change without the bias: the "
+            "case does not test it", what, differ, n);
+  CHECK_MSG(biased * 10 >= (long)n, "%s: only %ld of %zu draws are biased tokens", what,
+            biased, n);
+  printf("ok %s: %zu draws, %ld the reference's tokens, %ld biased ids, %ld other without the "
+         "bias, worst logprob error %.2g\n", what, n, same, biased, differ, worst_lp);
+
+  free(lp);
+  free(rtok);
+  free(rlogit);
+  free(rlp);
+  free(rkey);
+  free(temps);
+  free(mask);
+  free(tok);
+  free(val);
+  gu_free(ctx, dlp);
+  gu_free(ctx, dtemps);
+  gu_free(ctx, dmask);
+  gu_free(ctx, dtok);
+  gu_free(ctx, dval);
+  gu_outputs_free(ctx, &o);
+  gu_outputs_free(ctx, &o2);
+  gu_lmhead_free(ctx, &lm);
+}
+
+/* A CUDA graph captured after a first call with the "mixed" bias (logprobs,
+** soft-cap) replays it (tokens and keys bitwise); a fresh context's first call
+** with a bias inside a capture is refused with FS_NOT_PREPARED naming the
+** option.  (The tensor-parallel calls with a bias: test_tp.) */
+static void run_graph(fs_context *ctx, int B, int dtype) {
+  char what[160];
+  snprintf(what, sizeof what, "graph %s B=%d", gu_dtype_name(dtype), B);
+  const bias_case *cs = &cases[1];
+  const int S = cs->S;
+  const size_t n = (size_t)B * S, ne = (size_t)B * cs->count;
+  gu_lmhead lm;
+  gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, 0, 0, 0, gu_w_scale(cs->D, 1.0),
+                 0x7e5ull + (unsigned long long)B);
+  gu_lmhead_upload(ctx, &lm);
+  int32_t *tok = gu_malloc(sizeof(int32_t) * ne);
+  float *val = gu_malloc(sizeof(float) * ne);
+  bias_case c0 = *cs;
+  c0.offset = 0;
+  make_bias(&c0, B, tok, val);
+  CUdeviceptr dtok = gu_upload_new(ctx, tok, sizeof(int32_t) * ne);
+  CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
+  CUdeviceptr dlp = gu_alloc(ctx, n * sizeof(float));
+  fs_sampling s = {0.8f, NULL, S, 77ull, NULL, 5ull, NULL};
+  fs_options opt = {sizeof opt, NULL, 0, (float *)gu_ptr(dlp), 2.0f,
+                    (const int32_t *)gu_ptr(dtok), (const float *)gu_ptr(dval), cs->count};
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, n, 1, 1);
+  fs_problem dp = gu_problem(&lm, 1);
+  draw(ctx, &dp, &s, &opt, &o, what);
+  snap whole = snap_take(&o);
+
+/* a CUDA graph of the (already made) call replays it */
+  CUstream stream;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  fs_outputs out = gu_outputs_api(&o);
+  const int st = fs_sample_ex(ctx, &dp, &s, &opt, &out, (void *)stream);
+  CUgraph graph;
+  GU_CU(ctx, ctx->cu->cuStreamEndCapture(stream, &graph));
+  gu_pop(ctx);
+  CHECK_MSG(st == FS_OK, "%s: captured fs_sample_ex: %s", what, fs_last_error(ctx));
+  CUgraphExec exec;
+  gu_push(ctx);
+  GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
+  gu_pop(ctx);
+  snap g = gu_graph_replay(ctx, exec, stream, &o, what);
+  CHECK_MSG(!memcmp(g.tok, whole.tok, n * sizeof *g.tok) &&
+                !memcmp(g.key, whole.key, n * sizeof *g.key),
+            "%s: the replay differs from the direct call", what);
+  snap_free(&g);
+
+  /* a fresh context's first call with a bias, inside a capture: refused */
+  fs_context *fresh;
+  CHECK(fs_context_create(0, &fresh) == FS_OK);
+  CHECK(fs_prepare(fresh, &dp, &s) == FS_OK);
+  gu_push(fresh);
+  GU_CU(fresh, fresh->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int st2 = fs_sample_ex(fresh, &dp, &s, &opt, &out, (void *)stream);
+  CUgraph g2;
+  GU_CU(fresh, fresh->cu->cuStreamEndCapture(stream, &g2));
+  gu_pop(fresh);
+  CHECK_MSG(st2 == FS_NOT_PREPARED && strstr(fs_last_error(fresh), "logit_bias_count"),
+            "%s: first biased call while capturing: status %d, %s", what, st2,
+            fs_last_error(fresh));
+  gu_push(ctx);
+  if (g2) ctx->cu->cuGraphDestroy(g2);
+  ctx->cu->cuGraphExecDestroy(exec);
+  ctx->cu->cuGraphDestroy(graph);
+  ctx->cu->cuStreamDestroy(stream);
+  gu_pop(ctx);
+  fs_context_destroy(fresh);
+  printf("ok %s: the graph replays the call, a first call in a capture is refused\n", what);
+  snap_free(&whole);
+  free(tok);
+  free(val);
+  gu_free(ctx, dtok);
+  gu_free(ctx, dval);
+  gu_free(ctx, dlp);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  static const int batches[] = {5, 37};
+  for (int dt = 0; dt < 2; dt++) {
+    const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+      fs_context *c = gu_family_context(ctx, dtype, batches[bi]);
+      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run(c, &cases[i], batches[bi], dtype);
+      gu_family_release(ctx, c);
+      if (!gu_test_family()) run_graph(ctx, batches[bi], dtype);
+    }
+  }
+  fs_context_destroy(ctx);
+  return fs_test_done("test_bias");
+}
