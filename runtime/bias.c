@@ -6,7 +6,10 @@
 ** tokens; fsamp_bias_bf16 / _f16 then score the biased tokens from their W
 ** rows with the same noise and keep the larger key per (row, sample) in the
 ** kernel's local outputs, before tp.c turns keys into tokens (and, over
-** ranks, reduces them).  The kernels come from templates/fsamp_bias.cu,
+** ranks, reduces them): a warp per entry takes its logit from its W row
+** (fsamp_bias_logits_*, into the workspace after the mask copy), then a
+** block per row scores the entries (fsamp_bias_merge).  The kernels come
+** from templates/fsamp_bias.cu,
 ** compiled by NVRTC into a module of the context's own on its first call
 ** with a bias.
 */
@@ -50,8 +53,9 @@ static int bias_load(fs_context *ctx) {
   fs_cubin_free(&c);
   if (r == CUDA_SUCCESS &&
       ((r = cu->cuModuleGetFunction(&ctx->bias_mask_fn, mod, "fsamp_bias_mask")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_bf16")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_f16"))))
+       (r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_logits_bf16")) ||
+       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_logits_f16")) ||
+       (r = cu->cuModuleGetFunction(&ctx->bias_merge_fn, mod, "fsamp_bias_merge"))))
     cu->cuModuleUnload(mod);
   if (r != CUDA_SUCCESS)
     return fs_cu_fail(ctx, r, "loading the logit bias's kernels", __FILE__, __LINE__);
@@ -65,10 +69,15 @@ static long long mask_words(const fs_problem *p) {
   return (p->vocab_offset + p->vocab + 31) / 32;
 }
 
-int fs_bias_ready(fs_context *ctx, const fs_problem *p, size_t need, CUstream stream,
-                  CUdeviceptr *mask_at) {
+/* The entries' logits (float2) and tokens after the mask copy at mask_at. */
+static CUdeviceptr entries_at(const fs_problem *p, CUdeviceptr mask_at) {
+  return mask_at + ((size_t)p->batch * (size_t)mask_words(p) * 4 + 15) / 16 * 16;
+}
+
+int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
+                  CUstream stream, CUdeviceptr *mask_at) {
   const size_t at = (need + 15) / 16 * 16;
-  const size_t bytes = at + (size_t)p->batch * (size_t)mask_words(p) * 4;
+  const size_t bytes = (size_t)entries_at(p, at) + (size_t)p->batch * (size_t)count * 12;
   if (!ctx->bias_module || bytes > ctx->workspace_bytes) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
@@ -112,13 +121,19 @@ int fs_bias_mask(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdevic
 }
 
 int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
-                  CUdeviceptr keys, CUdeviceptr logits, CUstream stream) {
+                  CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits, CUstream stream) {
   fs_params prm;
   fs_params_call(&prm, p, s, m);
   const int32_t *tokens = m->bias_tokens;
   const float *values = m->bias_values;
   int count = m->bias_count;
-  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &keys, &logits};
-  return launch(ctx, ctx->bias_fn[p->dtype == FS_DTYPE_FP16], "cuLaunchKernel(fsamp_bias)",
-                (unsigned)p->batch, args, stream);
+  CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
+  void *la[] = {&prm, (void *)&tokens, (void *)&values, &count, &zz, &etok};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16],
+                                       (unsigned)(count + 3) / 4, (unsigned)p->batch, 1, 128, 1,
+                                       1, 0, stream, la, NULL);
+  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_logits)", __FILE__, __LINE__);
+  void *ma[] = {&prm, &count, &zz, &etok, &keys, &logits};
+  return launch(ctx, ctx->bias_merge_fn, "cuLaunchKernel(fsamp_bias_merge)",
+                (unsigned)p->batch, ma, stream);
 }

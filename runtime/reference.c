@@ -283,17 +283,20 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
         else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
         if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
       }
-      /* the bias: the row's next biased rows of W, in increasing order */
+      /* the bias: the row's next biased rows of W, in increasing order; raw
+      ** keeps the unbiased logits for the outputs */
+      double raw[REF_VT];
+      for (j = 0; j < REF_VT; j++) raw[j] = acc[j];
       const ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
       for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
         acc[bi[*at].v - v0] += bi[*at].sum; /* v >= v0: earlier tiles took the smaller */
       if (m->words) {
         const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
         for (j = 0; j < nv; j++)
-          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u)) acc[j] = -INFINITY;
+          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u)) acc[j] = raw[j] = -INFINITY;
       }
       if (rp.greedy) {
-        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], acc[j], token0 + j, INFINITY);
+        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], raw[j], token0 + j, INFINITY);
         continue;
       }
       if (noise == FS_NOISE_GROUP16) {
@@ -323,7 +326,7 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
                               rp.tag);
           }
           const double g = (double)fs_gumbel(q.v[token & 3]);
-          ref_offer(&ri[t], acc[j] / rp.temperature + g, acc[j],
+          ref_offer(&ri[t], acc[j] / rp.temperature + g, raw[j],
                     (int32_t)token, INFINITY);
         }
       }

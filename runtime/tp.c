@@ -118,8 +118,9 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   CUdeviceptr lk, gk, ll, mask_at = 0;
   fs_opts fused = m; /* with a bias: the mask without the biased ids */
   if (!st && m.bias_count)
-    st = fs_bias_ready(ctx, problem, fs_workspace_need(ctx, k, B, problem->vocab, S),
-                       (CUstream)stream, &mask_at);
+    st = fs_bias_ready(ctx, problem, m.bias_count,
+                       fs_workspace_need(ctx, k, B, problem->vocab, S), (CUstream)stream,
+                       &mask_at);
   if (!st && m.bias_count) st = fs_bias_mask(ctx, problem, &m, mask_at, &fused, (CUstream)stream);
   if (!st) {
     tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
@@ -138,7 +139,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
                 stream);
   }
-  if (!st && m.bias_count) st = fs_bias_merge(ctx, problem, sampling, &m, lk, ll, stream);
+  if (!st && m.bias_count)
+    st = fs_bias_merge(ctx, problem, sampling, &m, mask_at, lk, ll, (CUstream)stream);
   if (!st && c) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;

@@ -5,17 +5,16 @@
 ** file (generator/gen.c), so a change here retires no tuning result.
 **
 ** The fused kernel draws over every token but the biased ones, which the mask
-** it is given (fsamp_bias_mask) clears; fsamp_bias_bf16 / fsamp_bias_f16 then
-** score each row's biased tokens from their W rows, with the noise the fused
-** kernels give those ids, and keep the larger key.  The argmax over a partition
+** it is given (fsamp_bias_mask) clears; fsamp_bias_logits_bf16 / _f16 then
+** take each entry's logit from its W row (a warp an entry), and
+** fsamp_bias_merge scores them with the noise the fused kernels give those
+** ids and keeps the larger key.  The argmax over a partition
 ** of the tokens is the argmax over the whole: exact, and pathwise the draw a
 ** fused kernel adding the bias itself would make (up to fp32 near-ties of the
 ** dot products, which here run in another order).
 */
 #include "fs_params.h"
 #include "fs_rng.h"
-
-#define FS_BIAS_MAX 1024 /* FS_MAX_LOGIT_BIAS (flashsampling.h) */
 
 /* Row blockIdx.x of the fused kernel's mask, at out + row * out_stride: its
 ** words [first, first + span) (those holding this call's ids), from the
@@ -56,14 +55,25 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
   const uint4 *h = (const uint4 *)((const unsigned short *)p.H + (long long)b * p.h_stride);
   const uint4 *w = (const uint4 *)((const unsigned short *)p.W + (long long)v * p.w_stride);
   float acc = 0.0f;
-  for (int i = lane; i < p.D / 8; i += 32) {
-    const uint4 x = __ldg(h + i), y = __ldg(w + i);
-    const unsigned xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+  const int n = p.D / 8; /* 16-byte pieces */
+  for (int i0 = lane; i0 < n; i0 += 32 * 4) { /* four pieces of each in flight */
+    uint4 x[4], y[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const float2 a = bias_pair<BF16>(xs[j]), c = bias_pair<BF16>(ys[j]);
-      acc = fmaf(a.x, c.x, acc);
-      acc = fmaf(a.y, c.y, acc);
+    for (int u = 0; u < 4; u++) {
+      const int i = i0 + 32 * u;
+      x[u] = i < n ? __ldg(h + i) : make_uint4(0u, 0u, 0u, 0u);
+      y[u] = i < n ? __ldg(w + i) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const unsigned xs[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+      const unsigned ys[4] = {y[u].x, y[u].y, y[u].z, y[u].w};
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const float2 a = bias_pair<BF16>(xs[k]), c = bias_pair<BF16>(ys[k]);
+        acc = fmaf(a.x, c.x, acc);
+        acc = fmaf(a.y, c.y, acc);
+      }
     }
   }
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -71,22 +81,51 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
   return acc;
 }
 
-/* Row blockIdx.x's biased tokens against the fused kernel's winners: for each
-** sample s, the best key over the row's biased tokens (score z' / T + the
-** token's noise, z' = z + the sum of its values; z' on greedy rows) replaces
+/* Entry j = 4 blockIdx.x + warp of row blockIdx.y (a warp an entry, so that
+** a row's W rows are read by many SMs at once): its token t (or -1 when the
+** entry is skipped: t outside [vocab_offset, vocab_offset + V), listed
+** earlier in the row, or disallowed by the caller's mask p.mask) at
+** etok[row * count + j], and its raw logit z and biased logit z' = z + the
+** sum of the row's values of t (in entry order) at zz[row * count + j].
+** 128 threads. */
+template <bool BF16>
+__device__ __forceinline__ void bias_logits(const fs_params &p, const int *tokens,
+                                            const float *values, int count, float2 *zz,
+                                            int *etok) {
+  const int b = blockIdx.y, lane = threadIdx.x & 31, j = blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (j >= count) return;
+  const int *tk = tokens + (size_t)b * count;
+  const float *vl = values + (size_t)b * count;
+  const int t = tk[j];
+  bool ok = t >= p.vocab_offset && t - p.vocab_offset < p.V;
+  if (ok && p.mask) /* the caller's mask: a disallowed token stays -inf */
+    ok = p.mask[(long long)b * p.mask_stride + (t >> 5)] >> (t & 31) & 1u;
+  float sum = 0.0f; /* the token's values in entry order; none when listed before */
+  for (int i0 = 0; ok && i0 < count; i0 += 32) { /* ok is the warp's: uniform */
+    const unsigned same = __ballot_sync(0xffffffffu, i0 + lane < count && tk[i0 + lane] == t);
+    if (i0 < j && (same & (j - i0 < 32 ? (1u << (j - i0)) - 1u : 0xffffffffu))) ok = false;
+    for (unsigned m = same & (i0 + 32 > j ? ~0u << (j > i0 ? j - i0 : 0) : 0u); ok && m;
+         m &= m - 1u)
+      sum += vl[i0 + __ffs(m) - 1];
+  }
+  const float z = ok ? bias_logit<BF16>(p, b, t - p.vocab_offset, lane) : 0.0f;
+  if (lane == 0) {
+    etok[(size_t)b * count + j] = ok ? t : -1;
+    zz[(size_t)b * count + j] = make_float2(z, z + sum);
+  }
+}
+
+/* Row blockIdx.x's biased tokens (bias_logits' entries) against the fused
+** kernel's winners: for each sample s, the best key over the entries (score
+** z' / T + the token's noise, z' itself on greedy rows) replaces
 ** keys[row * S + s] when it is not smaller (an equal key is the same token,
 ** which the fused kernel saw as masked), and logits[] gets that token's raw
-** logit z.  An entry is skipped when its token is outside [vocab_offset,
-** vocab_offset + V), listed earlier in the row, or disallowed by the caller's
-** mask (p.mask).  128 threads. */
-template <bool BF16>
-__device__ __forceinline__ void bias_row(const fs_params &p, const int *tokens,
-                                         const float *values, int count,
-                                         unsigned long long *keys, float *logits) {
-  __shared__ int st[FS_BIAS_MAX];
-  __shared__ float sz[FS_BIAS_MAX], sb[FS_BIAS_MAX];
+** logit z.  128 threads, a warp a sample. */
+__device__ __forceinline__ void bias_merge(const fs_params &p, int count, const float2 *zz,
+                                           const int *etok, unsigned long long *keys,
+                                           float *logits) {
   const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  /* the row's parameters as fs_col_load (fs_device.h) takes them: first, while
+  /* the row's parameters as fs_col_load (fs_device.h) takes them, first, while
   ** little is live (the division is a called subroutine) */
   const float T = p.temperatures ? p.temperatures[b] : p.temperature;
   const bool greedy = !(T > 0.0f);
@@ -94,46 +133,24 @@ __device__ __forceinline__ void bias_row(const fs_params &p, const int *tokens,
   const unsigned long long seed = p.seeds ? p.seeds[b] : p.seed;
   const unsigned long long off = p.offsets ? p.offsets[b] : p.offset;
   const unsigned tag = p.seeds ? 0u : (unsigned)(b + 1);
-  const int *tk = tokens + (size_t)b * count;
-  const float *vl = values + (size_t)b * count;
-  for (int j = threadIdx.x; j < count; j += blockDim.x) st[j] = tk[j];
-  __syncthreads();
-  for (int j = warp; j < count; j += 4) {
-    const int t = st[j];
-    bool ok = t >= p.vocab_offset && t - p.vocab_offset < p.V;
-    if (ok && p.mask) /* the caller's mask: a disallowed token stays -inf */
-      ok = p.mask[(long long)b * p.mask_stride + (t >> 5)] >> (t & 31) & 1u;
-    float sum = 0.0f; /* the token's values in entry order; none when listed before */
-    for (int i0 = 0; ok && i0 < count; i0 += 32) {
-      const unsigned same = __ballot_sync(0xffffffffu, i0 + lane < count && st[i0 + lane] == t);
-      if (i0 < j && (same & (j - i0 < 32 ? (1u << (j - i0)) - 1u : 0xffffffffu))) ok = false;
-      for (unsigned m = same & (i0 + 32 > j ? ~0u << (j > i0 ? j - i0 : 0) : 0u); ok && m;
-           m &= m - 1u)
-        sum += vl[i0 + __ffs(m) - 1];
-    }
-    const float z = ok ? bias_logit<BF16>(p, b, t - p.vocab_offset, lane) : 0.0f;
-    if (lane == 0) {
-      st[j] = ok ? t : -1;
-      sz[j] = z;
-      sb[j] = z + sum;
-    }
-  }
-  __syncthreads();
+  const int *et = etok + (size_t)b * count;
+  const float2 *ez = zz + (size_t)b * count;
   for (int s = warp; s < p.num_samples; s += 4) {
     unsigned long long best = 0ull;
     float bz = 0.0f;
     for (int j = lane; j < count; j += 32) {
-      const int t = st[j];
+      const int t = et[j];
       if (t < 0) continue;
-      float sc = sb[j];
+      const float2 e = ez[j];
+      float sc = e.y;
       if (!greedy) {
         const fs_philox_out q = fs_noise_quad(seed, off, (unsigned)t >> 2, (unsigned)s, tag);
         const unsigned k = (unsigned)t & 3u; /* selects: an indexed q.v went to the stack */
         const unsigned x = k == 0 ? q.v[0] : k == 1 ? q.v[1] : k == 2 ? q.v[2] : q.v[3];
         sc = fmaf(sc, inv_t, fs_gumbel_fast(x));
       }
-      const unsigned long long k = fs_pack_key(sc, (unsigned)t);
-      if (k > best) best = k, bz = sz[j];
+      const unsigned long long key = fs_pack_key(sc, (unsigned)t);
+      if (key > best) best = key, bz = e.x;
     }
     for (int o = 16; o > 0; o >>= 1) {
       const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
@@ -149,13 +166,19 @@ __device__ __forceinline__ void bias_row(const fs_params &p, const int *tokens,
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_bf16(const fs_params p, const int *tokens, const float *values, int count,
-                unsigned long long *keys, float *logits) {
-  bias_row<true>(p, tokens, values, count, keys, logits);
+fsamp_bias_logits_bf16(const fs_params p, const int *tokens, const float *values, int count,
+                       float2 *zz, int *etok) {
+  bias_logits<true>(p, tokens, values, count, zz, etok);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_f16(const fs_params p, const int *tokens, const float *values, int count,
-               unsigned long long *keys, float *logits) {
-  bias_row<false>(p, tokens, values, count, keys, logits);
+fsamp_bias_logits_f16(const fs_params p, const int *tokens, const float *values, int count,
+                      float2 *zz, int *etok) {
+  bias_logits<false>(p, tokens, values, count, zz, etok);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+fsamp_bias_merge(const fs_params p, int count, const float2 *zz, const int *etok,
+                 unsigned long long *keys, float *logits) {
+  bias_merge(p, count, zz, etok, keys, logits);
 }
