@@ -228,7 +228,8 @@ typedef struct fs_outputs {
 **    listed more than once in a row gets the sum of its values (in fp32, in
 **    entry order).  A value of -inf bans the token (as the mask does), +inf
 **    draws it whenever its logit is finite (the smallest such id among
-**    several), and a biased logit that is NaN is never drawn while another
+**    several; not at a per-row temperature of +inf, where inf / inf is
+**    NaN), and a biased logit that is NaN is never drawn while another
 **    token has a number (as NaN logits are ranked).  outputs->logits and
 **    logprobs stay those of the raw logits, as for the temperature.  How:
 **    the fused kernel draws over the other tokens (each row's biased ids

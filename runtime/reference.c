@@ -181,7 +181,8 @@ static int ref_bias_row(const fs_problem *p, const fs_opts *m, int b, ref_bias *
   }
   qsort(out, (size_t)n, sizeof *out, ref_bias_cmp);
   for (int j = 0; j < n; j++) {
-    if (k > 0 && out[k - 1].v == out[j].v) out[k - 1].sum += out[j].sum;
+    if (k > 0 && out[k - 1].v == out[j].v) /* in fp32, in entry order, as the kernels */
+      out[k - 1].sum = (double)((float)out[k - 1].sum + (float)out[j].sum);
     else out[k++] = out[j];
   }
   return k;
