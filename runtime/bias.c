@@ -1,17 +1,15 @@
 /*
 ** bias.c: calls with a logit bias (fs_options.logit_bias_*).
 **
-** The fused kernel runs with a copy of the call's token mask in which every
-** row's biased ids are cleared (fsamp_bias_mask), so it draws over the other
-** tokens; fsamp_bias_bf16 / _f16 then score the biased tokens from their W
-** rows with the same noise and keep the larger key per (row, sample) in the
-** kernel's local outputs, before tp.c turns keys into tokens (and, over
-** ranks, reduces them): a warp per entry takes its logit from its W row
-** (fsamp_bias_logits_*, into the workspace after the mask copy), then a
-** block per row scores the entries (fsamp_bias_merge).  The kernels come
-** from templates/fsamp_bias.cu,
-** compiled by NVRTC into a module of the context's own on its first call
-** with a bias.
+** Before the fused kernel, fsamp_bias_prep_* writes its token mask (a copy
+** of the call's, or all ones, with every row's biased ids cleared, so that it
+** draws over the other tokens) and each entry's logit from its W row (a warp
+** an entry, into the workspace after the mask copy).  After it,
+** fsamp_bias_merge (a block per row) scores the entries with the same noise
+** and keeps the larger key per (row, sample): into the kernel's local
+** outputs, which tp.c reduces over ranks, or on one GPU into the call's
+** outputs.  The kernels come from templates/fsamp_bias.cu, compiled by NVRTC
+** into a module of the context's own on its first call with a bias.
 */
 #include "fs_int.h"
 #include "embedded.h"
@@ -52,9 +50,8 @@ static int bias_load(fs_context *ctx) {
   CUresult r = cu->cuModuleLoadData(&mod, c.data);
   fs_cubin_free(&c);
   if (r == CUDA_SUCCESS &&
-      ((r = cu->cuModuleGetFunction(&ctx->bias_mask_fn, mod, "fsamp_bias_mask")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_logits_bf16")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_logits_f16")) ||
+      ((r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_prep_bf16")) ||
+       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_prep_f16")) ||
        (r = cu->cuModuleGetFunction(&ctx->bias_merge_fn, mod, "fsamp_bias_merge"))))
     cu->cuModuleUnload(mod);
   if (r != CUDA_SUCCESS)
@@ -95,45 +92,48 @@ int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
   return FS_OK;
 }
 
-/* Launches f on `blocks` blocks of 128 threads. */
-static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
-                  CUstream stream) {
-  CUresult r = ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, stream, args, NULL);
-  return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
-}
-
-int fs_bias_mask(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr mask_at,
-                 fs_opts *fused, CUstream stream) {
-  const uint32_t *words = m->words;
-  long long stride = m->stride, nw = mask_words(p);
-  int first = (int)(p->vocab_offset / 32), span = (int)(nw - first), count = m->bias_count;
-  int lo = (int)p->vocab_offset, hi = (int)(p->vocab_offset + p->vocab);
+int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                 CUdeviceptr mask_at, fs_opts *fused, CUstream stream) {
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
   const int32_t *tokens = m->bias_tokens;
-  CUdeviceptr out = mask_at;
-  void *args[] = {(void *)&words, &stride, &first, &span, &nw, (void *)&tokens, &count, &lo,
-                  &hi, &out};
-  FS_TRY(launch(ctx, ctx->bias_mask_fn, "cuLaunchKernel(fsamp_bias_mask)",
-                (unsigned)p->batch, args, stream));
+  const float *values = m->bias_values;
+  long long nw = mask_words(p);
+  int count = m->bias_count, first = (int)(p->vocab_offset / 32), span = (int)(nw - first);
+  CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
+  /* a warp an entry; at most 2048 words of the mask a block */
+  const int bx = (count + 3) / 4 > (span + 2047) / 2048 ? (count + 3) / 4 : (span + 2047) / 2048;
+  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span, &nw, &mask_at,
+                  &zz, &etok};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16], (unsigned)bx,
+                                       (unsigned)p->batch, 1, 128, 1, 1, 0, stream, args, NULL);
+  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_prep)", __FILE__, __LINE__);
   *fused = *m;
   fused->words = (const uint32_t *)(uintptr_t)mask_at;
   fused->stride = nw;
   return FS_OK;
 }
 
+/* fsamp_bias_merge's outputs (templates/fsamp_bias.cu): tokens NULL for a
+** rank's local winners. */
+typedef struct bias_out {
+  int32_t *tokens;
+  float *logits;
+  uint64_t *keys;
+  float *logprobs;
+} bias_out;
+
 int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
-                  CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits, CUstream stream) {
+                  CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits,
+                  const fs_outputs *final, CUstream stream) {
   fs_params prm;
   fs_params_call(&prm, p, s, m);
-  const int32_t *tokens = m->bias_tokens;
-  const float *values = m->bias_values;
   int count = m->bias_count;
   CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
-  void *la[] = {&prm, (void *)&tokens, (void *)&values, &count, &zz, &etok};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16],
-                                       (unsigned)(count + 3) / 4, (unsigned)p->batch, 1, 128, 1,
-                                       1, 0, stream, la, NULL);
-  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_logits)", __FILE__, __LINE__);
-  void *ma[] = {&prm, &count, &zz, &etok, &keys, &logits};
-  return launch(ctx, ctx->bias_merge_fn, "cuLaunchKernel(fsamp_bias_merge)",
-                (unsigned)p->batch, ma, stream);
+  bias_out out = {NULL, NULL, NULL, NULL};
+  if (final) out = (bias_out){final->tokens, final->logits, final->keys, m->logprobs};
+  void *args[] = {&prm, &count, &zz, &etok, &keys, &logits, &out};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_merge_fn, (unsigned)p->batch, 1, 1, 128, 1, 1,
+                                       0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_merge)", __FILE__, __LINE__) : FS_OK;
 }

@@ -102,8 +102,8 @@ struct fs_context {
                               (FS_PRUNE=0 at creation; the draw is the same either way,
                               perf-notes 22g) */
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
-  CUfunction bias_mask_fn, bias_merge_fn; /* fsamp_bias_mask, fsamp_bias_merge */
-  CUfunction bias_fn[2];   /* fsamp_bias_logits_bf16, fsamp_bias_logits_f16 */
+  CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
+  CUfunction bias_merge_fn; /* fsamp_bias_merge */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };
@@ -244,19 +244,23 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
 ** bytes (the call's, fs_workspace_need) plus the mask copy and the entries
 ** of `count` a row, loading and growing it outside capture (FS_NOT_PREPARED
 ** while capturing); returns in *mask_at where the copy goes.
-** fs_bias_mask: enqueues the copy of m's mask (all ones without one) with
-** the biased ids cleared at *mask_at, and makes *fused the options of the
-** fused kernel: m with that mask.
-** fs_bias_merge: enqueues the biased tokens' logits (into the workspace
-** after the mask copy at mask_at) and their scores against the fused
-** kernel's winners in keys / logits ([B, S], the kernel's local outputs).
+** fs_bias_prep: enqueues the fused kernel's mask at *mask_at (m's mask,
+** all ones without one, with the biased ids cleared) and the entries'
+** logits after it, and makes *fused the options of the fused kernel: m with
+** that mask.
+** fs_bias_merge: enqueues the entries' scores against the fused kernel's
+** winners in keys / logits ([B, S], the kernel's local outputs, then with
+** logprobs the rows' log-sum-exp keys of fsamp_tp_lse): the winners back
+** into them (final NULL), or as the call's outputs (final; its logprobs
+** from m).
 ** fs_bias_compile: the module's cubin for an NVRTC target (tests). */
 int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
                   CUstream stream, CUdeviceptr *mask_at);
-int fs_bias_mask(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr mask_at,
-                 fs_opts *fused, CUstream stream);
+int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                 CUdeviceptr mask_at, fs_opts *fused, CUstream stream);
 int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
-                  CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits, CUstream stream);
+                  CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits,
+                  const fs_outputs *final, CUstream stream);
 /* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
 int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, void *stream);

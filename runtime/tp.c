@@ -88,8 +88,8 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
 }
 
 /* One rank's call through collective c, or with c NULL one GPU's call with a
-** logit bias (fs_sample_ex): the same steps, the keys and logits reduced
-** over no one (the global keys are the local ones). */
+** logit bias (fs_sample_ex): the same steps up to the bias's merge, which
+** then writes the outputs (no collective, no fsamp_finalize). */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
                      void *stream) {
@@ -121,10 +121,10 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     st = fs_bias_ready(ctx, problem, m.bias_count,
                        fs_workspace_need(ctx, k, B, problem->vocab, S), (CUstream)stream,
                        &mask_at);
-  if (!st && m.bias_count) st = fs_bias_mask(ctx, problem, &m, mask_at, &fused, (CUstream)stream);
+  if (!st && m.bias_count)
+    st = fs_bias_prep(ctx, problem, sampling, &m, mask_at, &fused, (CUstream)stream);
   if (!st) {
     tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
-    if (!c) gk = lk;
     fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
     fs_opts pairs = fused; /* with logprobs: the pairs, not the shard's logprobs */
     pairs.logprobs = NULL;
@@ -140,8 +140,13 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                 stream);
   }
   if (!st && m.bias_count)
-    st = fs_bias_merge(ctx, problem, sampling, &m, mask_at, lk, ll, (CUstream)stream);
-  if (!st && c) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
+    st = fs_bias_merge(ctx, problem, sampling, &m, mask_at, lk, ll, c ? NULL : outputs,
+                       (CUstream)stream);
+  if (!c) { /* one GPU: the merge wrote the outputs */
+    cu->cuCtxPopCurrent(&dummy);
+    return st;
+  }
+  if (!st) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
     CUdeviceptr sc = ll + n * 4;
@@ -153,13 +158,13 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                 (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
   }
   if (!st && lp) {
-    if (c) st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
+    st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
     int nn = (int)n, ss = S;
     void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
     if (!st)
       st = launch(ctx, k->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
                   (unsigned)((n + 127) / 128), args, stream);
-  } else if (!st && outputs->logits && c) {
+  } else if (!st && outputs->logits) {
     const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
     st = tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
   }

@@ -5,36 +5,23 @@
 ** file (generator/gen.c), so a change here retires no tuning result.
 **
 ** The fused kernel draws over every token but the biased ones, which the mask
-** it is given (fsamp_bias_mask) clears; fsamp_bias_logits_bf16 / _f16 then
-** take each entry's logit from its W row (a warp an entry), and
-** fsamp_bias_merge scores them with the noise the fused kernels give those
-** ids and keeps the larger key.  The argmax over a partition
-** of the tokens is the argmax over the whole: exact, and pathwise the draw a
+** it is given clears: fsamp_bias_prep_bf16 / _f16 write that mask (the
+** caller's, or all ones, with each row's biased ids cleared) and take each
+** entry's logit from its W row (a warp an entry), before the fused kernel;
+** fsamp_bias_merge then scores the entries with the noise the fused kernels
+** give those ids and keeps the larger key.  The argmax over a partition of
+** the tokens is the argmax over the whole: exact, and pathwise the draw a
 ** fused kernel adding the bias itself would make (up to fp32 near-ties of the
 ** dot products, which here run in another order).
 */
-#include "fs_params.h"
-#include "fs_rng.h"
-
-/* Row blockIdx.x of the fused kernel's mask, at out + row * out_stride: its
-** words [first, first + span) (those holding this call's ids), from the
-** caller's mask (row stride `stride`) or all ones without one, with the bit
-** of every biased id in [lo, hi) (this call's ids) cleared.  128 threads. */
-extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_mask(const unsigned *mask, long long stride, int first, int span,
-                long long out_stride, const int *tokens, int count, int lo, int hi,
-                unsigned *out) {
-  const int b = blockIdx.x;
-  unsigned *row = out + b * out_stride;
-  const unsigned *src = mask ? mask + b * stride : nullptr;
-  for (int w = first + threadIdx.x; w < first + span; w += blockDim.x)
-    row[w] = src ? src[w] : 0xffffffffu;
-  __syncthreads(); /* the block's copies before its clears */
-  for (int j = threadIdx.x; j < count; j += blockDim.x) {
-    const int t = tokens[(size_t)b * count + j];
-    if (t >= lo && t < hi) atomicAnd(row + (t >> 5), ~(1u << (t & 31)));
-  }
-}
+/* fs_device.h's shared pieces (fs_softcap1, fs_lse_unkey) need its epilogue's
+** tile macros: a dummy epilogue, which nothing here instantiates */
+#define FS_BF16 1
+#define TILE_V 16
+#define TILE_B 1
+#define TPC 1
+#define RPT 16
+#include "fs_device.h"
 
 /* The two elements of a packed pair as fp32. */
 template <bool BF16>
@@ -77,29 +64,49 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
     }
   }
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (p.softcap > 0.0f) acc = p.softcap * tanhf(acc * __fdividef(1.0f, p.softcap));
+  if (p.softcap > 0.0f) acc = fs_softcap1(acc, p.softcap, __fdividef(1.0f, p.softcap));
   return acc;
 }
 
-/* Entry j = 4 blockIdx.x + warp of row blockIdx.y (a warp an entry, so that
-** a row's W rows are read by many SMs at once): its token t (or -1 when the
-** entry is skipped: t outside [vocab_offset, vocab_offset + V), listed
-** earlier in the row, or disallowed by the caller's mask p.mask) at
-** etok[row * count + j], and its raw logit z and biased logit z' = z + the
-** sum of the row's values of t (in entry order) at zz[row * count + j].
+/* Block blockIdx.x of row blockIdx.y (gridDim.x blocks a row, at least
+** ceil(count / 4)):
+**  - the row's words [first, first + span) of the fused kernel's mask, at
+**    mask_out + row * out_stride: this block's share of them from the
+**    caller's mask p.mask (or all ones), then the bits of the row's biased
+**    ids in [vocab_offset, vocab_offset + V) among them cleared (a block
+**    clears only words it copied: no other block's copy can undo a clear);
+**  - entry j = 4 blockIdx.x + warp (a warp an entry, so that a row's W rows
+**    are read by many SMs at once): its token t, or -1 when the entry is
+**    skipped (t outside [vocab_offset, vocab_offset + V), listed earlier in
+**    the row, or disallowed by the caller's mask), at etok[row * count + j],
+**    and its raw logit z and biased logit z' = z + the sum of the row's values
+**    of t (fp32, in entry order) at zz[row * count + j].
 ** 128 threads. */
 template <bool BF16>
-__device__ __forceinline__ void bias_logits(const fs_params &p, const int *tokens,
-                                            const float *values, int count, float2 *zz,
-                                            int *etok) {
+__device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
+                                          const float *values, int count, int first, int span,
+                                          long long out_stride, unsigned *mask_out, float2 *zz,
+                                          int *etok) {
   const int b = blockIdx.y, lane = threadIdx.x & 31, j = blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (j >= count) return;
   const int *tk = tokens + (size_t)b * count;
+  const int share = (span + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int w0 = first + (int)blockIdx.x * share, w1 = min(w0 + share, first + span);
+  unsigned *row = mask_out + b * out_stride;
+  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
+  for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
+  __syncthreads(); /* the block's copies before its clears */
+  const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    const int t = tk[i];
+    if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
+      atomicAnd(row + (t >> 5), ~(1u << (t & 31)));
+  }
+  if (j >= count) return;
   const float *vl = values + (size_t)b * count;
   const int t = tk[j];
-  bool ok = t >= p.vocab_offset && t - p.vocab_offset < p.V;
-  if (ok && p.mask) /* the caller's mask: a disallowed token stays -inf */
-    ok = p.mask[(long long)b * p.mask_stride + (t >> 5)] >> (t & 31) & 1u;
+  bool ok = t >= lo && t < hi;
+  if (ok && src) /* the caller's mask: a disallowed token stays -inf */
+    ok = src[t >> 5] >> (t & 31) & 1u;
   float sum = 0.0f; /* the token's values in entry order; none when listed before */
   for (int i0 = 0; ok && i0 < count; i0 += 32) { /* ok is the warp's: uniform */
     const unsigned same = __ballot_sync(0xffffffffu, i0 + lane < count && tk[i0 + lane] == t);
@@ -108,22 +115,33 @@ __device__ __forceinline__ void bias_logits(const fs_params &p, const int *token
          m &= m - 1u)
       sum += vl[i0 + __ffs(m) - 1];
   }
-  const float z = ok ? bias_logit<BF16>(p, b, t - p.vocab_offset, lane) : 0.0f;
+  const float z = ok ? bias_logit<BF16>(p, b, t - lo, lane) : 0.0f;
   if (lane == 0) {
     etok[(size_t)b * count + j] = ok ? t : -1;
     zz[(size_t)b * count + j] = make_float2(z, z + sum);
   }
 }
 
-/* Row blockIdx.x's biased tokens (bias_logits' entries) against the fused
-** kernel's winners: for each sample s, the best key over the entries (score
-** z' / T + the token's noise, z' itself on greedy rows) replaces
-** keys[row * S + s] when it is not smaller (an equal key is the same token,
-** which the fused kernel saw as masked), and logits[] gets that token's raw
-** logit z.  128 threads, a warp a sample. */
+/* Row blockIdx.x's biased tokens (bias_prep's entries) against the fused
+** kernel's winners keys / logits [B, S]: for each sample s, the best key over
+** the entries (score z' / T + the token's noise, z' itself on greedy rows)
+** wins when it is not smaller than keys[row * S + s] (an equal key is the same
+** token, which the fused kernel saw as masked), with that token's raw logit
+** z.  Without out.tokens the winner goes back to keys / logits (a rank's
+** local outputs, reduced over ranks after); with it, it is final: tokens,
+** and where asked keys, logits and logprobs (the logit minus the row's
+** log-sum-exp, fs_lse_key'd at keys[B * S + row] by fsamp_tp_lse).  128
+** threads, a warp a sample. */
+struct bias_out {
+  int *tokens;
+  float *logits;
+  unsigned long long *keys;
+  float *logprobs;
+};
+
 __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const float2 *zz,
                                            const int *etok, unsigned long long *keys,
-                                           float *logits) {
+                                           float *logits, const bias_out &out) {
   const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   /* the row's parameters as fs_col_load (fs_device.h) takes them, first, while
   ** little is live (the division is a called subroutine) */
@@ -158,27 +176,39 @@ __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const 
       if (k2 > best) best = k2, bz = z2;
     }
     const size_t item = (size_t)b * p.num_samples + s;
-    if (lane == 0 && best && best >= keys[item]) {
-      keys[item] = best;
-      logits[item] = bz;
+    if (lane != 0) continue;
+    const unsigned long long k = keys[item];
+    const bool won = best && best >= k;
+    if (!out.tokens) {
+      if (won) keys[item] = best, logits[item] = bz;
+      continue;
     }
+    const unsigned long long g = won ? best : k;
+    const float z = won ? bz : logits[item];
+    out.tokens[item] = (int)fs_key_token(g);
+    if (out.keys) out.keys[item] = g;
+    if (out.logits) out.logits[item] = z;
+    if (out.logprobs)
+      out.logprobs[item] = z - fs_lse_unkey(keys[(size_t)p.B * p.num_samples + b]);
   }
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_logits_bf16(const fs_params p, const int *tokens, const float *values, int count,
-                       float2 *zz, int *etok) {
-  bias_logits<true>(p, tokens, values, count, zz, etok);
+fsamp_bias_prep_bf16(const fs_params p, const int *tokens, const float *values, int count,
+                     int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
+                     int *etok) {
+  bias_prep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_logits_f16(const fs_params p, const int *tokens, const float *values, int count,
-                      float2 *zz, int *etok) {
-  bias_logits<false>(p, tokens, values, count, zz, etok);
+fsamp_bias_prep_f16(const fs_params p, const int *tokens, const float *values, int count,
+                    int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
+                    int *etok) {
+  bias_prep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
 fsamp_bias_merge(const fs_params p, int count, const float2 *zz, const int *etok,
-                 unsigned long long *keys, float *logits) {
-  bias_merge(p, count, zz, etok, keys, logits);
+                 unsigned long long *keys, float *logits, bias_out out) {
+  bias_merge(p, count, zz, etok, keys, logits, out);
 }

@@ -1,7 +1,7 @@
 /*
 ** test_bias_compile: the logit bias's own module (templates/fsamp_bias.cu,
 ** runtime/bias.c) compiles with NVRTC for every architecture the generator
-** knows (sm_80, 86, 89, 90a, 100, 120), with its four kernels in the
+** knows (sm_80, 86, 89, 90a, 100, 120), with its three kernels in the
 ** cubin and at most 32 bytes of spills and stack (the correctly rounded 1 / T,
 ** as the fused kernels take it, is a called subroutine: ptxas saves a few
 ** registers around it on some targets; a spill of the dot product's or the
@@ -32,9 +32,8 @@ int main(void) {
     if (st == FS_OK) {
       CHECK_MSG(c.spill_bytes <= 32 && c.stack_bytes <= 32, "%s: spills %d bytes, stack %d",
                 targets[i], c.spill_bytes, c.stack_bytes);
-      CHECK_MSG(has_symbol(&c, "fsamp_bias_mask") && has_symbol(&c, "fsamp_bias_merge") &&
-                    has_symbol(&c, "fsamp_bias_logits_bf16") &&
-                    has_symbol(&c, "fsamp_bias_logits_f16"),
+      CHECK_MSG(has_symbol(&c, "fsamp_bias_prep_bf16") && has_symbol(&c, "fsamp_bias_prep_f16") &&
+                    has_symbol(&c, "fsamp_bias_merge"),
                 "%s: a kernel is missing from the cubin", targets[i]);
       printf("%-7s %zu bytes, %d registers, %d bytes spilled, %d of stack, %.2f s\n", targets[i],
              c.size, c.registers, c.spill_bytes, c.stack_bytes, c.seconds);
