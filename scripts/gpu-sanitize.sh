@@ -6,9 +6,10 @@
 #             variant that tuning-db/defaults ships, forced by FS_VARIANT, at
 #             D = 256 and V = 5011 (a vocabulary tail in every tile size), at two
 #             batches (a partial batch tile, and more than two tiles), in four
-#             call modes: sampled, greedy, FS_NOISE_GROUP16 and a token mask of
-#             density 0.5; every run also checks its tokens against the CPU
-#             reference (fs-demo --check 1);
+#             call modes: sampled, greedy, FS_NOISE_GROUP16, a token mask of
+#             density 0.5 and a logit bias of 8 entries a row on that mask (the
+#             bias module's kernels around the variant); every run also checks
+#             its tokens against the CPU reference (fs-demo --check 1);
 #   racecheck, synccheck and initcheck (shared-memory hazards, barrier misuse,
 #             reads of global memory nothing wrote: the workspace) of one
 #             variant per family (wg's overlap mode and 2-CTA clusters apart)
@@ -25,7 +26,7 @@ export FS_TUNING_DB=off
 D=256 V=5011
 variants=$(./build/fs-tune list --db tuning-db/defaults/defaults.db |
   sed -n 's/.* -> \(fsamp_[^ ]*\) .*/\1/p' | sort -u | grep -F -- "${FILTER:-fsamp_}")
-# A run: "tool variant B mode" (mode: token greedy group16 mask).
+# A run: "tool variant B mode" (mode: token greedy group16 mask bias).
 runs=()
 declare -A family_seen
 for v in $variants; do
@@ -33,7 +34,7 @@ for v in $variants; do
   small=$(( tb > 4 ? tb - 3 : tb )); big=$(( 2 * tb + 5 ))
   fam=$(sed -n 's/fsamp_[a-z0-9]*_sm[0-9a]*_\([a-z]*\)_.*/\1/p' <<< "$v") # + overlap, clusters
   case $v in *_ov_*) fam+=_ov ;; esac; case $v in *_c2*) fam+=_c2 ;; esac
-  for m in token greedy group16 mask; do
+  for m in token greedy group16 mask bias; do
     runs+=("memcheck $v $small $m" "memcheck $v $big $m")
     if [ -z "${family_seen[$fam.$m]:-}" ]; then
       family_seen[$fam.$m]=1
@@ -52,6 +53,7 @@ one() { # tool variant B mode
     greedy) args+=(--temperature 0) ;;
     group16) args+=(--noise group16) ;;
     mask) args+=(--mask-density 0.5) ;;
+    bias) args+=(--mask-density 0.5 --logit-bias 8) ;;
   esac
   local r rc
   r=$(FS_VARIANT=$v timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 \
