@@ -20,7 +20,12 @@ vocab_offset of 64:
      FlashSamplingError naming it;
   7. logprobs_out= receives each draw's logit minus the log-sum-exp of the
      row's raw logits (torch's, in float64 from the same bf16 / fp16 values),
-     within 1e-4; one of the wrong size raises FlashSamplingError naming it.
+     within 1e-4; one of the wrong size raises FlashSamplingError naming it;
+  8. logit_bias_tokens= and logit_bias_values= (int32 / float32 CUDA tensors
+     [B, 4], a pad and a repeat among them) give the reference's draw with
+     the same host arrays, sampled and greedy, its logits raw; +20 on one id
+     a row makes it every greedy row's token; only one of the two tensors
+     raises FlashSamplingError naming them.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is)."""
@@ -53,7 +58,8 @@ def host(t, ctype):
     return a
 
 
-def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None, mask=None):
+def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None, mask=None,
+              bias=None):
     B, D = hidden.shape
     V = weight.shape[0]
     bits = torch.int16
@@ -73,6 +79,10 @@ def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None
     s = fs.Sampling(T, arr(temps, ctypes.c_float), S, seed, arr(seeds, ctypes.c_uint64), 0,
                     arr(offs, ctypes.c_uint64))
     opt = fs.Options(arr(mask, ctypes.c_uint32), mask.stride(0)) if mask is not None else None
+    if bias is not None:
+        opt = fs.Options(logit_bias_tokens=arr(bias[0], ctypes.c_int32),
+                         logit_bias_values=arr(bias[1], ctypes.c_float),
+                         logit_bias_count=bias[0].shape[1])
     tokens = (ctypes.c_int32 * (B * S))()
     logits = (ctypes.c_float * (B * S))()
     fs.reference_sample(p, s, tokens, logits, options=opt)
@@ -184,6 +194,28 @@ def main():
                 if "logprobs_out" not in str(e):
                     fail(f"7 {name}: the error for a bad logprobs_out does not name it: {e}")
             print(f"ok 7 {name}: logprobs within {err:.2g} of torch's log-softmax")
+            bt = torch.tensor([[off + 7 * b + 1, -1, off + 100 + b, off + 7 * b + 1]
+                               for b in range(B)], dtype=torch.int32)
+            bv = torch.tensor([[3.0, 9.0, -2.0, 2.5] for _ in range(B)], dtype=torch.float32)
+            for T in (0.8, 0.0):
+                got = fs.sample_torch(ctx, hidden, weight, temperature=T, seed=21, num_samples=S,
+                                      vocab_offset=off, return_logits=True,
+                                      logit_bias_tokens=bt.to(dev), logit_bias_values=bv.to(dev))
+                compare(f"8 {name} bias T={T}", got,
+                        reference(hidden, weight, off, T, 21, S, bias=(bt, bv)))
+            big = torch.tensor([[off + 11 * b + 5] for b in range(B)], dtype=torch.int32)
+            tok = fs.sample_torch(ctx, hidden, weight, temperature=0.0, vocab_offset=off,
+                                  logit_bias_tokens=big.to(dev),
+                                  logit_bias_values=torch.full((B, 1), 20.0, device=dev))
+            if tok.view(-1).tolist() != big.view(-1).tolist():
+                fail(f"8 {name}: +20 on one id a row: greedy tokens {tok.view(-1).tolist()}")
+            try:
+                fs.sample_torch(ctx, hidden, weight, logit_bias_tokens=big.to(dev))
+                fail(f"8 {name}: logit_bias_tokens without logit_bias_values was accepted")
+            except fs.FlashSamplingError as e:
+                if "logit_bias_values" not in str(e):
+                    fail(f"8 {name}: the error for a lone logit_bias_tokens does not name it: {e}")
+            print(f"ok 8 {name}: a logit bias as the reference draws it")
 
 
 if __name__ == "__main__":
