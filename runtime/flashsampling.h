@@ -233,12 +233,13 @@ typedef struct fs_outputs {
 **    token has a number (as NaN logits are ranked).  outputs->logits and
 **    logprobs stay those of the raw logits, as for the temperature.  How:
 **    the fused kernel draws over the other tokens (each row's biased ids
-**    cleared from a copy of the token mask in the workspace, B x
-**    ceil((vocab_offset + V) / 32) words more), and a small kernel scores the biased tokens
-**    from their W rows with the same noise and keeps the larger key: exact,
-**    and pathwise the draw one fused kernel would make.  Cost: one W row
-**    (D x 2 bytes) read per entry, plus the mask copy; count 0 costs
-**    nothing.  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the pointers
+**    cleared from a copy of the token mask in the workspace: B x
+**    ceil((vocab_offset + V) / 32) words more, and 12 bytes an entry), and
+**    two small kernels take the biased tokens' logits from their W rows and
+**    score them with the same noise, keeping the larger key: exact, and
+**    pathwise the draw one fused kernel would make.  Cost: one W row (D x 2
+**    bytes) read per entry, the mask copy and two small launches; count 0
+**    costs nothing.  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the pointers
 **    unread); else both arrays are 4-byte aligned device memory of B x count
 **    entries.  Not with FS_NOISE_GROUP16 (a bias changes its groups'
 **    masses): FS_INVALID_ARGUMENT.  The first call with a bias on a context

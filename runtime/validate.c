@@ -112,7 +112,7 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   memset(m, 0, sizeof *m);
   if (!o) return FS_OK;
   /* the sizes of fs_options that have been: 0.2's (up to token_mask_stride),
-  ** 0.3.0's (logprobs) and 0.3.2's (logit_softcap) */
+  ** 0.3.0's (logprobs), 0.3.2's (logit_softcap) and 0.3.3's (the logit bias) */
   const size_t size02 = offsetof(fs_options, logprobs);
   const size_t size030 = offsetof(fs_options, logit_softcap);
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
