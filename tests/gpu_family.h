@@ -75,4 +75,20 @@ static inline void gu_family_release(fs_context *base, fs_context *c) {
   unsetenv("FS_VARIANT");
 }
 
+/* The main loop of the options' tests (test_logprobs, test_softcap,
+** test_bias): each(c, B, dtype) for bf16 and fp16 and every B of
+** batches[0 .. n), c the family's context for (dtype, B), or base itself
+** when no family is set. */
+static inline void gu_family_each(fs_context *base, const int *batches, int n,
+                                  void (*each)(fs_context *c, int B, int dtype)) {
+  for (int dt = 0; dt < 2; dt++) {
+    const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
+    for (int bi = 0; bi < n; bi++) {
+      fs_context *c = gu_family_context(base, dtype, batches[bi]);
+      each(c, batches[bi], dtype);
+      gu_family_release(base, c);
+    }
+  }
+}
+
 #endif

@@ -401,6 +401,38 @@ static inline uint32_t gu_float_bits(float f) {
 ** cpu/fake_* tests), which runs no kernel: checks of kernel outputs skip. */
 static inline int gu_fake_driver(void) { return getenv("FS_FAKE_CUDA") != NULL; }
 
+/* Draw i of a GPU call (o's host copies; lp its logprobs or NULL) against
+** the CPU reference's (rtok, rlogit, rkey, rlp): the same token with its
+** logit within 2e-5 (1 + |z|), or else a near-tie (the two keys' scores
+** within 1e-4 (1 + |s|)); with lp, the logprob z - lse within 2e-5 + 1e-6 |lse|
+** (lse from the reference's logit and logprob).  Adds what is wrong to *bad
+** (printing the first five) and keeps the worst logprob error in *worst;
+** returns 1 when the token is the reference's. */
+static inline int gu_vs_reference(const char *what, size_t i, const gu_outputs *o,
+                                  const float *lp, const int32_t *rtok, const float *rlogit,
+                                  const uint64_t *rkey, const float *rlp, long *bad,
+                                  double *worst) {
+  const double z = o->h_logits[i], rz = rlogit[i];
+  const int same = o->h_tokens[i] == rtok[i];
+  if (same) {
+    if (!(fabs(z - rz) <= 2e-5 * (1.0 + fabs(rz))) && (*bad)++ < 5)
+      fprintf(stderr, "%s: draw %zu: logit %.7g, the reference's %.7g\n", what, i, z, rz);
+  } else {
+    const double gs = fs_key_score(o->h_keys[i]), rs = fs_key_score(rkey[i]);
+    if (!(fabs(gs - rs) <= 1e-4 * (1.0 + fabs(rs))) && (*bad)++ < 5)
+      fprintf(stderr, "%s: draw %zu: token %d (score %.7g), the reference's %d (%.7g): "
+              "not a near-tie\n", what, i, o->h_tokens[i], gs, rtok[i], rs);
+  }
+  if (lp) {
+    const double lse = rz - (double)rlp[i], err = fabs((double)lp[i] - (z - lse));
+    if (err > *worst) *worst = err;
+    if (!(err <= 2e-5 + 1e-6 * fabs(lse)) && (*bad)++ < 5)
+      fprintf(stderr, "%s: draw %zu: logprob %.7g, want %.7g\n", what, i, (double)lp[i],
+              z - lse);
+  }
+  return same;
+}
+
 /* After gu_outputs_fetch: every one of the n entries was written (differs
 ** from the poison) and the guard tail was not (not checked under the fake
 ** driver, gu_fake_driver).  Reports at most a few

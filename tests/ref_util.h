@@ -1,15 +1,17 @@
 /*
 ** ref_util.h: host-side problems for the CPU reference tests
-** (tests/cpu/test_reference.c, test_group_ref.c): random bf16/fp16 H and W
-** with NaN in the row padding (the reference must not read it), the
-** oracle's logits in double straight from the definition, and output
-** buffers.  Header-only (static inline), like gpu_util.h: each test is one
+** (tests/cpu/test_reference.c, test_group_ref.c, the options' tests): random
+** bf16/fp16 H and W with NaN in the row padding (the reference must not read
+** it), the oracle's logits in double straight from the definition, its
+** log-sum-exp and token draw, masks, and output buffers.  Header-only (static inline), like gpu_util.h: each test is one
 ** source plus the harness.  Allocations that fail stop the test (REQUIRE).
 */
 #ifndef FS_REF_UTIL_H
 #define FS_REF_UTIL_H
 
 #include "fs_test.h"
+
+#include "fs_rng.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -174,6 +176,55 @@ static inline uint32_t *ref_make_mask(const fs_problem *p, long long stride, dou
     }
   }
   return m;
+}
+
+/* Bit t (a global id) of row b's mask m ([B, stride] words); every token is
+** allowed without one. */
+static inline int ref_allowed(const uint32_t *m, long long stride, int b, long long t) {
+  return !m || (int)(m[b * stride + t / 32] >> (t % 32) & 1u);
+}
+
+/* The log-sum-exp of z[0 .. V) in double, in two passes (max, then sum). */
+static inline double ref_lse(const double *z, int V) {
+  double mx = -INFINITY, sum = 0.0;
+  for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+  for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
+  return mx + log(sum);
+}
+
+/* a wins against b: larger, or a number against a NaN. */
+static inline int ref_beats(double a, double b) { return a > b || (isnan(b) && !isnan(a)); }
+
+/* One FS_NOISE_TOKEN draw of the tests' oracles: its global id, its logit
+** after the call's transforms and the mask (-inf where masked), its score. */
+typedef struct ref_odraw {
+  int32_t token;
+  double z;
+  double score; /* z / T + noise, or z on a greedy row */
+} ref_odraw;
+
+/* The draw of (b, sample) from the row's transformed logits z[0 .. V) (not
+** masked): argmax over tokens of z / T + fs_noise(...), masked tokens -inf,
+** ties to the smaller id, NaN scores last; a greedy row (T not > 0) the
+** argmax of z.  For a greedy row this is the draw of either noise. */
+static inline ref_odraw ref_oracle_draw(const fs_problem *p, const fs_sampling *s,
+                                        const uint32_t *m, long long stride, const double *z,
+                                        int b, int sample) {
+  const float T = s->temperatures ? s->temperatures[b] : s->temperature;
+  const int greedy = !(T > 0.0f);
+  const uint64_t seed = s->seeds ? s->seeds[b] : s->seed;
+  const uint64_t off = s->offsets ? s->offsets[b] : s->offset;
+  const uint32_t tag = s->seeds ? 0u : (uint32_t)b + 1u;
+  ref_odraw d = {-1, 0.0, 0.0};
+  for (int v = 0; v < p->vocab; v++) {
+    const long long t = p->vocab_offset + v;
+    const double zv = ref_allowed(m, stride, b, t) ? z[v] : -INFINITY;
+    const double sc = greedy ? zv
+                             : zv / (double)T +
+                                   (double)fs_noise(seed, off, (uint32_t)t, (uint32_t)sample, tag);
+    if (d.token < 0 || ref_beats(sc, d.score)) d.token = (int32_t)t, d.z = zv, d.score = sc;
+  }
+  return d;
 }
 
 /* fs_reference_sample_ex with options o must return FS_INVALID_ARGUMENT and a

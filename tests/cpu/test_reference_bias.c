@@ -106,22 +106,6 @@ static double cap(double z, float c) {
   return c > 0.0f ? cd * tanh(z / cd) : z;
 }
 
-/* Bit t (a global id) of row b's mask; every token is allowed without one. */
-static int allowed(const uint32_t *m, long long stride, int b, long long t) {
-  return !m || (int)(m[b * stride + t / 32] >> (t % 32) & 1u);
-}
-
-/* The log-sum-exp of z[0 .. V) in double, in two passes (max, then sum). */
-static double oracle_lse(const double *z, int V) {
-  double mx = -INFINITY, sum = 0.0;
-  for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-  for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
-  return mx + log(sum);
-}
-
-/* a wins against b: larger, or a number against a NaN. */
-static int beats(double a, double b) { return a > b || (isnan(b) && !isnan(a)); }
-
 /* Row b's bias as flashsampling.h defines it: sum[v] is the fp32 sum, in
 ** entry order, of the values of the row's entries naming id vocab_offset + v,
 ** hits[v] how many there were (ids outside the call ignored). */
@@ -153,36 +137,7 @@ static double oracle_row(const fs_problem *p, const fs_options *o, int b, double
   }
   free(sum);
   free(h);
-  return oracle_lse(zr, V);
-}
-
-/* One FS_NOISE_TOKEN draw of the oracle. */
-typedef struct odraw {
-  int32_t token; /* global id */
-  double zd;     /* its biased, masked logit */
-  double score;  /* zd / T + noise, or zd on a greedy row */
-} odraw;
-
-/* The draw of (b, sample) from biased logits zb (not masked): argmax over
-** tokens of zd / T + fs_noise(...), zd = zb or -inf where masked, ties to the
-** smaller id, NaN last; a greedy row (T not > 0) the argmax of zd. */
-static odraw oracle_draw(const fs_problem *p, const fs_sampling *s, const uint32_t *m,
-                         long long stride, const double *zb, int b, int sample) {
-  const float T = s->temperatures ? s->temperatures[b] : s->temperature;
-  const int greedy = !(T > 0.0f);
-  const uint64_t seed = s->seeds ? s->seeds[b] : s->seed;
-  const uint64_t off = s->offsets ? s->offsets[b] : s->offset;
-  const uint32_t tag = s->seeds ? 0u : (uint32_t)b + 1u;
-  odraw d = {-1, 0.0, 0.0};
-  for (int v = 0; v < p->vocab; v++) {
-    const long long t = p->vocab_offset + v;
-    const double zd = allowed(m, stride, b, t) ? zb[v] : -INFINITY;
-    const double sc = greedy ? zd
-                             : zd / (double)T +
-                                   (double)fs_noise(seed, off, (uint32_t)t, (uint32_t)sample, tag);
-    if (d.token < 0 || beats(sc, d.score)) d.token = (int32_t)t, d.zd = zd, d.score = sc;
-  }
-  return d;
+  return ref_lse(zr, V);
 }
 
 /* The mask stride options o stand for (0 means the least). */
@@ -334,26 +289,26 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, const fs_op
     const int greedy = !(T > 0.0f);
     for (int t = 0; t < S; t++) {
       const size_t i = (size_t)b * S + t;
-      const odraw d = oracle_draw(p, s, m, stride, zb, b, t);
-      const odraw d0 = oracle_draw(p, s, m, stride, z0, b, t);
-      const int v = (int)(d.token - voff), ok = allowed(m, stride, b, d.token);
+      const ref_odraw d = ref_oracle_draw(p, s, m, stride, zb, b, t);
+      const ref_odraw d0 = ref_oracle_draw(p, s, m, stride, z0, b, t);
+      const int v = (int)(d.token - voff), ok = ref_allowed(m, stride, b, d.token);
       const float wl = ok ? (float)zr[v] : -INFINITY;
       const double wlp = ok ? zr[v] - lse : -INFINITY;
       g_draws++;
       g_biased += hits[v] > 0;
-      g_pinf += d.zd == INFINITY;
-      g_nodraw += !(d.zd > -INFINITY);
+      g_pinf += d.z == INFINITY;
+      g_nodraw += !(d.z > -INFINITY);
       g_masked_first += !ok;
       if (!greedy) g_sampled++, g_moved += d.token != d0.token;
       if (o.tokens[i] != d.token || o.keys[i] != fs_pack_key((float)d.score, (uint32_t)d.token))
         REPORT(g_bad_draw, "%s: b=%d s=%d%s: token %d key %016llx, want %d key %016llx "
                "(biased logit %.9g)\n", what, b, t, greedy ? " (greedy)" : "",
                (int)o.tokens[i], (unsigned long long)o.keys[i], (int)d.token,
-               (unsigned long long)fs_pack_key((float)d.score, (uint32_t)d.token), d.zd);
+               (unsigned long long)fs_pack_key((float)d.score, (uint32_t)d.token), d.z);
       if (!ref_float_bits_equal(o.logits[i], wl))
         REPORT(g_bad_logit, "%s: b=%d s=%d: token %d reports logit %.9g, want the raw %.9g "
                "(biased %.9g)\n", what, b, t, (int)d.token, (double)o.logits[i],
-               (double)wl, d.zd);
+               (double)wl, d.z);
       const double err = fabs((double)lp[i] - wlp);
       if (!(wlp == -INFINITY ? lp[i] == -INFINITY : err <= 1e-6 + 1e-7 * fabs(wlp)))
         REPORT(g_bad_lp, "%s: b=%d s=%d: token %d logprob %.9g, want %.9g\n", what, b, t,
@@ -371,8 +326,8 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, const fs_op
       rc = fs_reference_row_ex(p, s, FS_NOISE_TOKEN, &opt, b, t, &r);
       CHECK_MSG(rc == FS_OK, "%s: fs_reference_row_ex: %s", what, fs_last_error(NULL));
       if (rc != FS_OK) continue;
-      const odraw d = oracle_draw(p, s, m, stride, zb, b, t);
-      const double zw = allowed(m, stride, b, d.token) ? zr[d.token - voff] : -INFINITY;
+      const ref_odraw d = ref_oracle_draw(p, s, m, stride, zb, b, t);
+      const double zw = ref_allowed(m, stride, b, d.token) ? zr[d.token - voff] : -INFINITY;
       if (!(r.token == d.token && same_bits(&r.score, &d.score, sizeof(double)) &&
             r.logit == zw && fabs(r.lse - lse) <= 1e-12 * (1.0 + fabs(lse))))
         REPORT(g_bad_row, "%s: fs_reference_row_ex(row %d, sample %d): token %d score %.17g "
@@ -652,7 +607,7 @@ static void test_ban_is_mask(void) {
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
       const int b = (int)(i / (size_t)s.num_samples);
-      const int drawable = allowed(m2, stride, b, a.tokens[i]);
+      const int drawable = ref_allowed(m2, stride, b, a.tokens[i]);
       bad += o.tokens[i] != a.tokens[i] || o.keys[i] != a.keys[i] ||
              (drawable && !(ref_float_bits_equal(o.logits[i], a.logits[i]) &&
                             ref_float_bits_equal(lp[i], lp2[i])));
@@ -847,7 +802,7 @@ static void test_nothing_drawable(void) {
   double z[ND_V], zb[ND_V], zq[ND_V], p[ND_V], q[ND_V];
   /* row 0: the law over ids 3, 11, 20, 33 and 52 */
   ref_oracle_logits(&pr.p, 0, z);
-  const double lse0 = oracle_lse(z, ND_V);
+  const double lse0 = ref_lse(z, ND_V);
   for (int v = 0; v < ND_V; v++) zb[v] = zq[v] = -INFINITY;
   for (int j = 0; j < 7; j++) zb[ids0[j]] = zq[ids0[j]] = z[ids0[j]];
   for (int j = 0; j < 7; j++) zb[ids0[j]] += (double)vals0[j];
@@ -888,7 +843,7 @@ static void test_nothing_drawable(void) {
   float seen_logit[ND_B] = {0};
   for (int b = 1; b < ND_B; b++) {
     ref_oracle_logits(&pr.p, b, z);
-    const double lse = oracle_lse(z, ND_V);
+    const double lse = ref_lse(z, ND_V);
     const int masked = b != 3 && b != 4;
     const float wl = masked ? -INFINITY : (float)z[0];
     const double wlp = masked ? -INFINITY : z[0] - lse;

@@ -78,53 +78,6 @@ static double cap(double z, float c) {
   return c > 0.0f ? cd * tanh(z / cd) : z;
 }
 
-/* Bit t (a global id) of row b's mask; every token is allowed without one. */
-static int allowed(const uint32_t *m, long long stride, int b, long long t) {
-  return !m || (int)(m[b * stride + t / 32] >> (t % 32) & 1u);
-}
-
-/* The log-sum-exp of z[0 .. V) in double, in two passes: the max, then the sum. */
-static double oracle_lse(const double *z, int V) {
-  double mx = -INFINITY, sum = 0.0;
-  for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-  for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
-  return mx + log(sum);
-}
-
-/* One FS_NOISE_TOKEN draw of the oracle. */
-typedef struct odraw {
-  int32_t token; /* global id */
-  double z;      /* its (capped, masked) logit */
-  double score;  /* z / T + noise, or z for a greedy row */
-} odraw;
-
-/* The draw of (b, sample) from the row's logits cz (already capped, not
-** masked): argmax over tokens of cz / T + fs_noise(...), masked tokens -inf,
-** ties to the smaller id; a greedy row (T not > 0) the argmax of cz.  For a
-** greedy row this is the draw of either noise. */
-static odraw oracle_draw(const fs_problem *p, const fs_sampling *s, const uint32_t *m,
-                         long long stride, const double *cz, int b, int sample) {
-  const float T = s->temperatures ? s->temperatures[b] : s->temperature;
-  const int greedy = !(T > 0.0f);
-  const uint64_t seed = s->seeds ? s->seeds[b] : s->seed;
-  const uint64_t off = s->offsets ? s->offsets[b] : s->offset;
-  const uint32_t tag = s->seeds ? 0u : (uint32_t)b + 1u;
-  odraw d = {-1, 0.0, 0.0};
-  for (int v = 0; v < p->vocab; v++) {
-    const long long t = p->vocab_offset + v;
-    const double zv = allowed(m, stride, b, t) ? cz[v] : -INFINITY;
-    const double sc = greedy ? zv
-                             : zv / (double)T +
-                                   (double)fs_noise(seed, off, (uint32_t)t, (uint32_t)sample, tag);
-    if (d.token < 0 || sc > d.score) {
-      d.token = (int32_t)t;
-      d.z = zv;
-      d.score = sc;
-    }
-  }
-  return d;
-}
-
 /* ---- 1. random problems against the oracle -------------------------------------- */
 
 static long g_draws, g_beyond, g_sampled, g_moved;
@@ -191,17 +144,17 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
   for (int b = 0; b < B; b++) {
     ref_oracle_logits(p, b, z);
     for (int v = 0; v < V; v++) cz[v] = cap(z[v], c);
-    const double lse = oracle_lse(cz, V);
+    const double lse = ref_lse(cz, V);
     const float T = s->temperatures ? s->temperatures[b] : s->temperature;
     const int greedy = !(T > 0.0f);
     int none_allowed = 1;
-    for (int v = 0; v < V && none_allowed; v++) none_allowed = !allowed(m, stride, b, voff + v);
+    for (int v = 0; v < V && none_allowed; v++) none_allowed = !ref_allowed(m, stride, b, voff + v);
     for (int t = 0; t < S; t++) {
       const size_t i = (size_t)b * S + t;
       const int32_t tok = o.tokens[i];
       g_draws++;
       if (noise == FS_NOISE_TOKEN || greedy) {
-        const odraw d = oracle_draw(p, s, m, stride, cz, b, t);
+        const ref_odraw d = ref_oracle_draw(p, s, m, stride, cz, b, t);
         const int ok = tok == d.token && ref_float_bits_equal(o.logits[i], (float)d.z) &&
                        (noise != FS_NOISE_TOKEN ||
                         o.keys[i] == fs_pack_key((float)d.score, (uint32_t)d.token));
@@ -212,7 +165,7 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
                   (unsigned long long)fs_pack_key((float)d.score, (uint32_t)d.token));
       }
       if (noise == FS_NOISE_TOKEN) { /* the oracle without a cap: the uncapped call */
-        const odraw d = oracle_draw(p, s, m, stride, z, b, t);
+        const ref_odraw d = ref_oracle_draw(p, s, m, stride, z, b, t);
         CHECK_MSG(u.tokens[i] == d.token && ref_float_bits_equal(u.logits[i], (float)d.z) &&
                       u.keys[i] == fs_pack_key((float)d.score, (uint32_t)d.token),
                   "%s: b=%d s=%d: softcap = 0 draws %d, the uncapped oracle %d", what, b, t,
@@ -224,7 +177,7 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
                   (int)tok, (double)o.logits[i], (double)lp[i]);
         continue;
       }
-      CHECK_MSG(tok >= voff && tok < voff + V && allowed(m, stride, b, tok),
+      CHECK_MSG(tok >= voff && tok < voff + V && ref_allowed(m, stride, b, tok),
                 "%s: b=%d s=%d: token %d not allowed or out of range", what, b, t, (int)tok);
       if (!(tok >= voff && tok < voff + V)) continue;
       const int v = (int)(tok - voff);
@@ -237,7 +190,7 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
       const double want = cz[v] - lse, err = fabs((double)lp[i] - want);
       CHECK_MSG(err <= 1e-6 + 1e-7 * fabs(want),
                 "%s: b=%d s=%d: logprob %.9g, want %.9g (uncapped %.9g)", what, b, t,
-                (double)lp[i], want, z[v] - oracle_lse(z, V));
+                (double)lp[i], want, z[v] - ref_lse(z, V));
       if (err > g_worst_lp) g_worst_lp = err;
     }
     /* fs_reference_row_ex: the same winner, its double logit and lse */

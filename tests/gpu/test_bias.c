@@ -153,7 +153,6 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   double worst_lp = 0.0;
   for (size_t i = 0; i < n; i++) {
     const int b = (int)(i / (size_t)S), t = o.h_tokens[i];
-    const double z = o.h_logits[i], rz = rlogit[i];
     differ += o2.h_tokens[i] != t;
     for (int j = 0; j < cs->count; j++)
       if (tok[(size_t)b * cs->count + j] == t) {
@@ -162,23 +161,8 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
       }
     if (banned(cs, tok, val, cs->mixed ? mask : NULL, words, b, t) && bad++ < 5)
       fprintf(stderr, "%s: draw %zu: token %d is banned in row %d\n", what, i, t, b);
-    if (t == rtok[i]) {
-      same++;
-      if (!(fabs(z - rz) <= 2e-5 * (1.0 + fabs(rz))) && bad++ < 5)
-        fprintf(stderr, "%s: draw %zu: logit %.7g, the reference's %.7g\n", what, i, z, rz);
-    } else {
-      const double gs = fs_key_score(o.h_keys[i]), rs = fs_key_score(rkey[i]);
-      if (!(fabs(gs - rs) <= 1e-4 * (1.0 + fabs(rs))) && bad++ < 5)
-        fprintf(stderr, "%s: draw %zu: token %d (score %.7g), the reference's %d (%.7g): "
-                "not a near-tie\n", what, i, t, gs, rtok[i], rs);
-    }
-    if (cs->logprobs) {
-      const double lse = rz - (double)rlp[i], err = fabs((double)lp[i] - (z - lse));
-      if (err > worst_lp) worst_lp = err;
-      if (!(err <= 2e-5 + 1e-6 * fabs(lse)) && bad++ < 5)
-        fprintf(stderr, "%s: draw %zu: logprob %.7g, want %.7g\n", what, i, (double)lp[i],
-                z - lse);
-    }
+    same += gu_vs_reference(what, i, &o, cs->logprobs ? lp : NULL, rtok, rlogit, rkey, rlp,
+                            &bad, &worst_lp);
   }
   CHECK_MSG(bad == 0, "%s: %ld draws wrong", what, bad);
   CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
@@ -292,19 +276,16 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
   gu_lmhead_free(ctx, &lm);
 }
 
+/* Every case on the context of (B, dtype). */
+static void run_cases(fs_context *c, int B, int dtype) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(c, &cases[i], B, dtype);
+  if (!gu_test_family()) run_graph(c, B, dtype); /* c is the base context */
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   static const int batches[] = {5, 37};
-  for (int dt = 0; dt < 2; dt++) {
-    const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
-    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-      fs_context *c = gu_family_context(ctx, dtype, batches[bi]);
-      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run(c, &cases[i], batches[bi], dtype);
-      gu_family_release(ctx, c);
-      if (!gu_test_family()) run_graph(ctx, batches[bi], dtype);
-    }
-  }
+  gu_family_each(ctx, batches, 2, run_cases);
   fs_context_destroy(ctx);
   return fs_test_done("test_bias");
 }

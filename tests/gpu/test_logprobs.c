@@ -203,18 +203,15 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
   gu_lmhead_free(ctx, &lm);
 }
 
+/* Every case on the context of (B, dtype). */
+static void run_cases(fs_context *c, int B, int dtype) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(c, &cases[i], B, dtype);
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   static const int batches[] = {5, 37};
-  for (int dt = 0; dt < 2; dt++) {
-    const int dtype = dt ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
-    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-      fs_context *c = gu_family_context(ctx, dtype, batches[bi]);
-      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run(c, &cases[i], batches[bi], dtype);
-      gu_family_release(ctx, c);
-    }
-  }
+  gu_family_each(ctx, batches, 2, run_cases);
   fs_context_destroy(ctx);
   return fs_test_done("test_logprobs");
 }
