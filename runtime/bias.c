@@ -60,15 +60,18 @@ static int bias_load(fs_context *ctx) {
   return FS_OK;
 }
 
-/* Words per row of the fused kernel's mask: those up to the call's last id,
-** so that its ids index it as they index the caller's mask. */
-static long long mask_words(const fs_problem *p) {
-  return (p->vocab_offset + p->vocab + 31) / 32;
+/* The words of the call's ids, [first, first + span) of a row of the
+** caller's mask: a row of the fused kernel's mask holds just these. */
+static void mask_span(const fs_problem *p, int *first, int *span) {
+  *first = (int)(p->vocab_offset / 32);
+  *span = (int)((p->vocab_offset + p->vocab + 31) / 32) - *first;
 }
 
 /* The entries' logits (float2) and tokens after the mask copy at mask_at. */
 static CUdeviceptr entries_at(const fs_problem *p, CUdeviceptr mask_at) {
-  return mask_at + ((size_t)p->batch * (size_t)mask_words(p) * 4 + 15) / 16 * 16;
+  int first, span;
+  mask_span(p, &first, &span);
+  return mask_at + ((size_t)p->batch * (size_t)span * 4 + 15) / 16 * 16;
 }
 
 int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
@@ -80,9 +83,10 @@ int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
     FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
       return fs_err(ctx, FS_NOT_PREPARED,
-                    "stream is capturing and options->logit_bias_count is set at B=%d, V=%d: "
-                    "the first call with a logit bias %s; make one such call before capture",
-                    (int)p->batch, (int)p->vocab,
+                    "stream is capturing and options->logit_bias_count=%d at B=%d, V=%d, "
+                    "vocab_offset=%lld: the first call with a logit bias %s; make one such "
+                    "call before capture", count, (int)p->batch, (int)p->vocab,
+                    (long long)p->vocab_offset,
                     ctx->bias_module ? "at this size grows the workspace"
                                      : "on a context compiles its kernels");
     FS_TRY(bias_load(ctx));
@@ -98,19 +102,23 @@ int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   fs_params_call(&prm, p, s, m);
   const int32_t *tokens = m->bias_tokens;
   const float *values = m->bias_values;
-  long long nw = mask_words(p);
-  int count = m->bias_count, first = (int)(p->vocab_offset / 32), span = (int)(nw - first);
+  int count = m->bias_count, first, span;
+  mask_span(p, &first, &span);
+  long long stride = span;
+  /* a row's words [first, first + span) at mask_at + row * span: the base
+  ** that global ids index lies first words before (an address never read) */
+  CUdeviceptr base = mask_at - (CUdeviceptr)first * 4;
   CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
-  /* a warp an entry; at most 2048 words of the mask a block */
+  /* a warp an entry, FS_BIAS_SHARE (2048) words of the mask a block */
   const int bx = (count + 3) / 4 > (span + 2047) / 2048 ? (count + 3) / 4 : (span + 2047) / 2048;
-  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span, &nw, &mask_at,
+  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span, &stride, &base,
                   &zz, &etok};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16], (unsigned)bx,
                                        (unsigned)p->batch, 1, 128, 1, 1, 0, stream, args, NULL);
   if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_prep)", __FILE__, __LINE__);
   *fused = *m;
-  fused->words = (const uint32_t *)(uintptr_t)mask_at;
-  fused->stride = nw;
+  fused->words = (const uint32_t *)(uintptr_t)base;
+  fused->stride = stride;
   return FS_OK;
 }
 

@@ -226,15 +226,18 @@ typedef struct fs_outputs {
 **    is ignored (-1 pads a row; the tensor-parallel calls take the same
 **    arrays on every rank, each rank applying the ids of its shard); a token
 **    listed more than once in a row gets the sum of its values (in fp32, in
-**    entry order).  A value of -inf bans the token (as the mask does), +inf
-**    draws it whenever its logit is finite (the smallest such id among
-**    several; not at a per-row temperature of +inf, where inf / inf is
-**    NaN), and a biased logit that is NaN is never drawn while another
-**    token has a number (as NaN logits are ranked).  outputs->logits and
+**    entry order).  A value of -inf gives the token a score of -inf (drawn
+**    only where no token scores more: then the first of the row's -inf ids,
+**    with its raw logit), +inf draws it whenever its logit is finite (the
+**    smallest such id among several).  A biased token that the mask allows
+**    and whose score is NaN (a NaN value, +inf and -inf on one id, a NaN
+**    logit, or +inf at a per-row temperature of +inf) ranks as -inf: below
+**    every number, above the NaN scores of unbiased tokens (the fused
+**    kernel, to which biased ids are masked, ranks them so).  outputs->logits and
 **    logprobs stay those of the raw logits, as for the temperature.  How:
 **    the fused kernel draws over the other tokens (each row's biased ids
-**    cleared from a copy of the token mask in the workspace: B x
-**    ceil((vocab_offset + V) / 32) words more, and 12 bytes an entry), and
+**    cleared from a copy of the token mask in the workspace: B x (the
+**    words holding the call's ids) more, and 12 bytes an entry), and
 **    two small kernels take the biased tokens' logits from their W rows and
 **    score them with the same noise, keeping the larger key: exact, and
 **    pathwise the draw one fused kernel would make.  Cost: one W row (D x 2

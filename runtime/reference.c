@@ -36,7 +36,8 @@
 ** returned logits are of the capped logits too); a logit bias (fs_options)
 ** then adds each row's values to its tokens' z for the draw (the sum of a
 ** token's entries; ids outside the shard ignored), after the log-sum-exp and
-** before the mask, so that the returned logits and logprobs stay raw.
+** before the mask, so that the returned logits and logprobs stay raw; an
+** allowed biased token whose score is NaN ranks as -inf.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -287,17 +288,20 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       /* the bias: the row's next biased rows of W, in increasing order; raw
       ** keeps the unbiased logits for the outputs */
       double raw[REF_VT];
+      int hit[REF_VT] = {0}; /* biased and allowed: a NaN score ranks as -inf */
       for (j = 0; j < REF_VT; j++) raw[j] = acc[j];
       const ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
       for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
-        acc[bi[*at].v - v0] += bi[*at].sum; /* v >= v0: earlier tiles took the smaller */
+        acc[bi[*at].v - v0] += bi[*at].sum, hit[bi[*at].v - v0] = 1; /* earlier tiles took v < v0 */
       if (m->words) {
         const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
         for (j = 0; j < nv; j++)
-          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u)) acc[j] = raw[j] = -INFINITY;
+          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u))
+            acc[j] = raw[j] = -INFINITY, hit[j] = 0;
       }
       if (rp.greedy) {
-        for (j = 0; j < nv; j++) ref_offer(ri, acc[j], raw[j], token0 + j, INFINITY);
+        for (j = 0; j < nv; j++)
+          ref_offer(ri, hit[j] && isnan(acc[j]) ? -INFINITY : acc[j], raw[j], token0 + j, INFINITY);
         continue;
       }
       if (noise == FS_NOISE_GROUP16) {
@@ -326,9 +330,8 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
             q = fs_noise_quad(rp.seed, rp.offset, quad, (uint32_t)(s0 + t),
                               rp.tag);
           }
-          const double g = (double)fs_gumbel(q.v[token & 3]);
-          ref_offer(&ri[t], acc[j] / rp.temperature + g, raw[j],
-                    (int32_t)token, INFINITY);
+          const double g = (double)fs_gumbel(q.v[token & 3]), y = acc[j] / rp.temperature + g;
+          ref_offer(&ri[t], hit[j] && isnan(y) ? -INFINITY : y, raw[j], (int32_t)token, INFINITY);
         }
       }
     }

@@ -68,13 +68,19 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
   return acc;
 }
 
+/* Words of the fused kernel's mask a prep block copies. */
+#define FS_BIAS_SHARE 2048
+
 /* Block blockIdx.x of row blockIdx.y (gridDim.x blocks a row, at least
-** ceil(count / 4)):
+** ceil(count / 4) and ceil(span / FS_BIAS_SHARE)):
 **  - the row's words [first, first + span) of the fused kernel's mask, at
-**    mask_out + row * out_stride: this block's share of them from the
-**    caller's mask p.mask (or all ones), then the bits of the row's biased
-**    ids in [vocab_offset, vocab_offset + V) among them cleared (a block
-**    clears only words it copied: no other block's copy can undo a clear);
+**    mask_out + row * out_stride + word (mask_out may point before the
+**    buffer: only these words are written, and the fused kernel reads only
+**    them): this block's FS_BIAS_SHARE of them from the caller's mask p.mask
+**    (or all ones), then the bits of the row's biased ids in [vocab_offset,
+**    vocab_offset + V) among them cleared (a block clears only words it
+**    copied: no other block's copy can undo a clear; a block without words
+**    does not scan the entries);
 **  - entry j = 4 blockIdx.x + warp (a warp an entry, so that a row's W rows
 **    are read by many SMs at once): its token t, or -1 when the entry is
 **    skipped (t outside [vocab_offset, vocab_offset + V), listed earlier in
@@ -89,14 +95,14 @@ __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
                                           int *etok) {
   const int b = blockIdx.y, lane = threadIdx.x & 31, j = blockIdx.x * 4 + (threadIdx.x >> 5);
   const int *tk = tokens + (size_t)b * count;
-  const int share = (span + (int)gridDim.x - 1) / (int)gridDim.x;
-  const int w0 = first + (int)blockIdx.x * share, w1 = min(w0 + share, first + span);
+  const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
+  const int w1 = min(w0 + FS_BIAS_SHARE, first + span);
   unsigned *row = mask_out + b * out_stride;
   const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
   for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
   __syncthreads(); /* the block's copies before its clears */
   const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+  for (int i = threadIdx.x; w0 < w1 && i < count; i += blockDim.x) {
     const int t = tk[i];
     if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
       atomicAnd(row + (t >> 5), ~(1u << (t & 31)));
@@ -167,7 +173,10 @@ __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const 
         const unsigned x = k == 0 ? q.v[0] : k == 1 ? q.v[1] : k == 2 ? q.v[2] : q.v[3];
         sc = fmaf(sc, inv_t, fs_gumbel_fast(x));
       }
-      const unsigned long long key = fs_pack_key(sc, (unsigned)t);
+      /* a NaN score ranks as -inf: what the fused kernel, which saw the token
+      ** masked, would have ranked it (flashsampling.h) */
+      const unsigned long long key = fs_pack_key(sc == sc ? sc : -__int_as_float(0x7f800000),
+                                                 (unsigned)t);
       if (key > best) best = key, bz = e.x;
     }
     for (int o = 16; o > 0; o >>= 1) {

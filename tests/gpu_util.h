@@ -403,7 +403,7 @@ static inline int gu_fake_driver(void) { return getenv("FS_FAKE_CUDA") != NULL; 
 
 /* Draw i of a GPU call (o's host copies; lp its logprobs or NULL) against
 ** the CPU reference's (rtok, rlogit, rkey, rlp): the same token with its
-** logit within 2e-5 (1 + |z|), or else a near-tie (the two keys' scores
+** logit within 2e-5 (1 + |z|) (or both NaN), or else a near-tie (the two keys' scores
 ** within 1e-4 (1 + |s|)); with lp, the logprob z - lse within 2e-5 + 1e-6 |lse|
 ** (lse from the reference's logit and logprob).  Adds what is wrong to *bad
 ** (printing the first five) and keeps the worst logprob error in *worst;
@@ -414,8 +414,9 @@ static inline int gu_vs_reference(const char *what, size_t i, const gu_outputs *
                                   double *worst) {
   const double z = o->h_logits[i], rz = rlogit[i];
   const int same = o->h_tokens[i] == rtok[i];
-  if (same) {
-    if (!(fabs(z - rz) <= 2e-5 * (1.0 + fabs(rz))) && (*bad)++ < 5)
+  if (same) { /* equal (+-inf) and both NaN are the same logit too */
+    if (!(z == rz || (isnan(z) && isnan(rz)) || fabs(z - rz) <= 2e-5 * (1.0 + fabs(rz))) &&
+        (*bad)++ < 5)
       fprintf(stderr, "%s: draw %zu: logit %.7g, the reference's %.7g\n", what, i, z, rz);
   } else {
     const double gs = fs_key_score(o->h_keys[i]), rs = fs_key_score(rkey[i]);

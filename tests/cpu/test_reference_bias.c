@@ -9,7 +9,8 @@
 ** mask, the temperature, the noise and greedy rows' argmax; ids outside
 ** [vocab_offset, vocab_offset + V) are ignored; a token listed several times
 ** gets the sum of its values (in fp32, in entry order); -inf bans, +inf draws
-** (the smallest such id), a NaN biased logit never wins against a number;
+** (the smallest such id), an allowed biased token whose score is NaN ranks as
+** -inf (below every number, above unbiased NaN scores);
 ** outputs->logits and logprobs stay those of the raw (capped, unbiased)
 ** logits, except that a masked winner (a row with nothing drawable) reports
 ** -inf as the mask's contract says.
@@ -49,15 +50,17 @@
 **     on greedy and sampled rows, and its raw logit; +inf on a masked id
 **     loses to +inf on an allowed one; +inf with -inf on one token (NaN) and
 **     NaN on the greedy argmax lose; every token NaN but one banned with
-**     -inf draws that one; ids just outside the shard change nothing; the
+**     -inf draws the first id (every score -inf); ids just outside the shard
+**     change nothing; the
 **     fp32 entry-order sum: {8, 2^-22 x 4} sums to 8 exactly in fp32 (each
 **     2^-22 is a quarter ulp of 8) but to 8 + 2^-20 in double, while
 **     {2^-22 x 4, 8} is 8 + 2^-20 in both.
 **  4. Rows with little or nothing to draw: a row whose mask allows only
 **     biased tokens draws among those of finite bias, its law checked by
 **     chi-square (4 x 10^4 draws); a row whose only allowed token has bias
-**     -inf (or NaN) draws as a row of no allowed token: its first id, with
-**     logit -inf and logprob -inf, key fs_pack_key(-inf, first id), even
+**     -inf (or NaN, ranked as -inf) draws as a row of no allowed token: its first id, with
+**     logit -inf and logprob -inf, key fs_pack_key(-inf, first id) (the
+**     masked first id wins the tie of -infs), even
 **     with +inf or NaN on that (masked) first id, since the mask comes after
 **     the bias; a row
 **     whose only allowed token is the first id, or whose every token has
@@ -133,6 +136,7 @@ static double oracle_row(const fs_problem *p, const fs_options *o, int b, double
   oracle_bias_row(p, o->logit_bias_tokens, o->logit_bias_values, o->logit_bias_count, b, sum, h);
   for (int v = 0; v < V; v++) {
     zb[v] = h[v] ? zr[v] + (double)sum[v] : zr[v];
+    if (h[v] && isnan(zb[v])) zb[v] = -INFINITY; /* a biased NaN ranks as -inf */
     if (hits) hits[v] = h[v];
   }
   free(sum);
@@ -666,7 +670,8 @@ static void test_explicit(void) {
   tok[3 * NB] = X_OFF + a, val[3 * NB] = NAN;
   tok[3 * NB + 1] = X_OFF + five, val[3 * NB + 1] = INFINITY;
   tok[3 * NB + 2] = X_OFF + five, val[3 * NB + 2] = -INFINITY;
-  /* row 4: NaN on every id but 40, -inf on 40 */
+  /* row 4: NaN on every id but 40, -inf on 40: every score -inf (a biased
+  ** NaN ranks as -inf), so the first id */
   for (int v = 0; v < X_V; v++)
     tok[4 * NB + v] = X_OFF + v, val[4 * NB + v] = v == 40 ? -INFINITY : NAN;
   /* row 5: +inf on the ids just outside the shard only */
@@ -680,7 +685,7 @@ static void test_explicit(void) {
   uint64_t k[6 * X_S], ku[6 * X_S];
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, t, lg, k) == FS_OK);
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &none, tu, NULL, ku) == FS_OK);
-  const int want[5] = {12, 12, 30, second, 40};
+  const int want[5] = {12, 12, 30, second, 0};
   for (int b = 0; b < 6; b++) {
     ref_oracle_logits(&pr.p, b, z);
     for (int j = 0; j < X_S; j++) {
@@ -702,8 +707,8 @@ static void test_explicit(void) {
                 (int)t[i], (double)lg[i], z[want[b]]);
     }
   }
-  printf("explicit rows: +inf ties to the smaller id, a masked +inf loses, NaN loses, -inf "
-         "beats NaN, outside ids ignored\n");
+  printf("explicit rows: +inf ties to the smaller id, a masked +inf loses, NaN loses to "
+         "numbers, a biased NaN ranks as -inf, outside ids ignored\n");
   ref_prob_free(&pr);
 }
 

@@ -29,7 +29,16 @@
 **   mixed   V = 5011, D = 1024, vocab_offset 37, per-row temperatures with
 **           greedy rows, 3 samples, a token mask of density 1/2, soft-cap 2,
 **           40 entries a row with repeats, pads, other shards' ids and -inf;
-**   tiles   V = 65537, D = 256, 300 entries a row, logprobs.
+**   tiles   V = 65537, D = 256, 300 entries a row, logprobs;
+**   seeds   V = 3001, D = 256, vocab_offset 96, per-row seeds and offsets,
+**           6 samples (the merge's warps take two each), 40 entries a row
+**           with a repeat 33 entries apart, logprobs;
+**   greedy  V = 3001, D = 256, scalar T = 0 (the greedy call mode's kernel);
+**   nan     V = 1000, D = 256: row 0's mask allows only its first id, whose
+**           bias is NaN (an allowed biased NaN ranks as -inf, so it is drawn
+**           as the first of the row's -inf ids), and row 1's logits are all
+**           NaN (a NaN in its H: its biased ids score NaN, ranked as -inf, and
+**           its smallest biased id beats the unbiased NaNs).
 */
 #include "gpu_family.h"
 #include "gpu_graph.h"
@@ -39,17 +48,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a case adds (bias_case.extra). */
+enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4 };
+
 typedef struct bias_case {
   const char *name;
   int V, D, offset, S, mixed, logprobs, count;
   float c;
   unsigned long long seed;
+  int extra;
 } bias_case;
 
 static const bias_case cases[] = {
-    {"plain", 1000, 256, 0, 1, 0, 1, 8, 0.0f, 1},
-    {"mixed", 5011, 1024, 37, 3, 1, 1, 40, 2.0f, 2},
-    {"tiles", 65537, 256, 0, 1, 0, 1, 300, 0.0f, 3},
+    {"plain", 1000, 256, 0, 1, 0, 1, 8, 0.0f, 1, 0},
+    {"mixed", 5011, 1024, 37, 3, 1, 1, 40, 2.0f, 2, 0},
+    {"tiles", 65537, 256, 0, 1, 0, 1, 300, 0.0f, 3, 0},
+    {"seeds", 3001, 256, 96, 6, 0, 1, 40, 0.0f, 4, ROW_SEEDS},
+    {"greedy", 3001, 256, 0, 1, 0, 0, 8, 0.0f, 5, GREEDY},
+    {"nan", 1000, 256, 0, 1, 0, 0, 8, 0.0f, 6, NAN_ROWS},
 };
 
 static unsigned long long bias_rand(unsigned long long *s) {
@@ -67,6 +83,9 @@ static void make_bias(const bias_case *cs, int B, int32_t *tok, float *val) {
       const size_t i = (size_t)b * cs->count + j;
       tok[i] = cs->offset + (int32_t)(bias_rand(&r) % (unsigned long long)cs->V);
       val[i] = (float)((double)(bias_rand(&r) % 1201) / 100.0 - 4.0); /* [-4, 8] */
+      if ((cs->extra & ROW_SEEDS) && j == 35) tok[i] = tok[i - 33]; /* across 32 entries */
+      if ((cs->extra & NAN_ROWS) && b == 0 && j == 0) /* the only id row 0's mask allows */
+        tok[i] = cs->offset, val[i] = NAN;
       if (!cs->mixed) continue;
       if (j % 10 == 3) tok[i] = -1;                              /* a pad */
       if (j % 10 == 5) tok[i] = cs->offset + cs->V + (int32_t)j; /* another shard's */
@@ -102,6 +121,8 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   gu_lmhead lm; /* logits of sd ~1 */
   gu_lmhead_init(&lm, B, cs->D, cs->V, dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
                  0xb1a5ull + (unsigned long long)B * 31u + cs->seed * 7919u);
+  if (cs->extra & NAN_ROWS) /* row 1's logits all NaN */
+    lm.H[1 * lm.hs] = dtype == FS_DTYPE_BF16 ? 0x7FC0u : 0x7E00u;
   gu_lmhead_upload(ctx, &lm);
   const int S = cs->S;
   const size_t n = (size_t)B * S, ne = (size_t)B * cs->count;
@@ -112,22 +133,36 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   uint32_t *mask = gu_malloc(sizeof(uint32_t) * (size_t)(B * words));
   unsigned long long ms = 0x50f7ull + (unsigned long long)B;
   for (long long i = 0; i < B * words; i++) mask[i] = (uint32_t)bias_rand(&ms);
+  if (cs->extra & NAN_ROWS) { /* every id allowed, but row 0 only its first */
+    for (long long i = 0; i < B * words; i++) mask[i] = i < words ? 0u : 0xffffffffu;
+    mask[cs->offset / 32] = 1u << (cs->offset % 32);
+  }
+  const int masked = cs->mixed || (cs->extra & NAN_ROWS);
   CUdeviceptr dmask =
-      cs->mixed ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words)) : 0;
+      masked ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words)) : 0;
+  uint64_t *seeds = gu_malloc(sizeof(uint64_t) * (size_t)B);
+  uint64_t *offs = gu_malloc(sizeof(uint64_t) * (size_t)B);
+  for (int b = 0; b < B; b++) seeds[b] = 0x5eed0000ull + (uint64_t)b * 977u, offs[b] = 3u * b;
+  const int rs = cs->extra & ROW_SEEDS;
+  CUdeviceptr dseeds = rs ? gu_upload_new(ctx, seeds, sizeof(uint64_t) * (size_t)B) : 0;
+  CUdeviceptr doffs = rs ? gu_upload_new(ctx, offs, sizeof(uint64_t) * (size_t)B) : 0;
   int32_t *tok = gu_malloc(sizeof(int32_t) * ne);
   float *val = gu_malloc(sizeof(float) * ne);
   make_bias(cs, B, tok, val);
   CUdeviceptr dtok = gu_upload_new(ctx, tok, sizeof(int32_t) * ne);
   CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
 
-  fs_sampling s = {1.0f, NULL, S, 20261202ull + cs->seed, NULL, 11ull, NULL};
+  fs_sampling s = {cs->extra & GREEDY ? 0.0f : 1.0f, NULL, S, 20261202ull + cs->seed, NULL, 11ull,
+                   NULL};
   s.temperatures = cs->mixed ? (const float *)gu_ptr(dtemps) : NULL;
+  s.seeds = rs ? (const uint64_t *)gu_ptr(dseeds) : NULL;
+  s.offsets = rs ? (const uint64_t *)gu_ptr(doffs) : NULL;
   gu_outputs o, o2;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   gu_outputs_alloc(ctx, &o2, n, 0, 0);
   CUdeviceptr dlp = cs->logprobs ? gu_alloc(ctx, n * sizeof(float)) : 0;
   fs_problem dp = gu_problem(&lm, 1);
-  fs_options opt = {sizeof opt, cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
+  fs_options opt = {sizeof opt, masked ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
                     cs->logprobs ? (float *)gu_ptr(dlp) : NULL, cs->c,
                     (const int32_t *)gu_ptr(dtok), (const float *)gu_ptr(dval), cs->count};
   draw(ctx, &dp, &s, &opt, &o, what);
@@ -142,10 +177,12 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   fs_problem hp = gu_problem(&lm, 0);
   fs_sampling hs = s;
   hs.temperatures = cs->mixed ? temps : NULL;
+  hs.seeds = rs ? seeds : NULL;
+  hs.offsets = rs ? offs : NULL;
   int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
   float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
   uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
-  const fs_options ropt = {sizeof ropt, cs->mixed ? mask : NULL, 0, rlp, cs->c, tok, val,
+  const fs_options ropt = {sizeof ropt, masked ? mask : NULL, 0, rlp, cs->c, tok, val,
                            cs->count};
   CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlogit, rkey) == FS_OK);
 
@@ -159,7 +196,7 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
         biased++;
         break;
       }
-    if (banned(cs, tok, val, cs->mixed ? mask : NULL, words, b, t) && bad++ < 5)
+    if (banned(cs, tok, val, masked ? mask : NULL, words, b, t) && bad++ < 5)
       fprintf(stderr, "%s: draw %zu: token %d is banned in row %d\n", what, i, t, b);
     same += gu_vs_reference(what, i, &o, cs->logprobs ? lp : NULL, rtok, rlogit, rkey, rlp,
                             &bad, &worst_lp);
@@ -183,6 +220,10 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   free(mask);
   free(tok);
   free(val);
+  free(seeds);
+  free(offs);
+  gu_free(ctx, dseeds);
+  gu_free(ctx, doffs);
   gu_free(ctx, dlp);
   gu_free(ctx, dtemps);
   gu_free(ctx, dmask);
