@@ -1,7 +1,7 @@
 // fs-test-timeout: 120
 /*
 ** test_reference_mask.c: the CPU reference's token mask (fs_options,
-** fs_reference_sample_ex), against an oracle written here from the
+** fs_reference_sample_ex), against the tests' oracle (ref_util.h) from the
 ** definition in flashsampling.h: a token whose bit is 0 is drawn as if its
 ** logit were -inf.
 **
@@ -30,37 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bit t of row b's mask (t a global id). */
-static int allowed(const uint32_t *m, long long stride, int b, long long t) {
-  return (int)(m[b * stride + t / 32] >> (t % 32) & 1u);
-}
-
-/* The oracle's draw of (b, sample): argmax of the scores, masked logits -inf,
-** ties to the smaller id. */
-static void oracle(const fs_problem *p, const fs_sampling *s, const uint32_t *m, long long stride,
-                   const double *z, int b, int sample, int32_t *tok, double *zt, double *score) {
-  const float T = s->temperatures ? s->temperatures[b] : s->temperature;
-  const int greedy = !(T > 0.0f);
-  const uint64_t seed = s->seeds ? s->seeds[b] : s->seed;
-  const uint64_t off = s->offsets ? s->offsets[b] : s->offset;
-  const uint32_t tag = s->seeds ? 0u : (uint32_t)b + 1u;
-  int best = -1;
-  double bs = 0.0, bz = 0.0;
-  for (int v = 0; v < p->vocab; v++) {
-    const long long t = p->vocab_offset + v;
-    const double zv = allowed(m, stride, b, t) ? z[v] : -INFINITY;
-    const double sc = greedy ? zv
-                             : zv / (double)T +
-                                   (double)fs_noise(seed, off, (uint32_t)t, (uint32_t)sample, tag);
-    if (best < 0 || sc > bs) best = v, bs = sc, bz = zv;
-  }
-  *tok = (int32_t)(p->vocab_offset + best);
-  *zt = bz;
-  *score = bs;
-}
-
-/* ---- 1. random problems against the oracle ------------------------------- */
-
 static void test_oracle(void) {
   unsigned long long st = 0x6d61736bull;
   static const long long offs[] = {0, 37, 4096 - 3};
@@ -84,19 +53,17 @@ static void test_oracle(void) {
     for (int b = 0; b < B; b++) {
       ref_oracle_logits(&pr.p, b, z);
       for (int t = 0; t < S; t++, draws++) {
-        int32_t tok;
-        double zt, score;
-        oracle(&pr.p, &s, m, stride, z, b, t, &tok, &zt, &score);
+        const ref_odraw d = ref_oracle_draw(&pr.p, &s, m, stride, z, b, t);
         const size_t i = (size_t)b * S + t;
-        CHECK_MSG(o.tokens[i] == tok && ref_float_bits_equal(o.logits[i], (float)zt) &&
-                      o.keys[i] == fs_pack_key((float)score, (uint32_t)tok),
+        CHECK_MSG(o.tokens[i] == d.token && ref_float_bits_equal(o.logits[i], (float)d.z) &&
+                      o.keys[i] == fs_pack_key((float)d.score, (uint32_t)d.token),
                   "it %d b %d s %d: token %d logit %g, want %d %g", it, b, t, (int)o.tokens[i],
-                  (double)o.logits[i], (int)tok, zt);
+                  (double)o.logits[i], (int)d.token, d.z);
         /* the rows of one allowed token and of none (catches a mask read
         ** from the wrong row or word) */
         if (b == 1) CHECK(o.tokens[i] == pr.p.vocab_offset + V / 2);
         if (b == 2) CHECK(o.tokens[i] == pr.p.vocab_offset && o.logits[i] == -INFINITY);
-        if (b != 2) CHECK(allowed(m, stride, b, o.tokens[i]));
+        if (b != 2) CHECK(ref_allowed(m, stride, b, o.tokens[i]));
       }
       fs_ref_result r;
       REQUIRE(fs_reference_row_ex(&pr.p, &s, FS_NOISE_TOKEN, &opt, b, 0, &r) == FS_OK);
@@ -139,7 +106,7 @@ static void test_group_law(void) {
   ref_oracle_logits(&pr.p, 0, z);
   for (int v = 0; v < LAW_V; v++) q[v] = z[v];
   for (int v = 0; v < LAW_V; v++)
-    if (!allowed(m, stride, 0, 3008 + v)) z[v] = -INFINITY;
+    if (!ref_allowed(m, stride, 0, 3008 + v)) z[v] = -INFINITY;
   uint64_t seeds[LAW_ROWS], offs[LAW_ROWS];
   for (int b = 0; b < LAW_ROWS; b++) seeds[b] = 0x5eedull, offs[b] = 77u + (uint64_t)b;
   fs_sampling s = {1.0f, NULL, LAW_S, 0u, seeds, 0u, offs};
@@ -152,7 +119,7 @@ static void test_group_law(void) {
     const int v = tok[j] - 3008;
     REQUIRE(v >= 0 && v < LAW_V);
     counts[v]++;
-    masked += !allowed(m, stride, 0, tok[j]);
+    masked += !ref_allowed(m, stride, 0, tok[j]);
   }
   CHECK_MSG(masked == 0, "%d group16 draws of masked tokens", masked);
   fs_stats_softmax(z, LAW_V, 1.0, p);
