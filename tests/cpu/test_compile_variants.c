@@ -1,4 +1,4 @@
-// fs-test-timeout: 1500
+// fs-test-timeout: 2700
 /*
 ** test_compile_variants: the generator enumerates its whole design space for
 ** sm_80, sm_90a and sm_100 in bf16 and fp16, and NVRTC compiles every
