@@ -52,6 +52,11 @@ fam.constraints = {
     pred = function(v)
       local b = (v.stages - 1) * v.tile_v * v.tile_k * 2
       return b >= 49152 and b <= 196608 end },
+  -- Measured out on sm_90a (perf-notes 32a), as in family_wg.lua: no tile of
+  -- these kinds came within 3% of its bucket's best on the H200, where wg
+  -- wins from B = 64.  sm_100 keeps them (nothing measured there).
+  { name = "measured out on sm_90a: 64+ batch tiles (20% behind) and 256-row vocab tiles (4.1%)",
+    pred = function(v) return v.arch ~= 90 or (v.tile_b < 64 and v.tile_v < 256) end },
 }
 
 function fam.derive(v, a)

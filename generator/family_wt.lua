@@ -10,8 +10,10 @@
 -- (setmaxnreg 40 / 232) so that 128 accumulators per thread fit.
 --
 -- Parameters, in name order (the name fragment in brackets):
---   tile_v  [v128]  vocab columns per tile = wgmma N (64, 128, 192, 256; 192 is
---                   the N of cuBLAS's B = 128 tiles, perf-notes 20)
+--   tile_v  [v128]  vocab columns per tile = wgmma N (128, 192, 256; 192 is
+--                   the N of cuBLAS's B = 128 tiles, perf-notes 20; 64 was
+--                   never within 5% of a bucket's best on the H200 in 730
+--                   timings and left in session 29, perf-notes 32a)
 --   tile_b  [b256]  batch rows per CTA = 64 * wgs * mb
 --   tile_k  [k64]   hidden elements per stage (64-element boxes per operand)
 --   wgs     [g2]    consumer warpgroups
@@ -21,7 +23,7 @@
 local common = fs_require("generator/params.lua")
 local fam = { template = "templates/fsamp_wt.cu", min_arch = 90 }
 
-local p_tile_v = common.num("v", "tile_v", { 64, 128, 192, 256 })
+local p_tile_v = common.num("v", "tile_v", { 128, 192, 256 })
 local p_tile_b = common.num("b", "tile_b", { 64, 128, 256 })
 local p_tile_k = common.num("k", "tile_k", { 64 })
 local p_wgs = common.num("g", "wgs", { 1, 2 })
@@ -60,7 +62,6 @@ fam.constraints = {
 
 function fam.derive(v, a)
   v.mb = mb(v)
-  v.cta_chunks = 1
   v.warps_m, v.warps_n = 4 * v.wgs, 1
   v.threads = 128 * v.wgs + (v.wgs == 2 and 128 or 32) -- producer warpgroup / warp
   v.smem = smem_bytes(v)

@@ -131,7 +131,10 @@ function fsgen.parse(name)
   for i, prm in ipairs(fam.params) do
     local ok = prm.decode(v, parts[4 + i])
     if not ok then
-      return nil, string.format("%s: bad field '%s' for %s", name, parts[4 + i], prm.key)
+      local vals = {}
+      for j, x in ipairs(prm.values) do vals[j] = prm.encode({ [prm.key] = x }) end
+      return nil, string.format("%s: bad field '%s' for %s (one of %s)", name, parts[4 + i],
+                                prm.key, table.concat(vals, ", "))
     end
   end
   local ok, why = fsgen.check(v)

@@ -194,7 +194,6 @@ static int read_variant(fs_gen *g, fs_variant *v, char *err, size_t errlen) {
   v->lastcta = int_field(L, t, "lastcta");
   v->persistent = int_field(L, t, "persistent");
   v->cluster = int_field(L, t, "cluster");
-  v->cta_chunks = int_field(L, t, "cta_chunks");
   v->tma = int_field(L, t, "tma");
   v->whole_tiles = int_field(L, t, "whole_tiles");
   lua_pushvalue(L, t);

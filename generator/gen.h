@@ -24,7 +24,6 @@ typedef struct fs_variant {
   int tile_v, tile_b, tile_k, warps_m, warps_n, stages, load;
   int threads, smem, lastcta, persistent;
   int cluster;         /* CTAs per thread-block cluster along the vocabulary (0, 1: none) */
-  int cta_chunks;      /* vocabulary chunks per CTA (0, 1: one) */
   int tma;             /* 1: the kernel takes W's and H's tensor maps after its params */
   int whole_tiles;     /* 1: a chunk is whole vocab tiles (at most one chunk per tile);
                        ** 0: balanced 16-row groups (at most one chunk per group) */

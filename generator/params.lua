@@ -8,11 +8,12 @@ function M.num(prefix, key, values)
   return {
     key = key, values = values,
     encode = function(v) return prefix .. v[key] end,
-    decode = function(v, s)
-      local n = string.match(s, "^" .. prefix .. "(%d+)$")
-      if not n then return false end
-      v[key] = math.tointeger(tonumber(n))
-      return true
+    decode = function(v, s) -- one of the values (a name outside them is no variant)
+      local n = math.tointeger(tonumber(string.match(s, "^" .. prefix .. "(%d+)$")))
+      for _, x in ipairs(values) do
+        if x == n then v[key] = n; return true end
+      end
+      return false
     end,
   }
 end
@@ -41,12 +42,13 @@ function M.warps(values)
   return {
     key = "warps", values = values,
     encode = function(v) return string.format("w%dx%d", v.warps // 10, v.warps % 10) end,
-    decode = function(v, s)
-      local m, n = string.match(s, "^w(%d+)x(%d+)$")
-      if not m then return false end
-      v.warps = math.tointeger(tonumber(m)) * 10 + math.tointeger(tonumber(n))
-      M.split(v)
-      return true
+    decode = function(v, s) -- one of the values, as M.num
+      local m, n = string.match(s, "^w(%d)x(%d)$")
+      local w = m and math.tointeger(tonumber(m)) * 10 + math.tointeger(tonumber(n))
+      for _, x in ipairs(values) do
+        if x == w then v.warps = w; M.split(v); return true end
+      end
+      return false
     end,
   }
 end

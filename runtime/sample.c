@@ -43,13 +43,6 @@ int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int voca
     if (g > units / c * c) g = units / c * c;
     return g > c ? g : c;
   }
-  if (k->v.cta_chunks > 1) {
-    /* whole CTAs of cta_chunks chunks each, one wave */
-    const int c = k->v.cta_chunks;
-    g = k->blocks_per_sm * ctx->sm_count / nb * c;
-    if (g > units / c * c) g = units / c * c;
-    return g > c ? g : c;
-  }
   if (k->v.persistent) {
     g = k->blocks_per_sm * ctx->sm_count / nb;
     if (g < 1) g = 1;
@@ -296,8 +289,7 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
     lc.numAttrs = 1;
     FS_CHECK_CU(ctx, cu->cuLaunchKernelEx(&lc, k->main_fn, args, NULL));
   } else {
-    const unsigned ctas = (unsigned)(G / (k->v.cta_chunks > 1 ? k->v.cta_chunks : 1));
-    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, ctas, nb, 1, (unsigned)k->v.threads,
+    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->main_fn, (unsigned)G, nb, 1, (unsigned)k->v.threads,
                                         1, 1, (unsigned)k->v.smem, stream, args, NULL));
   }
   if (!k->v.lastcta) {

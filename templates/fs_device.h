@@ -563,6 +563,17 @@ __device__ __forceinline__ void fs_epilogue(const fs_params &p, const float *zco
   }
 }
 
+/* What fs_epilogue writes for a chunk without rows (v_end <= vrow0), in a
+** few instructions: each sample's empty candidate and, with logprobs, the
+** pair (-inf, 0).  All lanes of the warp must call it together. */
+__device__ __forceinline__ void fs_epilogue_empty(const fs_params &p, const fs_col &c, int chunk,
+                                                  bool leader) {
+  if (p.lse) fs_lse_put(p, c, chunk, false, leader, fs_lse_none());
+  const fs_best none = fs_best_none();
+  for (int s = 0; s < p.num_samples; s++)
+    fs_candidate_put(p, c, s, chunk, false, leader, fs_best_key(none), none.z);
+}
+
 /* Loads in flight per lane in fs_reduce_items: FS_RED_ITEMS items at once,
 ** FS_RED_CANDS candidates of each per pass (a pass covers 32 * FS_RED_CANDS
 ** chunks: 160 >= the 132 or so of a persistent grid, in one pass).  The

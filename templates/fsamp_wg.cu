@@ -21,14 +21,9 @@
 ** only when the consumers of both CTAs released it (they arrive on both
 ** "empty" barriers), and the two CTAs run the same number of tiles.
 **
-** With PINGPONG = 1 the two consumer warpgroups do not share tiles: the CTA
-** owns two chunks, warpgroup g the chunk 2 * blockIdx.x + g, and the producer
-** alternates their tiles, so one warpgroup's wgmmas run while the other
-** stages and samples its finished tile (the epilogue leaves the critical
-** path).  Each warpgroup then has its own staging buffer and barriers, and
-** its own half of the stage ring: a parity wait is only sound for a waiter
-** at most one phase ahead, and a warpgroup that skips the other's tile
-** would otherwise reach a slot two fills early.
+** (A ping-pong mode, each warpgroup its own chunk so that one's epilogue
+** ran under the other's wgmmas, was never within 3% of a bucket's best on
+** the H200 and left the family in session 29: perf-notes 7d, 32a.)
 **
 ** With OVERLAP = 1 (cooperative tiles otherwise) the whole tile is staged
 ** at once (EPI_V = TILE_V rows x EPI_B = TILE_B columns) and, for one
@@ -78,9 +73,6 @@
 #ifndef STAGES
 #define STAGES 4           /* pipeline depth, 2..8 */
 #endif
-#ifndef PINGPONG
-#define PINGPONG 0         /* 1: the two warpgroups alternate whole tiles */
-#endif
 #ifndef OVERLAP
 #define OVERLAP 0          /* 1: whole tiles staged, epilogue under the next wgmmas */
 #endif
@@ -92,29 +84,17 @@
 #endif
 
 /* ---- derived values and static checks ----------------------------------- */
-#if PINGPONG
-#define NSTREAM 2                     /* tile streams (chunks) per CTA */
-#define TILE_V (64 * MB)              /* vocab rows per tile: one warpgroup's */
-#define EPI_V 64                      /* rows staged per epilogue round */
-#define EWARPS 4                      /* warps that share a tile's epilogue */
-#define ROW_BLOCK(g, mb) (mb)         /* the box's m64 block of warpgroup g */
-#define STAGE_ROW(g, mb) 0            /* its first row in the staging buffer */
-#else
-#define NSTREAM 1
 #define TILE_V (64 * WGS * MB)
-#define EWARPS (4 * WGS)
-#define ROW_BLOCK(g, mb) ((g) + (mb) * WGS)
+#define ROW_BLOCK(g, mb) ((g) + (mb) * WGS) /* the box's m64 block of warpgroup g */
 #if OVERLAP
-#define EPI_V TILE_V
-#define STAGE_ROW(g, mb) (ROW_BLOCK(g, mb) * 64)
+#define EPI_V TILE_V                  /* rows staged per epilogue round */
+#define STAGE_ROW(g, mb) (ROW_BLOCK(g, mb) * 64) /* its first row in the staging buffer */
 #else
 #define EPI_V (64 * WGS)
 #define STAGE_ROW(g, mb) ((g) * 64)
 #endif
-#endif
 #define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
-#define ETHREADS (EWARPS * 32)
-#define RING (STAGES / NSTREAM)       /* stages of one stream's ring */
+#define ETHREADS (CWARPS * 32)        /* threads that share a tile's epilogue */
 #define CTHREADS (CWARPS * 32)
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
@@ -142,12 +122,9 @@ static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in 2..8");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert((TILE_B / CLUSTER) % 8 == 0, "H shares must keep 1024-byte alignment");
 static_assert(ETHREADS % EPI_B == 0 && TPC <= 32, "epilogue threads must be EPI_B times 1..32");
-static_assert(!PINGPONG || (WGS == 2 && CLUSTER == 1), "ping-pong takes two warpgroups, no cluster");
-static_assert(RING >= 2 && RING * NSTREAM == STAGES, "each stream's ring has 2+ stages");
 static_assert(RPT % 4 == 0, "each epilogue thread takes whole quads of rows");
 static_assert(TILE_B % EPI_B == 0 && (EPI_B <= 128 || OVERLAP),
               "epilogue rounds of at most 128 columns");
-static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 
 /* the producer leaves early (after setmaxnreg it has too few registers for
 ** more): the tail reduction is the consumers' alone, on barrier 3 */
@@ -168,15 +145,12 @@ static_assert(!OVERLAP || !PINGPONG, "overlap is a cooperative mode");
 #define FS_CAT(a, b) FS_CAT2(a, b)
 #define WGMMA FS_CAT(wgmma_n, TILE_B)
 
-/* a[s] of a per-stream array with constant indices only (no local memory) */
-#define AT(a, s) ((NSTREAM == 2 && (s)) ? (a)[NSTREAM - 1] : (a)[0])
-
-/* The threads that share the epilogue of stream s's tiles (barrier 1 + s). */
-__device__ __forceinline__ void epilogue_sync(int s) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(ETHREADS) : "memory");
+/* The consumer threads, which share each tile's epilogue (barrier 1). */
+__device__ __forceinline__ void epilogue_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(ETHREADS) : "memory");
 }
 
-/* Fill `it` of stream sg's ring: waits until it is full and issues its
+/* Fill `it` of the ring: waits until it is full and issues its
 ** wgmmas into acc (overwriting acc when first), committed as one group.
 ** base is the descriptor low word of the ring's first stage
 ** (wgmma_desc_word, taken once per thread): offsets add to it in 32 bits and
@@ -184,10 +158,9 @@ __device__ __forceinline__ void epilogue_sync(int s) {
 ** conversion and 64-bit descriptor arithmetic per stage were most of the
 ** mainloop's instructions (perf-notes 27g; the wt family's since 19a). */
 __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
-                                          unsigned long long *full, int sg, int it, int g,
-                                          bool first) {
-  const int slot = sg * RING + it % RING;
-  mbar_wait(full + slot, (it / RING) & 1);
+                                          unsigned long long *full, int it, int g, bool first) {
+  const int slot = it % STAGES;
+  mbar_wait(full + slot, (it / STAGES) & 1);
   const unsigned dw = base + (unsigned)slot * (STAGE_ELEMS * 2 / 16), dh = dw + KB * W_BOX * 2 / 16;
   wgmma_fence();
 #pragma unroll
@@ -201,23 +174,22 @@ __device__ __forceinline__ void mma_stage(float (&acc)[MB][NACC], unsigned base,
   wgmma_commit();
 }
 
-/* k-step kt of a tile, fill `it` of stream sg's ring: its wgmmas issued,
+/* k-step kt of a tile, fill `it` of the ring: its wgmmas issued,
 ** then stage it - 1's awaited (one group stays in flight) and its slot
 ** released.  mma_drain ends the tile: the last group awaited, its slot
 ** released (`it` = the fills consumed so far). */
 __device__ __forceinline__ void mma_step(float (&acc)[MB][NACC], unsigned base,
                                          unsigned long long *full, unsigned long long *empty,
-                                         int sg, int it, int kt, int g, unsigned rank) {
-  mma_stage(acc, base, full, sg, it, g, kt == 0);
+                                         int it, int kt, int g, unsigned rank) {
+  mma_stage(acc, base, full, it, g, kt == 0);
   if (kt > 0) {
     wgmma_wait<1>();
-    if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it + RING - 1) % RING, rank);
+    if ((threadIdx.x & 31) == 0) release(empty + (it + STAGES - 1) % STAGES, rank);
   }
 }
-__device__ __forceinline__ void mma_drain(unsigned long long *empty, int sg, int it,
-                                          unsigned rank) {
+__device__ __forceinline__ void mma_drain(unsigned long long *empty, int it, unsigned rank) {
   wgmma_wait<0>();
-  if ((threadIdx.x & 31) == 0) release(empty + sg * RING + (it - 1) % RING, rank);
+  if ((threadIdx.x & 31) == 0) release(empty + (it - 1) % STAGES, rank);
 }
 
 /* Defined accumulators before the first wgmma (which overwrites them). */
@@ -236,7 +208,7 @@ __device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
 __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NACC], int mb0,
                                           int mb1, int nb) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  [[maybe_unused]] const int g = warp >> 2; /* STAGE_ROW ignores it in ping-pong */
+  const int g = warp >> 2;
 #pragma unroll
   for (int mb = mb0; mb < mb1; mb++) {
     float *const zst = sZs + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
@@ -254,28 +226,24 @@ __device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NAC
 ** round folds its pair into the stored one (fs_lse_tile). */
 #define LSE_HELD (TILE_B / EPI_B <= 2)
 
-/* The consumer warpgroups of stream sg (0 unless ping-pong, where warpgroup
-** g takes stream g): wgmma over each stage of each of the nt tiles of chunk
-** blockIdx.x * NSTREAM + sg (the last ones past its rows when the
-** cluster's peer has more), then the epilogue of the tile
+/* The consumer warpgroups: wgmma over each stage of each of the nt tiles of
+** chunk blockIdx.x (the last ones past its rows when the cluster's peer has
+** more), then the epilogue of the tile
 ** in rounds of EPI_V staged rows x EPI_B columns.  With one sample per row
 ** a thread keeps its best of each of its TILE_B / EPI_B columns in registers
 ** across the tiles and stores the candidates once, at the chunk's end (no
 ** candidate round trip through memory per round). */
-__device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
-                                        float *sZ, unsigned long long *full,
-                                        unsigned long long *empty, int nt, int KT, int b0,
-                                        unsigned rank) {
+__device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem, float *sZ,
+                                        unsigned long long *full, unsigned long long *empty,
+                                        int nt, int KT, int b0, unsigned rank) {
   const int tid = threadIdx.x;
   const unsigned base = wgmma_desc_word(smem_addr(smem));
   /* the warpgroup, broadcast so that the compiler keeps it (and the W
   ** descriptors) in uniform registers, as fsamp_wt.cu does */
   const int g = __shfl_sync(0xffffffffu, tid >> 7, 0);
-  const int etid = tid - sg * ETHREADS;    /* rank among the epilogue's threads */
-  const int ecol = etid / TPC, epart = etid % TPC;
-  const int chunk = blockIdx.x * NSTREAM + sg;
+  const int ecol = tid / TPC, epart = tid % TPC;
+  const int chunk = blockIdx.x;
   const fs_span sp = chunk_span(p, chunk);
-  float *sZs = sZ + sg * EPI_B * ZP;
   const bool fused = p.num_samples == 1;
   fs_best best[TILE_B / EPI_B]; /* this thread's bests, per column */
   fs_lse la[LSE_HELD ? TILE_B / EPI_B : 1]; /* its held pairs (LSE_HELD) */
@@ -300,37 +268,44 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
         const unsigned long long k = fs_bound_load(p, b0 + nb * EPI_B + ecol);
         known[nb] = k > known[nb] ? k : known[nb];
       }
-    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, sg, it, kt, g, rank);
-    mma_drain(empty, sg, it, rank);
+    for (int kt = 0; kt < KT; kt++, it++) mma_step(acc, base, full, empty, it, kt, g, rank);
+    mma_drain(empty, it, rank);
 
 #pragma unroll
     for (int mb = 0; mb < MB; mb++)
 #pragma unroll
       for (int nb = 0; nb < TILE_B / EPI_B; nb++) {
-        epilogue_sync(sg); /* the previous round's epilogue is done with sZ */
-        stage_acc(sZs, acc, mb, mb + 1, nb);
-        epilogue_sync(sg);
+        epilogue_sync(); /* the previous round's epilogue is done with sZ */
+        stage_acc(sZ, acc, mb, mb + 1, nb);
+        epilogue_sync();
         if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
-          fs_softcap_staged(p, sZs, EPI_B, ZP, etid, ETHREADS);
-          epilogue_sync(sg);
+          fs_softcap_staged(p, sZ, EPI_B, ZP, tid, ETHREADS);
+          epilogue_sync();
         }
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
-        const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V;
-        if (fused) {
-          fs_fold_part(p, sZs + ecol * ZP, col, epart, vrow0, sp.v_end, 0u, best[nb],
-                       fs_bound_score(known[nb]));
-          fs_bound_publish(p, col, best[nb], epart == 0, known[nb]);
-          if (!LSE_HELD)
-            fs_lse_tile(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, chunk,
-                        j * MB + mb > 0, epart == 0);
-          else if (p.lse)
-            fs_lse_rows(sZs + ecol * ZP, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
-                        la[LSE_HELD ? nb : 0]);
-        } else
-          fs_epilogue(p, sZs + ecol * ZP, col, epart * RPT, vrow0, sp.v_end, j * MB + mb, chunk,
-                      epart == 0);
+        const int vrow0 = sp.v0 + j * TILE_V + mb * EPI_V, t = j * MB + mb;
+        const float *zc = sZ + ecol * ZP;
+        /* fused: the held best, bounded; else each sample's into its
+        ** candidate (fs_epilogue's work).  One fold for both, so that each
+        ** round inlines the fold's paths once (twice made the family's
+        ** NVRTC time ~1.8x: perf-notes 32b) */
+        for (int s = 0; s < (fused ? 1 : p.num_samples); s++) {
+          fs_best b = fused ? best[nb] : fs_best_none();
+          fs_fold_part(p, zc, col, epart, vrow0, sp.v_end, (unsigned)s, b,
+                       fused ? fs_bound_score(known[nb]) : FS_NO_BOUND);
+          if (fused) {
+            best[nb] = b;
+            fs_bound_publish(p, col, b, epart == 0, known[nb]);
+          } else
+            fs_candidate_put(p, col, s, chunk, t > 0, epart == 0, fs_best_key(b), b.z);
+        }
+        if (!fused || !LSE_HELD)
+          fs_lse_tile(p, zc, col, epart * RPT, vrow0, sp.v_end, chunk, t > 0, epart == 0);
+        else if (p.lse)
+          fs_lse_rows(zc, epart * RPT, epart * RPT + RPT, vrow0, sp.v_end,
+                      la[LSE_HELD ? nb : 0]);
       }
   }
   /* the chunk's candidates (an empty chunk's are empty), every column */
@@ -342,8 +317,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
       if (p.lse && (LSE_HELD || nt == 0)) /* held pairs, or an empty chunk's */
         fs_lse_put(p, col, chunk, false, epart == 0, la[LSE_HELD ? nb : 0]);
     } else if (nt == 0)
-      fs_epilogue(p, sZs, fs_col_load(p, b0 + nb * EPI_B + ecol), 0, 0, 0, 0, chunk,
-                  epart == 0);
+      fs_epilogue_empty(p, fs_col_load(p, b0 + nb * EPI_B + ecol), chunk, epart == 0);
 }
 #else
 /* The consumer warpgroups with whole tiles staged: tile j's wgmmas run while
@@ -357,10 +331,9 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
 ** slower: perf-notes 29i).  Several samples:
 ** each tile's epilogue right after its staging, as in the cooperative
 ** mode. */
-__device__ __forceinline__ void consume(const int sg, const fs_params &p, const fs_elem *smem,
-                                        float *sZ, unsigned long long *full,
-                                        unsigned long long *empty, int nt, int KT, int b0,
-                                        unsigned rank) {
+__device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem, float *sZ,
+                                        unsigned long long *full, unsigned long long *empty,
+                                        int nt, int KT, int b0, unsigned rank) {
   const int tid = threadIdx.x;
   const unsigned base = wgmma_desc_word(smem_addr(smem));
   /* the warpgroup, broadcast so that the compiler keeps it (and the W
@@ -391,7 +364,7 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     /* next staged quad of rows, or group; units owed, in 1 / KT */
     int r = r0, gj = 0, debt = 0;
     for (int kt = 0; kt < KT; kt++, it++) {
-      mma_step(acc, base, full, empty, 0, it, kt, g, rank);
+      mma_step(acc, base, full, empty, it, kt, g, rank);
       /* the lane's RPT / 4 quads (or groups) spread evenly over the KT
       ** stages, while stage it's wgmmas run (after the release of stage
       ** it - 1's slot, so that its refill is not held up by them) */
@@ -410,27 +383,40 @@ __device__ __forceinline__ void consume(const int sg, const fs_params &p, const 
     }
     if (fused && j > 0) fs_bound_publish(p, col, best, epart == 0, known);
     if (lse && j > 0) fs_lse_rows(zcol, r0, r0 + RPT, vprev, sp.v_end, la);
-    mma_drain(empty, 0, it, rank);
-    epilogue_sync(0); /* every thread is done with the staged tile j - 1 */
+    mma_drain(empty, it, rank);
+    epilogue_sync(); /* every thread is done with the staged tile j - 1 */
     stage_acc(sZ, acc, 0, MB, 0);
-    epilogue_sync(0);
+    epilogue_sync();
     if (p.softcap > 0.0f) { /* fs_options.logit_softcap */
       fs_softcap_staged(p, sZ, EPI_B, ZP, tid, ETHREADS);
-      epilogue_sync(0);
+      epilogue_sync();
     }
-    if (!fused)
-      fs_epilogue(p, zcol, col, r0, sp.v0 + j * TILE_V, sp.v_end, j, chunk, epart == 0);
+    /* the tile just staged, whole: fused, the last one (no wgmmas left to
+    ** hide it under); else every one, each sample's into its candidate
+    ** (fs_epilogue's work).  One fold for both, so that the kernel inlines
+    ** the fold's paths once here (perf-notes 32b) */
+    if (!fused || j == nt - 1) {
+      const int vrow0 = sp.v0 + j * TILE_V;
+      for (int s = 0; s < (fused ? 1 : p.num_samples); s++) {
+        fs_best b = fused ? best : fs_best_none();
+        fs_fold_part(p, zcol, col, epart, vrow0, sp.v_end, (unsigned)s, b,
+                     fused ? fs_bound_score(known) : FS_NO_BOUND);
+        if (fused)
+          best = b;
+        else
+          fs_candidate_put(p, col, s, chunk, j > 0, epart == 0, fs_best_key(b), b.z);
+      }
+      if (lse)
+        fs_lse_rows(zcol, r0, r0 + RPT, vrow0, sp.v_end, la);
+      else if (!fused)
+        fs_lse_tile(p, zcol, col, r0, vrow0, sp.v_end, chunk, j > 0, epart == 0);
+    }
   }
   if (fused) {
-    if (nt > 0) { /* the last tile: no wgmmas left to hide it under */
-      fs_fold_part(p, zcol, col, epart, sp.v0 + (nt - 1) * TILE_V, sp.v_end, 0u, best,
-                   fs_bound_score(known));
-      if (lse) fs_lse_rows(zcol, r0, r0 + RPT, sp.v0 + (nt - 1) * TILE_V, sp.v_end, la);
-    }
     if (lse) fs_lse_put(p, col, chunk, false, epart == 0, la); /* (-inf, 0) when empty */
     fs_candidate_put(p, col, 0, chunk, false, epart == 0, fs_best_key(best), best.z);
   } else if (nt == 0) { /* an empty chunk still writes its (empty) candidates */
-    fs_epilogue(p, zcol, col, r0, 0, 0, 0, chunk, epart == 0);
+    fs_epilogue_empty(p, col, chunk, epart == 0);
   }
 }
 #endif
@@ -443,30 +429,24 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   ** pad the static shared memory to 1 KB and cost a pipeline stage */
   extern __shared__ __align__(16) unsigned char fs_smem_raw[];
   fs_elem *smem = (fs_elem *)fs_smem_align1024(fs_smem_raw);
-  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);          /* [NSTREAM][EPI_B][ZP] */
-  unsigned long long *full = (unsigned long long *)(sZ + NSTREAM * EPI_B * ZP); /* [STAGES] */
-  unsigned long long *empty = full + STAGES;                            /* [STAGES] */
+  float *sZ = (float *)(smem + STAGES * STAGE_ELEMS);          /* [EPI_B][ZP] */
+  unsigned long long *full = (unsigned long long *)(sZ + EPI_B * ZP); /* [STAGES] */
+  unsigned long long *empty = full + STAGES;                   /* [STAGES] */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b0 = blockIdx.y * TILE_B;
-  int v0[NSTREAM], nt[NSTREAM], ntmax = 0;
-#pragma unroll
-  for (int s = 0; s < NSTREAM; s++) {
-    const fs_span sp = chunk_span(p, blockIdx.x * NSTREAM + s);
-    v0[s] = sp.v0, nt[s] = sp.n;
-  }
+  const fs_span sp = chunk_span(p, blockIdx.x);
+  int nt = sp.n;
 #if CLUSTER > 1
   const unsigned rank = cluster_rank();
   /* the CTAs of a cluster fill each other's stages: as many tiles as the larger chunk */
-  nt[0] = max(nt[0], chunk_span(p, blockIdx.x ^ 1).n);
+  nt = max(nt, chunk_span(p, blockIdx.x ^ 1).n);
 #else
   const unsigned rank = 0;
 #endif
-#pragma unroll
-  for (int s = 0; s < NSTREAM; s++) ntmax = max(ntmax, nt[s]);
   const int KT = (p.D + TILE_K - 1) / TILE_K;
 
-  ring_init(full, empty, EWARPS);
+  ring_init(full, empty, CWARPS);
 
   if (warp >= CWARPS) {
     /* ---- producer: TILE_K/64 boxes of W and of H per stage ---- */
@@ -474,20 +454,14 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 #endif
     if (warp == CWARPS && lane == 0) {
-      /* tiles in the order the consumers take them: round j, stream s;
-      ** stream s fills slots s * RING .. s * RING + RING - 1 in turn */
-      int fills[NSTREAM];
-#pragma unroll
-      for (int s = 0; s < NSTREAM; s++) fills[s] = 0;
-      for (int j = 0; j < ntmax; j++)
-        for (int s = 0; s < NSTREAM; s++)
-          for (int kt = 0; j < AT(nt, s) && kt < KT; kt++) {
-            int &it = NSTREAM == 2 && s ? fills[NSTREAM - 1] : fills[0];
-            const int slot = s * RING + it % RING, k0 = kt * TILE_K;
-            mbar_wait(empty + slot, ((it / RING) & 1) ^ 1);
-            it++;
-            load_stage(smem, slot, full, &tmW, &tmH, k0, AT(v0, s) + j * TILE_V, b0, rank);
-          }
+      /* the tiles in the order the consumers take them, the slots in turn */
+      int it = 0;
+      for (int j = 0; j < nt; j++)
+        for (int kt = 0; kt < KT; kt++, it++) {
+          const int slot = it % STAGES;
+          mbar_wait(empty + slot, ((it / STAGES) & 1) ^ 1);
+          load_stage(smem, slot, full, &tmW, &tmH, kt * TILE_K, sp.v0 + j * TILE_V, b0, rank);
+        }
     }
     cluster_leave();
     return;
@@ -496,10 +470,7 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
 #if WGS == 2
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
-  {
-    const int sg = PINGPONG ? warp >> 2 : 0; /* the tile stream of this warpgroup */
-    consume(sg, p, smem, sZ, full, empty, sg ? AT(nt, 1) : nt[0], KT, b0, rank);
-  }
+  consume(p, smem, sZ, full, empty, nt, KT, b0, rank);
   fs_last_cta_reduce(p, b0, CTHREADS);
   cluster_leave();
 }

@@ -43,14 +43,19 @@ static const char *const unreachable[][2] = {
     {"fma", "epilogue: whole quads of rows per lane"},
     /* every warp layout on offer has 64..256 threads */
     {"mma", "64 to 256 threads per CTA"},
+    /* no single field of sm_80's space breaks it first (sm_100's whole space
+    ** did, until session 29 cut sm_100's mma to sm_90a's subset) */
+    {"mma", "epilogue: each thread owns one batch column and whole quads of rows"},
     /* the arch is not a family field (checked below with an sm_100 name) */
     {"wg", "wgmma exists on sm_90a only"},
     {"wt", "wgmma exists on sm_90a only"},
     /* every ws variant is for sm_90+; the arch is not a family field */
     {"ws", "the architecture has cp.async.bulk and mbarrier tx-counts (sm_90+)"},
-    /* sm_90a's mma values are only the subset's (checked below by name with
-    ** sm_80's values) */
-    {"mma", "on sm_90a only 128 x 64 tiles, 4 stages, 16-byte loads, 4x1 or 4x2 warps"},
+    /* sm_90a's ws values are inside it; checked below by name with sm_100's */
+    {"ws", "measured out on sm_90a: 64+ batch tiles (20% behind) and 256-row vocab tiles (4.1%)"},
+    /* sm_90a's and sm_100's mma values are only the subset's (checked below
+    ** by name with sm_80's values) */
+    {"mma", "on sm_90a and sm_100 only 128 x 64 tiles, 4 stages, 16-byte loads, 4x1 or 4x2 warps"},
 };
 
 static void read_constraints(const char *dir) {
@@ -181,21 +186,45 @@ int main(void) {
         strstr(err, "wgmma exists on sm_90a only"));
   CHECK(fs_gen_parse(g, "fsamp_bf16_sm80_ws_v128_b16_k64_w4x1_s4", &v, err, sizeof err) !=
         FS_OK);
-  /* sm_90a's mma subset, by name: sm_80 tiles that leave it in one field each
-  ** (tile_v, tile_k, stages, load, warps) are refused there for that rule */
+  /* wg's ping-pong mode and 2 stages left the value lists (perf-notes 32a) */
+  static const char *const wg_gone[] = {"fsamp_bf16_sm90a_wg_v128_b128_k64_g2_s4_c1_pp_e64",
+                                        "fsamp_bf16_sm90a_wg_v128_b64_k128_g2_s2_c1_co_e128"};
+  for (size_t i = 0; i < sizeof wg_gone / sizeof *wg_gone; i++) {
+    CHECK_MSG(fs_gen_parse(g, wg_gone[i], &v, err, sizeof err) != FS_OK && *err,
+              "%s was accepted", wg_gone[i]);
+    printf("%s: %s\n", wg_gone[i], err);
+  }
+  /* ws tiles sm_90a measured out, by name: valid on sm_100 */
+  static const char *const ws_out[] = {"v128_b64_k64_w4x1_s4", "v256_b16_k64_w4x1_s4"};
+  for (size_t i = 0; i < sizeof ws_out / sizeof *ws_out; i++) {
+    char n100[160], n90[160];
+    snprintf(n100, sizeof n100, "fsamp_bf16_sm100_ws_%s", ws_out[i]);
+    snprintf(n90, sizeof n90, "fsamp_bf16_sm90a_ws_%s", ws_out[i]);
+    CHECK_MSG(fs_gen_parse(g, n100, &v, err, sizeof err) == FS_OK, "%s: %s", n100, err);
+    CHECK_MSG(fs_gen_parse(g, n90, &v, err, sizeof err) != FS_OK &&
+                  strstr(err, "measured out on sm_90a"),
+              "%s: accepted, or refused for another reason: %s", n90, err);
+  }
+  /* sm_90a's and sm_100's mma subset, by name: sm_80 tiles that leave it in
+  ** one field each (tile_v, tile_k, stages, load, warps) are refused there
+  ** for that rule */
   static const char *const outside[] = {"v256_b8_k64_w4x1_s4_l16_rl_gp",
                                         "v128_b8_k128_w4x1_s4_l16_rl_gp",
                                         "v128_b8_k64_w4x1_s6_l16_rl_gp",
                                         "v128_b8_k64_w4x1_s4_l8_rl_gp",
                                         "v128_b8_k64_w2x1_s4_l16_rl_gp"};
   for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
-    char n80[160], n90[160];
+    char n80[160], n90[160], n100[160];
     snprintf(n80, sizeof n80, "fsamp_bf16_sm80_mma_%s", outside[i]);
     snprintf(n90, sizeof n90, "fsamp_bf16_sm90a_mma_%s", outside[i]);
+    snprintf(n100, sizeof n100, "fsamp_bf16_sm100_mma_%s", outside[i]);
     CHECK_MSG(fs_gen_parse(g, n80, &v, err, sizeof err) == FS_OK, "%s: %s", n80, err);
     CHECK_MSG(fs_gen_parse(g, n90, &v, err, sizeof err) != FS_OK &&
-                  strstr(err, "on sm_90a only 128 x 64 tiles"),
+                  strstr(err, "on sm_90a and sm_100 only 128 x 64 tiles"),
               "%s: accepted, or refused for another reason: %s", n90, err);
+    CHECK_MSG(fs_gen_parse(g, n100, &v, err, sizeof err) != FS_OK &&
+                  strstr(err, "on sm_90a and sm_100 only 128 x 64 tiles"),
+              "%s: accepted, or refused for another reason: %s", n100, err);
   }
 
   int missing = 0;

@@ -39,8 +39,8 @@
 **       same for every sample; the returned logit is the token's exact
 **       logit within dz.
 **    Under FS_TEST_FAMILY (tests/gpu_family.h) the same cases run on one
-**    forced kernel family: the wg family's cooperative, ping-pong and
-**    overlapped epilogues fold groups each their own way (B = 64, 300).
+**    forced kernel family: the wg family's cooperative and overlapped
+**    epilogues fold groups each their own way (B = 64, 300).
 ** 2. Distribution: 2^20 GPU draws per case (V = 203 at vocab_offset 0 and
 **    4096: a partial last group; D = 64; T = 0.5, 1, 2) against
 **    softmax(z / T) by chi-square (p > 1e-3), which must reject the same

@@ -117,9 +117,9 @@ static const pw_case cases[] = {
     ** one's wgmmas), with chunks of several tiles (V=40000), a vocab_offset
     ** that straddles the Philox quads, and vocabularies of one or two tiles
     ** (V=100: one 128-row tile, two 64-row ones; V=50: one tile of any
-    ** size, so a wg cluster's first chunk and a ping-pong CTA's first stream
-    ** have no tile and write empty candidates; the seventh session ran the
-    ** V=100 cases on the H200, the V=50 ones are newer) */
+    ** size, so a wg cluster's first chunk has no tile and writes empty
+    ** candidates; the seventh session ran the V=100 cases on the H200, the
+    ** V=50 ones are newer) */
     {"b3_d4096_v40000_bf16_t1_s1_off", 3, 4096, 40000, FS_DTYPE_BF16, 999, TEMPS_SCALAR, 1.0f, 0, 1, 2, 0},
     {"b16_d4096_v40000_fp16_t07_s1", 16, 4096, 40000, FS_DTYPE_FP16, 0, TEMPS_SCALAR, 0.7f, 1, 1, 1, 0},
     {"b300_d64_v1000_bf16_t1_s1_off", 300, 64, 1000, FS_DTYPE_BF16, 3, TEMPS_SCALAR, 1.0f, 1, 1, 3, 0},
