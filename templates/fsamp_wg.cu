@@ -289,8 +289,9 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
         const float *zc = sZ + ecol * ZP;
         /* fused: the held best, bounded; else each sample's into its
         ** candidate (fs_epilogue's work).  One fold for both, so that each
-        ** round inlines the fold's paths once (twice made the family's
-        ** NVRTC time ~1.8x: perf-notes 32b) */
+        ** round inlines the fold's paths once (twice cost the family 1.3x
+        ** its NVRTC time, tiles of several rounds up to 1.9x: perf-notes
+        ** 32b) */
         for (int s = 0; s < (fused ? 1 : p.num_samples); s++) {
           fs_best b = fused ? best[nb] : fs_best_none();
           fs_fold_part(p, zc, col, epart, vrow0, sp.v_end, (unsigned)s, b,
