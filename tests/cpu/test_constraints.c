@@ -124,6 +124,21 @@ static int in_list(const fs_variant *list, int n, const char *name) {
   return 0;
 }
 
+/* fsamp_bf16_<arch_family>_<fields> parses (rule NULL), or is refused with
+** a message naming rule. */
+static void expect_parse(fs_gen *g, const char *arch_family, const char *fields,
+                         const char *rule) {
+  char name[200], err[768];
+  fs_variant v;
+  snprintf(name, sizeof name, "fsamp_bf16_%s_%s", arch_family, fields);
+  const int st = fs_gen_parse(g, name, &v, err, sizeof err);
+  if (!rule)
+    CHECK_MSG(st == FS_OK, "%s: %s", name, err);
+  else
+    CHECK_MSG(st != FS_OK && strstr(err, rule), "%s: accepted, or refused for another reason: %s",
+              name, err);
+}
+
 static void mutate_all(fs_gen *g, int arch) {
   char err[768];
   fs_variant *list = NULL;
@@ -197,13 +212,8 @@ int main(void) {
   /* ws tiles sm_90a measured out, by name: valid on sm_100 */
   static const char *const ws_out[] = {"v128_b64_k64_w4x1_s4", "v256_b16_k64_w4x1_s4"};
   for (size_t i = 0; i < sizeof ws_out / sizeof *ws_out; i++) {
-    char n100[160], n90[160];
-    snprintf(n100, sizeof n100, "fsamp_bf16_sm100_ws_%s", ws_out[i]);
-    snprintf(n90, sizeof n90, "fsamp_bf16_sm90a_ws_%s", ws_out[i]);
-    CHECK_MSG(fs_gen_parse(g, n100, &v, err, sizeof err) == FS_OK, "%s: %s", n100, err);
-    CHECK_MSG(fs_gen_parse(g, n90, &v, err, sizeof err) != FS_OK &&
-                  strstr(err, "measured out on sm_90a"),
-              "%s: accepted, or refused for another reason: %s", n90, err);
+    expect_parse(g, "sm100_ws", ws_out[i], NULL);
+    expect_parse(g, "sm90a_ws", ws_out[i], "measured out on sm_90a");
   }
   /* sm_90a's and sm_100's mma subset, by name: sm_80 tiles that leave it in
   ** one field each (tile_v, tile_k, stages, load, warps) are refused there
@@ -214,17 +224,9 @@ int main(void) {
                                         "v128_b8_k64_w4x1_s4_l8_rl_gp",
                                         "v128_b8_k64_w2x1_s4_l16_rl_gp"};
   for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
-    char n80[160], n90[160], n100[160];
-    snprintf(n80, sizeof n80, "fsamp_bf16_sm80_mma_%s", outside[i]);
-    snprintf(n90, sizeof n90, "fsamp_bf16_sm90a_mma_%s", outside[i]);
-    snprintf(n100, sizeof n100, "fsamp_bf16_sm100_mma_%s", outside[i]);
-    CHECK_MSG(fs_gen_parse(g, n80, &v, err, sizeof err) == FS_OK, "%s: %s", n80, err);
-    CHECK_MSG(fs_gen_parse(g, n90, &v, err, sizeof err) != FS_OK &&
-                  strstr(err, "on sm_90a and sm_100 only 128 x 64 tiles"),
-              "%s: accepted, or refused for another reason: %s", n90, err);
-    CHECK_MSG(fs_gen_parse(g, n100, &v, err, sizeof err) != FS_OK &&
-                  strstr(err, "on sm_90a and sm_100 only 128 x 64 tiles"),
-              "%s: accepted, or refused for another reason: %s", n100, err);
+    expect_parse(g, "sm80_mma", outside[i], NULL);
+    expect_parse(g, "sm90a_mma", outside[i], "on sm_90a and sm_100 only 128 x 64 tiles");
+    expect_parse(g, "sm100_mma", outside[i], "on sm_90a and sm_100 only 128 x 64 tiles");
   }
 
   int missing = 0;
