@@ -148,7 +148,7 @@ int fs_target_arch(int arch);
 int fs_bucket(int batch);
 
 /* The number of vocabulary chunks (candidates per item) for a kernel and
-** shape: the CTAs along the vocabulary times their chunks per CTA. */
+** shape: the CTAs along the vocabulary (one chunk each). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch,
                   int vocab);
 

@@ -31,7 +31,7 @@ int fs_bucket(int batch) {
 /* At most one chunk per unit of work: a 16-row group, or a tile where the
 ** chunks are whole tiles (v.whole_tiles: wg, wt), so a tiny vocabulary
 ** launches no CTAs that could only write empty candidates (beyond those a
-** cluster or a multi-chunk CTA rounds up to). */
+** cluster rounds up to). */
 int fs_num_chunks(const fs_context *ctx, const fs_kernel *k, int batch, int vocab) {
   const int units = k->v.whole_tiles ? (vocab + k->v.tile_v - 1) / k->v.tile_v : (vocab + 15) / 16;
   const int nb = (batch + k->v.tile_b - 1) / k->v.tile_b;
