@@ -70,7 +70,8 @@ end
 -- Heuristic default before tuning on sm_90+: the shapes of fs-tune's H200
 -- winners (docs/perf-notes.md) -- deep pipelines of 64-wide K boxes for
 -- small batches, 128-wide K and split batch warps from B = 32, 256-row
--- vocab tiles with 64-row batch tiles beyond B = 64.
+-- vocab tiles with 64-row batch tiles beyond B = 64.  The 64-row branches
+-- serve sm_100 and sm_120: on sm_90a wg takes B > 32 (fsgen.default).
 function fam.default(arch, dtype, B, D, V)
   local v = { tile_v = 128, tile_k = 64, stages = 6 }
   if B <= 16 then v.tile_b, v.warps = 16, 41

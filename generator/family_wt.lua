@@ -58,7 +58,7 @@ fam.constraints = {
     pred = function(v, a) return smem_bytes(v) + 64 <= a.smem end },
 }
 -- (Every combination on offer keeps 32 KB or more of W and H in flight, the
--- smallest being v64_b64_s3; shared memory bounds the rest.)
+-- smallest being v128_b64_s3; shared memory bounds the rest.)
 
 function fam.derive(v, a)
   v.mb = mb(v)

@@ -171,7 +171,7 @@ end
 function fsgen.default(arch, dtype, B, D, V)
   arch_info(arch)
   local fname = arch >= families.ws.min_arch and "ws" or "mma"
-  if arch == 90 and B >= 64 then fname = "wg" end -- wgmma: sm_90a only
+  if arch == 90 and B > 32 then fname = "wg" end -- wgmma: sm_90a only (perf-notes 33b)
   local v = families[fname].default(arch, dtype, B, D, V)
   v.family, v.arch, v.dtype = fname, arch, dtype
   local ok, why = fsgen.check(v)

@@ -85,17 +85,103 @@ static void open_libs(lua_State *L) {
   lua_pushnil(L); lua_setglobal(L, "loadfile");
 }
 
-/* FNV-1a over every embedded file: changes whenever the generator, a
-** template or a shared header changes, so tuning results and cached cubins
-** of older sources are never mistaken for current ones.  Except
-** templates/fsamp_bias.cu, the logit bias's own module (runtime/bias.c):
-** no variant includes it, so a change to it changes no tuned kernel. */
+/* FNV-1a of one byte. */
+static unsigned long long fnv_byte(unsigned long long h, unsigned char c) {
+  return (h ^ c) * 1099511628211ull;
+}
+
+/* Length of a Lua long bracket "[==[" at s (its level + 2), or 0. */
+static size_t lua_long_open(const char *s, size_t n) {
+  size_t i = 1;
+  if (n < 2 || s[0] != '[') return 0;
+  while (i < n && s[i] == '=') i++;
+  return i < n && s[i] == '[' ? i + 1 : 0;
+}
+
+/* Index just past the long bracket's close "]==]" of the same level as the
+** open of length `open` (or n if it never closes). */
+static size_t lua_long_close(const char *s, size_t n, size_t i, size_t open) {
+  const size_t level = open - 2;
+  for (; i < n; i++) {
+    if (s[i] != ']') continue;
+    size_t j = i + 1, e = 0;
+    while (j < n && s[j] == '=') j++, e++;
+    if (e == level && j < n && s[j] == ']') return j + 1;
+  }
+  return n;
+}
+
+#define FS_LONE "(){},;" /* characters that are a token alone in C and Lua */
+
+/* See gen.h. */
+unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t n, int lua) {
+  int gap = 0, nl = 0; /* whitespace or comments pending; held a newline */
+  unsigned char last = 0; /* the last byte hashed (0: none yet) */
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = (unsigned char)s[i];
+    size_t skip = 0; /* a comment's length: whitespace for the hash */
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v') {
+      gap = 1;
+      nl |= c == '\n' && !lua; /* newlines end C's preprocessor lines */
+      i++;
+      continue;
+    }
+    if (!lua && c == '/' && i + 1 < n && (s[i + 1] == '/' || s[i + 1] == '*')) {
+      size_t j = i + 2;
+      if (s[i + 1] == '/') {
+        while (j < n && s[j] != '\n') j++;
+      } else {
+        while (j + 1 < n && !(s[j] == '*' && s[j + 1] == '/')) j++; /* one space, as in C */
+        j = j + 1 < n ? j + 2 : n;
+      }
+      skip = j - i;
+    } else if (lua && c == '-' && i + 1 < n && s[i + 1] == '-') {
+      const size_t open = lua_long_open(s + i + 2, n - i - 2);
+      size_t j = i + 2;
+      if (open) j = lua_long_close(s, n, i + 2 + open, open);
+      else while (j < n && s[j] != '\n') j++;
+      skip = j - i;
+    }
+    if (skip) {
+      gap = 1;
+      i += skip;
+      continue;
+    }
+    /* a separator where it could matter: brackets, commas and semicolons
+    ** never join their neighbours into another token */
+    if (gap && last && (nl || !(strchr(FS_LONE, last) || strchr(FS_LONE, c))))
+      h = fnv_byte(h, nl ? '\n' : ' ');
+    gap = nl = 0;
+    /* literals are hashed as they are, comment markers and spaces included */
+    size_t j = i + 1;
+    const size_t open = lua ? lua_long_open(s + i, n - i) : 0;
+    if (open) {
+      j = lua_long_close(s, n, i + open, open);
+    } else if (c == '"' || c == '\'') {
+      while (j < n && s[j] != (char)c && s[j] != '\n') j += s[j] == '\\' && j + 1 < n ? 2 : 1;
+      if (j < n && s[j] == (char)c) j++;
+    }
+    for (; i < j; i++) h = fnv_byte(h, (unsigned char)s[i]);
+    last = (unsigned char)s[j - 1];
+  }
+  return h;
+}
+
+/* FNV-1a over every embedded file's path and code (fs_gen_code_hash:
+** comments and the width of whitespace left out): changes whenever the
+** generator, a template or a shared header changes what it computes, so
+** tuning results of older code are never mistaken for current ones, while
+** an edit to comments alone keeps them.  Except templates/fsamp_bias.cu,
+** the logit bias's own module (runtime/bias.c): no variant includes it, so
+** a change to it changes no tuned kernel. */
 static unsigned long long content_hash(void) {
   unsigned long long h = 1469598103934665603ull;
   for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
     if (!strcmp(f->path, FS_BIAS_TEMPLATE)) continue;
-    for (const char *c = f->path; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    for (size_t i = 0; i < f->size; i++) h = (h ^ (unsigned char)f->data[i]) * 1099511628211ull;
+    const size_t pl = strlen(f->path);
+    for (size_t i = 0; i < pl; i++) h = fnv_byte(h, (unsigned char)f->path[i]);
+    h = fs_gen_code_hash(h, f->data, f->size, pl > 4 && !strcmp(f->path + pl - 4, ".lua"));
   }
   return h;
 }

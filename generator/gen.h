@@ -59,6 +59,16 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
 ** embedded template compiled as it is, not part of the revision's hash. */
 #define FS_BIAS_TEMPLATE "templates/fsamp_bias.cu"
 
+/* FNV-1a (64-bit, continuing from h) over the code of a C/CUDA (lua = 0) or
+** Lua (lua = 1) source of n bytes: comments are left out and every run of
+** whitespace and comments counts as one separator, a newline in C where it
+** holds one (it ends a preprocessor line), else a space, or nothing beside
+** a bracket, comma or semicolon ("(){},;"); string and character
+** literals (Lua's long strings too) count byte for byte.  So an edit to
+** comments or indentation alone keeps the hash, and any other keeps it only
+** by an FNV collision.  Used for the generator revision. */
+unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t n, int lua);
+
 /* Headers the templates #include, for NVRTC: names and contents; returns
 ** their count, or -1 if the library was built without them. */
 int fs_gen_headers(const char *const **names, const char *const **contents);

@@ -3,6 +3,14 @@
 
 local M = {}
 
+-- Is x one of the list's values?
+local function member(values, x)
+  for _, y in ipairs(values) do
+    if y == x then return true end
+  end
+  return false
+end
+
 -- A number written as prefix .. value ("v128").
 function M.num(prefix, key, values)
   return {
@@ -10,10 +18,9 @@ function M.num(prefix, key, values)
     encode = function(v) return prefix .. v[key] end,
     decode = function(v, s) -- one of the values (a name outside them is no variant)
       local n = math.tointeger(tonumber(string.match(s, "^" .. prefix .. "(%d+)$")))
-      for _, x in ipairs(values) do
-        if x == n then v[key] = n; return true end
-      end
-      return false
+      if not member(values, n) then return false end
+      v[key] = n
+      return true
     end,
   }
 end
@@ -45,10 +52,10 @@ function M.warps(values)
     decode = function(v, s) -- one of the values, as M.num
       local m, n = string.match(s, "^w(%d)x(%d)$")
       local w = m and math.tointeger(tonumber(m)) * 10 + math.tointeger(tonumber(n))
-      for _, x in ipairs(values) do
-        if x == w then v.warps = w; M.split(v); return true end
-      end
-      return false
+      if not member(values, w) then return false end
+      v.warps = w
+      M.split(v)
+      return true
     end,
   }
 end

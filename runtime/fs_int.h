@@ -128,6 +128,11 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 ** kernel, not a guess from another shape) and may pass dflt NULL. */
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
                     const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen);
+/* Is `stored` (a winner's generator revision, with or without the tuner's
+** "+suffix") today's revision `cur`?  Such a winner is loaded without hashing
+** its source: the revision hashes the code of every generator and template
+** file, comments left out (fs_gen_code_hash), so a comment edit keeps it. */
+int fs_tuned_same_revision(const char *stored, const char *cur);
 /* The hash (16 hex digits into out) v's source would have if generated today
 ** under the revision `rev` (a stored one, up to any "+suffix"): the generated
 ** header names the revision, so today's source is hashed with that name put

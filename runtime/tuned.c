@@ -17,7 +17,8 @@
 ** Databases are opened read-only on first use; one that is missing, corrupt
 ** or of another schema is skipped (FS_LOG=1 says why), never fatal.  A
 ** winner is used only if it was tuned with the current generator revision
-** (the content hash of generator and templates) or its source today hashes
+** (the hash of the generator's and templates' code, comments left out:
+** fs_gen_code_hash) or its source today hashes
 ** as the one measured: cubins of other sources are never loaded.  Its
 ** cubin, when stored, is loaded without NVRTC.
 */
@@ -161,6 +162,12 @@ int fs_tuned_measured_hash(fs_gen *g, const fs_variant *v, const char *rev, char
   return 1;
 }
 
+int fs_tuned_same_revision(const char *stored, const char *cur) {
+  /* the tuner may append "+<hash>" to the generator revision */
+  const size_t n = strlen(cur);
+  return strncmp(stored, cur, n) == 0 && (stored[n] == 0 || stored[n] == '+');
+}
+
 /* Was v measured on the code that would run today? */
 static int same_source(fs_gen *g, const fs_variant *v, const fs_store_choice *c) {
   char hash[32];
@@ -180,11 +187,7 @@ static int accept(void *arg, const fs_store_choice *c) {
   if (fs_gen_parse(a->ctx->gen, c->variant, a->v, err, sizeof err) != FS_OK) return 0;
   if (a->v->k_multiple > 0 && a->hidden % a->v->k_multiple) return 0;
   if (a->v->smem > a->ctx->max_smem_optin) return 0;
-  /* the tuner may append "+<hash>" to the generator revision */
-  size_t n = strlen(a->rev);
-  if (strncmp(c->generator_rev, a->rev, n) == 0 &&
-      (c->generator_rev[n] == 0 || c->generator_rev[n] == '+'))
-    return 1;
+  if (fs_tuned_same_revision(c->generator_rev, a->rev)) return 1;
   a->same = same_source(a->ctx->gen, a->v, c);
   return a->same;
 }

@@ -94,8 +94,8 @@
 #define STAGE_ROW(g, mb) ((g) * 64)
 #endif
 #define CWARPS (4 * WGS)              /* consumer warps: 0 .. CWARPS-1 */
-#define ETHREADS (CWARPS * 32)        /* threads that share a tile's epilogue */
-#define CTHREADS (CWARPS * 32)
+#define CTHREADS (CWARPS * 32)        /* consumer threads */
+#define ETHREADS CTHREADS             /* threads that share a tile's epilogue: all consumers */
 #define PTHREADS (WGS == 2 ? 128 : 32) /* the producer: a warpgroup or a warp */
 #define THREADS (CTHREADS + PTHREADS)
 #if OVERLAP
@@ -201,17 +201,17 @@ __device__ __forceinline__ void fs_zero_acc(float (&acc)[MB][NACC]) {
 }
 
 /* Stages this thread's accumulators of columns [nb * EPI_B, (nb + 1) *
-** EPI_B) of m64 blocks mb0 .. mb1-1 into the staging buffer sZs: rows row,
+** EPI_B) of m64 blocks mb0 .. mb1-1 into the staging buffer sz: rows row,
 ** row + 8 of columns 8c + 2 (lane & 3) (+1); one base address, constant
 ** offsets (an index expression per store makes ptxas keep 64 addresses
 ** live). */
-__device__ __forceinline__ void stage_acc(float *sZs, const float (&acc)[MB][NACC], int mb0,
+__device__ __forceinline__ void stage_acc(float *sz, const float (&acc)[MB][NACC], int mb0,
                                           int mb1, int nb) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = warp >> 2;
 #pragma unroll
   for (int mb = mb0; mb < mb1; mb++) {
-    float *const zst = sZs + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
+    float *const zst = sz + 2 * (lane & 3) * ZP + STAGE_ROW(g, mb) + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
     for (int qq = 0; qq < EPI_B / 2; qq++)
       zst[((qq >> 2) * 8 + (qq & 1)) * ZP + 8 * ((qq >> 1) & 1)] = acc[mb][nb * EPI_B / 2 + qq];
@@ -260,7 +260,7 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
 #pragma unroll
   for (int nb = 0; nb < TILE_B / EPI_B; nb++) known[nb] = 0ull;
 
-  int it = 0; /* fills of this stream's ring consumed */
+  int it = 0; /* fills of the ring consumed */
   for (int j = 0; j < nt; j++) {
     if (fused)
 #pragma unroll
