@@ -80,8 +80,9 @@ fam.constraints = {
   -- there; CI compiles sm_80, sm_90a and sm_100).
   { name = "on sm_90a and sm_100 only 128 x 64 tiles, 4 stages, 16-byte loads, 4x1 or 4x2 warps",
     pred = function(v)
-      return (v.arch ~= 90 and v.arch ~= 100) or (v.tile_v == 128 and v.tile_k == 64 and v.stages == 4
-        and v.load == 16 and v.warps_m == 4) end },
+      return (v.arch ~= 90 and v.arch ~= 100)
+        or (v.tile_v == 128 and v.tile_k == 64 and v.stages == 4 and v.load == 16
+            and v.warps_m == 4) end },
 }
 
 function fam.derive(v, a)
