@@ -111,16 +111,28 @@ static size_t lua_long_close(const char *s, size_t n, size_t i, size_t open) {
   return n;
 }
 
-#define FS_LONE "(){},;" /* characters that are a token alone in C and Lua */
+/* Is ch one of Lua's tokens that never join a neighbour into another? */
+static int lua_lone(unsigned char ch) { return ch && strchr("(){},;", ch) != NULL; }
+
+/* Length of a C line splice (backslash, newline) at s[i], or 0. */
+static size_t splice_len(const char *s, size_t n, size_t i) {
+  if (s[i] != '\\') return 0;
+  if (i + 1 < n && s[i + 1] == '\n') return 2;
+  return i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n' ? 3 : 0;
+}
 
 /* See gen.h. */
 unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t n, int lua) {
-  int gap = 0, nl = 0; /* whitespace or comments pending; held a newline */
-  unsigned char last = 0; /* the last byte hashed (0: none yet) */
+  int gap = 0, nl = 0, any = 0; /* whitespace or comments pending; held a newline; code seen */
+  unsigned char last = 0;       /* the last byte hashed */
   size_t i = 0;
   while (i < n) {
     const unsigned char c = (unsigned char)s[i];
     size_t skip = 0; /* a comment's length: whitespace for the hash */
+    if (!lua && (skip = splice_len(s, n, i)) != 0) { /* C joins the lines: nothing */
+      i += skip;
+      continue;
+    }
     if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v') {
       gap = 1;
       nl |= c == '\n' && !lua; /* newlines end C's preprocessor lines */
@@ -129,8 +141,8 @@ unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t 
     }
     if (!lua && c == '/' && i + 1 < n && (s[i + 1] == '/' || s[i + 1] == '*')) {
       size_t j = i + 2;
-      if (s[i + 1] == '/') {
-        while (j < n && s[j] != '\n') j++;
+      if (s[i + 1] == '/') { /* to the line's end, through splices */
+        for (size_t sp; j < n && s[j] != '\n'; j += (sp = splice_len(s, n, j)) ? sp : 1) {}
       } else {
         while (j + 1 < n && !(s[j] == '*' && s[j + 1] == '/')) j++; /* one space, as in C */
         j = j + 1 < n ? j + 2 : n;
@@ -148,11 +160,12 @@ unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t 
       i += skip;
       continue;
     }
-    /* a separator where it could matter: brackets, commas and semicolons
-    ** never join their neighbours into another token */
-    if (gap && last && (nl || !(strchr(FS_LONE, last) || strchr(FS_LONE, c))))
+    /* a separator wherever it could matter: always in C (a space before
+    ** "(" makes a #define object-like), in Lua not beside a lone token */
+    if (gap && any && (!lua || !(lua_lone(last) || lua_lone(c))))
       h = fnv_byte(h, nl ? '\n' : ' ');
     gap = nl = 0;
+    any = 1;
     /* literals are hashed as they are, comment markers and spaces included */
     size_t j = i + 1;
     const size_t open = lua ? lua_long_open(s + i, n - i) : 0;

@@ -61,12 +61,15 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
 
 /* FNV-1a (64-bit, continuing from h) over the code of a C/CUDA (lua = 0) or
 ** Lua (lua = 1) source of n bytes: comments are left out and every run of
-** whitespace and comments counts as one separator, a newline in C where it
-** holds one (it ends a preprocessor line), else a space, or nothing beside
-** a bracket, comma or semicolon ("(){},;"); string and character
-** literals (Lua's long strings too) count byte for byte.  So an edit to
-** comments or indentation alone keeps the hash, and any other keeps it only
-** by an FNV collision.  Used for the generator revision. */
+** whitespace and comments counts as one separator: in C a newline where it
+** holds one (it ends a preprocessor line), else a space, C's line splices
+** (backslash, newline) counting as nothing, also in // comments; in Lua a
+** space, or nothing beside one of "(){},;".  String and character literals
+** (Lua's long strings too) count byte for byte.  So an edit to comments or
+** indentation alone keeps the hash, and an edit to code changes it, for
+** sources without CR line ends, raw strings (R"(..)") or digit separators
+** (1'000), which it does not parse (cpu/test_code_hash checks that the
+** embedded files have none).  Used for the generator revision. */
 unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t n, int lua);
 
 /* Headers the templates #include, for NVRTC: names and contents; returns

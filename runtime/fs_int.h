@@ -129,9 +129,11 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
 int fs_tuned_choose(fs_context *ctx, const fs_problem *p, int bucket, int mode,
                     const fs_variant *dflt, fs_kernel **out, char *how, size_t howlen);
 /* Is `stored` (a winner's generator revision, with or without the tuner's
-** "+suffix") today's revision `cur`?  Such a winner is loaded without hashing
-** its source: the revision hashes the code of every generator and template
-** file, comments left out (fs_gen_code_hash), so a comment edit keeps it. */
+** "+suffix") today's revision `cur`?  Such a winner is accepted without
+** hashing its source: the revision hashes the code of every generator and
+** template file, comments left out (fs_gen_code_hash), so a comment edit
+** keeps it.  Its stored cubin is loaded only if today's source hashes as
+** the one it was compiled from (else NVRTC compiles the winner). */
 int fs_tuned_same_revision(const char *stored, const char *cur);
 /* The hash (16 hex digits into out) v's source would have if generated today
 ** under the revision `rev` (a stored one, up to any "+suffix"): the generated

@@ -5,24 +5,31 @@
 ** comments keeps the shipped winners and an edit to code retires them.
 **
 **  - C and Lua pairs that differ only in comments or indentation hash alike;
-**  - spaces beside brackets, commas and semicolons count for nothing;
 **  - pairs that differ in code hash apart: an identifier, two tokens joined,
-**    a newline that ends a preprocessor line, the text of string and
-**    character literals (comment markers and spaces inside them included);
+**    a newline that ends a preprocessor line, a space before a #define's
+**    "(", the text of string and character literals (comment markers and
+**    spaces inside them included);
 **  - a C block comment counts as one space even across lines, as in C's
-**    translation phase 3 (it continues a #define);
+**    translation phase 3 (it continues a #define); a line splice counts as
+**    nothing, also at the end of a // comment, which it continues;
+**  - in Lua, spaces beside brackets, commas and semicolons count for nothing;
 **  - Lua's long comments and long strings of any level;
 **  - unterminated comments and literals end the text without reading past it;
-**  - every embedded file hashes alike with a comment line inserted, and the
-**    revision names the hash.
+**  - every embedded file hashes alike with a comment line inserted, has none
+**    of what the hash does not parse (CR line ends, NUL bytes, raw strings,
+**    digit separators), and the revision's suffix is the hash of them all
+**    (an oracle written from gen.c's contract: .lua files as Lua).
 ** The test can fail: its first run caught a draft that put a space where a
-** comment sat beside a bracket ("f(--[[ c ]] 1)" against "f(1)").
+** comment sat beside a bracket ("f(--[[ c ]] 1)" against "f(1)"), and a
+** review found that dropping C's spaces beside "(" hid "#define F (x)"
+** against "#define F(x)" and that splices were not parsed (cases above).
 */
 #include "fs_test.h"
 
 #include "embedded.h"
 #include "gen.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +51,17 @@ static void c_sources(void) {
   SAME_C("x = 1;", "  x   =   1;  // trailing");
   SAME_C("/* head */\nint f(void);", "/*\n** a longer head\n*/\n\nint f(void);");
   SAME_C("a\n\n\nb", "a\n// gone\nb");
-  SAME_C("f(x);", "f(/* the x */ x);");
-  SAME_C("f(a, b);", "f( a ,b ) ;");
+  SAME_C("f( x );", "f( /* the x */ x );");
+  /* C keeps every separator: a space before "(" makes a macro object-like */
+  DIFF_C("#define F (x)\nF;", "#define F(x)\nF;");
+  DIFF_C("#define F() x", "#define F ()x");
+  DIFF_C("f(a, b);", "f(a,b);");
+  /* line splices: nothing in code, and a // comment runs through them */
+  SAME_C("#define A 1 \\\n+ 2\n", "#define A 1 + 2\n");
+  SAME_C("#define A 1 \\\r\n+ 2\n", "#define A 1 + 2\n");
+  DIFF_C("#define A 1 \\\n+ 2\n", "#define A 1 \\\n\n+ 2\n");
+  DIFF_C("// note\n#pragma unroll\nfor (;;);", "// note \\\n#pragma unroll\nfor (;;);");
+  SAME_C("// note \\\n#pragma unroll\nfor (;;);", "for (;;);");
   /* code */
   DIFF_C("int a;", "int b;");
   DIFF_C("ab", "a b");
@@ -80,6 +96,8 @@ static void lua_sources(void) {
   SAME_L("local a = 1\nreturn a", "local a = 1 return a"); /* newlines do not matter */
   SAME_L("f(1)", "f(--[[ long\ncomment ]] 1)");
   SAME_L("f(1)", "f(--[==[ long ]] still ]=] comment ]==] 1)");
+  SAME_L("f(a, b)", "f( a ,b )"); /* nothing beside "(){},;" in Lua */
+  DIFF_L("f(a b)", "f(ab)");
   DIFF_L("local a = 1", "local a = 2");
   DIFF_L("x = \"a -- b\"", "x = \"a \"");
   DIFF_L("x = 'a -- b'", "x = 'a '");
@@ -117,18 +135,51 @@ static void embedded_files(void) {
   CHECK_MSG(n >= 10, "only %d embedded files", n);
   printf("%d embedded files keep their hash with a comment line inserted\n", n);
 
+  /* the revision's suffix: the top 32 bits of FNV-1a over every embedded
+  ** file but the bias module, its path's bytes then its code */
+  unsigned long long h = H0;
+  for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
+    if (!strcmp(f->path, FS_BIAS_TEMPLATE)) continue;
+    const size_t pl = strlen(f->path);
+    for (size_t i = 0; i < pl; i++) h = (h ^ (unsigned char)f->path[i]) * 1099511628211ull;
+    h = fs_gen_code_hash(h, f->data, f->size, pl > 4 && !strcmp(f->path + pl - 4, ".lua"));
+  }
+  char want[16];
+  snprintf(want, sizeof want, "-%08x", (unsigned)(h >> 32));
   fs_gen *g = NULL;
   char err[256];
   REQUIRE(fs_gen_open(&g, err, sizeof err) == 0);
   const char *rev = fs_gen_revision(g);
-  CHECK_MSG(strchr(rev, '-') != NULL, "revision '%s' names no hash", rev);
+  const size_t rl = strlen(rev), wl = strlen(want);
+  CHECK_MSG(rl > wl && !strcmp(rev + rl - wl, want), "revision '%s' does not end in '%s'", rev,
+            want);
   printf("generator revision %s\n", rev);
   fs_gen_close(g);
+}
+
+/* What fs_gen_code_hash does not parse is in no embedded file. */
+static void embedded_hygiene(void) {
+  for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
+    const size_t pl = strlen(f->path);
+    const int lua = pl > 4 && !strcmp(f->path + pl - 4, ".lua");
+    CHECK_MSG(strlen(f->data) == f->size, "%s: a NUL byte", f->path);
+    for (size_t i = 0; i < f->size; i++) {
+      const char c = f->data[i], prev = i ? f->data[i - 1] : 0;
+      const char next = i + 1 < f->size ? f->data[i + 1] : 0;
+      CHECK_MSG(c != '\r', "%s: a CR at byte %zu", f->path, i);
+      if (lua) continue;
+      CHECK_MSG(!(c == '"' && prev == 'R' && next == '('), "%s: a raw string at byte %zu",
+                f->path, i);
+      CHECK_MSG(!(c == '\'' && isdigit((unsigned char)prev) && isdigit((unsigned char)next)),
+                "%s: a digit separator at byte %zu", f->path, i);
+    }
+  }
 }
 
 int main(void) {
   c_sources();
   lua_sources();
   embedded_files();
+  embedded_hygiene();
   return fs_test_done("test_code_hash");
 }
