@@ -111,12 +111,17 @@ static void lua_sources(void) {
   CHECK(hl("x --[[ open") == hl("x"));
 }
 
+/* Is the embedded file at path Lua (gen.c's rule: the name ends in .lua)? */
+static int is_lua(const char *path) {
+  const size_t n = strlen(path);
+  return n > 4 && !strcmp(path + n - 4, ".lua");
+}
+
 /* Every embedded file: a comment line after its first line keeps its hash. */
 static void embedded_files(void) {
   int n = 0;
   for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
-    const size_t pl = strlen(f->path);
-    const int lua = pl > 4 && !strcmp(f->path + pl - 4, ".lua");
+    const int lua = is_lua(f->path);
     const char *nl = memchr(f->data, '\n', f->size);
     if (!nl) continue;
     const char *ins = lua ? "-- an inserted comment line\n" : "// an inserted comment line\n";
@@ -142,7 +147,7 @@ static void embedded_files(void) {
     if (!strcmp(f->path, FS_BIAS_TEMPLATE)) continue;
     const size_t pl = strlen(f->path);
     for (size_t i = 0; i < pl; i++) h = (h ^ (unsigned char)f->path[i]) * 1099511628211ull;
-    h = fs_gen_code_hash(h, f->data, f->size, pl > 4 && !strcmp(f->path + pl - 4, ".lua"));
+    h = fs_gen_code_hash(h, f->data, f->size, is_lua(f->path));
   }
   char want[16];
   snprintf(want, sizeof want, "-%08x", (unsigned)(h >> 32));
@@ -160,8 +165,7 @@ static void embedded_files(void) {
 /* What fs_gen_code_hash does not parse is in no embedded file. */
 static void embedded_hygiene(void) {
   for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
-    const size_t pl = strlen(f->path);
-    const int lua = pl > 4 && !strcmp(f->path + pl - 4, ".lua");
+    const int lua = is_lua(f->path);
     CHECK_MSG(strlen(f->data) == f->size, "%s: a NUL byte", f->path);
     for (size_t i = 0; i < f->size; i++) {
       const char c = f->data[i], prev = i ? f->data[i - 1] : 0;
