@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 3
+#define FS_VERSION_PATCH 4
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.3"
+#define FS_VERSION_STRING "0.3.4"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -172,7 +172,8 @@ typedef struct fs_outputs {
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
 ** 0.3.0's, which ends before logit_softcap, 0.3.2's, which ends before
-** logit_bias_tokens, and this one) is rejected.
+** logit_bias_tokens, 0.3.3's, which ends before min_p, and this one) is
+** rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -248,7 +249,48 @@ typedef struct fs_outputs {
 **    masses): FS_INVALID_ARGUMENT.  The first call with a bias on a context
 **    compiles the bias kernels and may grow the workspace: make one before
 **    capturing such calls in a CUDA graph (while capturing that first call
-**    returns FS_NOT_PREPARED). */
+**    returns FS_NOT_PREPARED).
+**  - min_p / min_ps, top_k / top_ks, top_p / top_ps (since 0.3.4; the 0.3.3
+**    struct ends before them): filters of a sampled row's distribution, as
+**    vLLM's and FlashInfer's samplers apply them.  Each per-row array, when
+**    not NULL, is a device array of B entries (4-byte aligned) read by the
+**    kernels (it may change between graph replays); when NULL the scalar
+**    applies to every row.  A row's candidates are its tokens whose score z
+**    (the logit after the soft-cap and the token mask) is a number above
+**    -inf; p_i = softmax(z / T) over them.  The draw is exactly from p
+**    restricted to the kept set K below and renormalised, by the same noise
+**    as without filters: argmax over K of z / T + g(token), so that where a
+**    row's filters keep every candidate the draw is the unfiltered one.  K
+**    is the candidates with z >= tau, one threshold per row:
+**      1. min-p: z >= z_max + T ln(min_p) (p_i >= min_p x the largest p);
+**         min_p 0 keeps all; a per-row value <= 0 or NaN keeps all, one
+**         above 1 acts as 1 (only the largest z);
+**      2. top-k: the k largest z among those, ties with the k-th all kept;
+**         k 0 keeps all, as does k >= their count or a per-row k <= 0;
+**      3. top-p: the fewest largest z among those whose probability,
+**         renormalised over them, reaches p (taken from the largest z down,
+**         ties with the last one taken all kept); p 1 keeps all, as does a
+**         per-row value that is NaN, <= 0 or >= 1.
+**    This is vLLM's order (min-p, then top-k and top-p together, top-p over
+**    what top-k kept); min-p and top-k commute.  A +inf score holds all the
+**    mass: K is then the +inf candidates, and the draw the first of them.
+**    Greedy rows (T = 0) are unchanged (every filter keeps the largest z);
+**    a row without candidates draws as without filters.  outputs->logits,
+**    keys and logprobs are as without filters (logprobs of the raw logits).
+**    How (0.3.4): the call's kernel writes the row's logits to the
+**    workspace (B x V x 4 bytes more: the filters need the whole row's
+**    order before any token can be kept), and one CTA per row finds tau by
+**    radix selection (counts for top-k; for top-p the masses, summed in
+**    64-bit fixed point, 2^-32 of the largest weight a token, so that the
+**    sums do not depend on the order of the atomics) and draws.  The masses
+**    are fp32 exponentials: a row whose top-p boundary lies within ~1e-5 of
+**    p (relative), or whose min-p boundary lies within fp32 rounding of a
+**    logit, may keep one token more or fewer than the exact rule.  Scalars:
+**    top_k >= 0, top_p in [0, 1], min_p in [0, 1].  Not with a logit bias,
+**    FS_NOISE_GROUP16 or the tensor-parallel calls (FS_INVALID_ARGUMENT).
+**    The first filtered call on a context compiles the filter kernel and may
+**    grow the workspace: make one before capturing such calls in a CUDA
+**    graph (while capturing that first call returns FS_NOT_PREPARED). */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -259,6 +301,12 @@ typedef struct fs_options {
   const int32_t *logit_bias_tokens; /* device [B, logit_bias_count] global ids (since 0.3.3) */
   const float *logit_bias_values;   /* device [B, logit_bias_count] added to their logits */
   int32_t logit_bias_count;         /* entries per row, 0..FS_MAX_LOGIT_BIAS (0: none) */
+  float min_p;                      /* 0 (none) .. 1 (since 0.3.4) */
+  const float *min_ps;              /* device [B] or NULL */
+  int32_t top_k;                    /* 0 (none) or k >= 1 */
+  const int32_t *top_ks;            /* device [B] or NULL */
+  float top_p;                      /* 0 or 1 (none), else in (0, 1) */
+  const float *top_ps;              /* device [B] or NULL */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

@@ -185,6 +185,12 @@ typedef struct fs_opts {
   const int32_t *bias_tokens; /* fs_options.logit_bias_*: [B, bias_count] device (host for */
   const float *bias_values;   /* the reference) arrays, or bias_count 0 */
   int bias_count;
+  /* fs_options' filters (min_p, top_k, top_p: scalars and [B] device arrays, host
+  ** arrays for the reference); filter is 1 when any may keep fewer than all */
+  float min_p, top_p;
+  int top_k, filter;
+  const float *min_ps, *top_ps;
+  const int32_t *top_ks;
 } fs_opts;
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a
@@ -281,6 +287,10 @@ struct fs_params;
 void fs_params_call(struct fs_params *prm, const fs_problem *p, const fs_sampling *s,
                     const fs_opts *m);
 
+/* Filters (m->filter) need FS_NOISE_TOKEN, no logit bias and one GPU: call
+** names the tensor-parallel function refusing them, NULL for fs_sample_ex
+** and the reference. */
+int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m, const char *call);
 /* A logit bias needs FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under FS_NOISE_GROUP16). */
 int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs

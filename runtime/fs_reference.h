@@ -35,6 +35,25 @@ typedef struct fs_ref_result {
   ** no token mask), in double: logit - lse is the draw's logprob
   ** (fs_options.logprobs). */
   double lse;
+  /* Filters (fs_options.min_p / top_k / top_p, flashsampling.h), sampled
+  ** rows only (else tau = -INFINITY, both margins +INFINITY, kept = the
+  ** row's candidates):
+  **  - tau: the row's threshold, the candidates with z >= tau kept
+  **    (-INFINITY when the filters keep every candidate);
+  **  - kept: how many candidates were kept;
+  **  - filter_margin: in logit units, how near another kept set was: the
+  **    least, over the filters that dropped a candidate, of the gap between
+  **    the least kept z and the largest dropped z (top-k, top-p) and of the
+  **    distance from min-p's threshold z_max + T ln(min_p) to the nearest
+  **    candidate z (+INFINITY when no filter dropped one);
+  **  - mass_margin: top-p's, the least of |C - p| over C the renormalised
+  **    mass strictly above the least kept value and C the mass with it
+  **    (+INFINITY when top-p dropped nothing).
+  ** The runner-up (second_*) is the best other kept token. */
+  double tau;
+  long long kept;
+  double filter_margin;
+  double mass_margin;
 } fs_ref_result;
 
 /* The reference draw of row `row` (0..B-1) and sample `sample`

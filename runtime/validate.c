@@ -107,6 +107,34 @@ int fs_validate_noise(fs_context *ctx, int noise, const fs_problem *p) {
   return FS_OK;
 }
 
+/* The filters of a 0.3.4 fs_options into m (flashsampling.h: min_p, top_k,
+** top_p); m->filter is 1 when a per-row array is given or a scalar keeps
+** fewer than all. */
+static int validate_filters(fs_context *ctx, const fs_options *o, fs_opts *m) {
+  if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
+    return BAD("options->min_p=%g: must be in [0, 1] (0: no min-p filter)", (double)o->min_p);
+  if (o->top_k < 0)
+    return BAD("options->top_k=%d: must be >= 0 (0: no top-k filter)", (int)o->top_k);
+  if (!(o->top_p >= 0.0f && o->top_p <= 1.0f))
+    return BAD("options->top_p=%g: must be in [0, 1] (0 and 1: no top-p filter)",
+               (double)o->top_p);
+  if (misaligned(o->min_ps, 4))
+    return BAD("options->min_ps=%p: must be 4-byte aligned", (const void *)o->min_ps);
+  if (misaligned(o->top_ks, 4))
+    return BAD("options->top_ks=%p: must be 4-byte aligned", (const void *)o->top_ks);
+  if (misaligned(o->top_ps, 4))
+    return BAD("options->top_ps=%p: must be 4-byte aligned", (const void *)o->top_ps);
+  m->min_p = o->min_p;
+  m->top_k = o->top_k;
+  m->top_p = o->top_p;
+  m->min_ps = o->min_ps;
+  m->top_ks = o->top_ks;
+  m->top_ps = o->top_ps;
+  m->filter = o->min_ps || o->top_ks || o->top_ps || o->min_p > 0.0f || o->top_k > 0 ||
+              (o->top_p > 0.0f && o->top_p < 1.0f);
+  return FS_OK;
+}
+
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m) {
   memset(m, 0, sizeof *m);
@@ -116,12 +144,14 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size02 = offsetof(fs_options, logprobs);
   const size_t size030 = offsetof(fs_options, logit_softcap);
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
+  const size_t size033 = offsetof(fs_options, min_p);
   if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
-      o->size != size032)
+      o->size != size032 && o->size != size033)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.2 header, %zu for a 0.3.0 header, %zu "
-               "for a 0.2 header; a larger one is from a newer header)", o->size,
-               sizeof(fs_options), size032, size030, size02);
+               "(%zu in this library, %zu for a 0.3.3 header, %zu for a 0.3.2 header, %zu "
+               "for a 0.3.0 header, %zu for a 0.2 header; a larger one is from a newer "
+               "header)", o->size, sizeof(fs_options), size033, size032, size030, size02);
+  if (o->size > size033) FS_TRY(validate_filters(ctx, o, m));
   if (o->size > size032 && o->logit_bias_count) {
     const int n = o->logit_bias_count;
     if (n < 0 || n > FS_MAX_LOGIT_BIAS)
@@ -168,6 +198,22 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
     return BAD("options->token_mask_stride=%lld: token_mask_stride x B (B=%d) exceeds the "
                "2^40-word index range", m->stride, (int)p->batch);
   m->words = o->token_mask;
+  return FS_OK;
+}
+
+int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m, const char *call) {
+  if (!m->filter) return FS_OK;
+  if (call)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
+                  "the whole vocabulary's order, not yet in %s (one GPU: fs_sample_ex)", call);
+  if (m->bias_count)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d: not with min_p, "
+                  "top_k or top_p in this version (the filters run without the bias)",
+                  m->bias_count);
+  if (noise == FS_NOISE_GROUP16)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
+                  "FS_NOISE_TOKEN (a group of 16 ids may straddle the threshold; "
+                  "fs_context_set_noise)");
   return FS_OK;
 }
 

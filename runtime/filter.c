@@ -1,0 +1,2 @@
+/* filter.c: placeholder */
+#include "fs_int.h"

@@ -1,0 +1,2 @@
+/* reference_filter.c: placeholder */
+#include "fs_int.h"
