@@ -55,9 +55,11 @@ int fs_gen_default(fs_gen *g, int arch, int dtype, int batch, int hidden,
 int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
                   size_t errlen);
 
-/* The logit bias's kernels (fs_options.logit_bias_*; runtime/bias.c): an
-** embedded template compiled as it is, not part of the revision's hash. */
+/* The logit bias's kernels (fs_options.logit_bias_*; runtime/bias.c) and
+** the filters' (fs_options.min_p, top_k, top_p; runtime/filter.c): embedded
+** templates compiled as they are, not part of the revision's hash. */
 #define FS_BIAS_TEMPLATE "templates/fsamp_bias.cu"
+#define FS_FILTER_TEMPLATE "templates/fsamp_filter.cu"
 
 /* FNV-1a (64-bit, continuing from h) over the code of a C/CUDA (lua = 0) or
 ** Lua (lua = 1) source of n bytes: comments are left out and every run of

@@ -20,43 +20,20 @@
 #include <string.h>
 
 int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
-  const fs_embedded_file *f = fs_embedded_find(FS_BIAS_TEMPLATE);
-  memset(out, 0, sizeof *out);
-  if (!f) {
-    snprintf(err, errlen, "%s is not embedded", FS_BIAS_TEMPLATE);
-    return FS_INTERNAL;
-  }
-  return fs_nvrtc_compile("fsamp_bias", f->data, target, out, err, errlen);
+  return fs_own_compile(FS_BIAS_TEMPLATE, target, out, err, errlen);
 }
 
 /* Compiles and loads the module once per context. */
 static int bias_load(fs_context *ctx) {
+  static const char *const names[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
+                                      "fsamp_bias_merge"};
+  CUfunction fns[3];
   if (ctx->bias_module) return FS_OK;
-  const int a = fs_target_arch(ctx->arch);
-  if (!a)
-    return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
-                  ctx->arch);
-  char target[16], err[512];
-  snprintf(target, sizeof target, "sm_%d%s", a, a == 90 ? "a" : ""); /* generator/fsgen.lua's */
-  fs_cubin c;
-  int st = fs_bias_compile(target, &c, err, sizeof err);
-  if (st) {
-    if (c.log) fs_set_compile_log(ctx, c.log);
-    fs_cubin_free(&c);
-    return fs_err(ctx, st, "the logit bias's kernels: %s", err);
-  }
-  CUmodule mod = NULL;
-  const fs_cu_api *cu = ctx->cu;
-  CUresult r = cu->cuModuleLoadData(&mod, c.data);
-  fs_cubin_free(&c);
-  if (r == CUDA_SUCCESS &&
-      ((r = cu->cuModuleGetFunction(&ctx->bias_fn[0], mod, "fsamp_bias_prep_bf16")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_fn[1], mod, "fsamp_bias_prep_f16")) ||
-       (r = cu->cuModuleGetFunction(&ctx->bias_merge_fn, mod, "fsamp_bias_merge"))))
-    cu->cuModuleUnload(mod);
-  if (r != CUDA_SUCCESS)
-    return fs_cu_fail(ctx, r, "loading the logit bias's kernels", __FILE__, __LINE__);
-  ctx->bias_module = mod;
+  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, "the logit bias's kernels", names, 3,
+                       &ctx->bias_module, fns));
+  ctx->bias_fn[0] = fns[0];
+  ctx->bias_fn[1] = fns[1];
+  ctx->bias_merge_fn = fns[2];
   return FS_OK;
 }
 

@@ -121,6 +121,7 @@ void fs_context_destroy(fs_context *ctx) {
     free(p);
   }
   if (pushed && ctx->bias_module) cu->cuModuleUnload(ctx->bias_module);
+  if (pushed && ctx->filter_module) cu->cuModuleUnload(ctx->filter_module);
   if (pushed && ctx->workspace) cu->cuMemFree(ctx->workspace);
   for (int i = 0; pushed && i < ctx->n_retired; i++) cu->cuMemFree(ctx->retired[i]);
   if (pushed) cu->cuCtxPopCurrent(&dummy);

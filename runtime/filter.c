@@ -1,2 +1,129 @@
-/* filter.c: placeholder */
+/*
+** filter.c: calls with filters (fs_options.min_p, top_k, top_p).
+**
+** A filter keeps a row's tokens above a threshold that depends on the whole
+** row's order (the k-th largest logit, the mass above a value), so no token
+** can be kept or dropped before every logit is known.  The call's fused
+** kernel therefore runs first as a greedy call with fs_params.zout set: it
+** writes every logit (after the soft-cap, before the mask) to the workspace,
+** B rows of zout_stride floats after the fused kernel's own part; its draw
+** goes to scratch and is not used.  fsamp_filter (templates/fsamp_filter.cu,
+** compiled by NVRTC into a module of the context's own on its first
+** filtered call) then takes a row per CTA: the thresholds by radix
+** selection, the draw with the fused kernels' own scores and noise, and the
+** outputs (logits, keys and logprobs as without filters).
+*/
 #include "fs_int.h"
+#include "fs_nvrtc.h"
+#include "fs_params.h"
+
+#include <string.h>
+
+#define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
+
+int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
+  return fs_own_compile(FS_FILTER_TEMPLATE, target, out, err, errlen);
+}
+
+/* Floats between the rows of the logits: V rounded up to whole float4s. */
+static long long zout_stride(const fs_problem *p) { return ((long long)p->vocab + 3) / 4 * 4; }
+
+static int capturing(fs_context *ctx, CUstream stream, int *yes) {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
+  *yes = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+  return FS_OK;
+}
+
+/* The kernel of the logits' pass: one that stages its tiles (fs_params.zout
+** is written from the staged logits; the wt family samples in registers, and
+** writing them out from there made its 128-accumulator tiles spill).  The
+** plan's kernel of greedy calls, else of sampled ones, else the bucket's
+** built-in default (loaded outside capture). */
+static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling *g,
+                         CUstream stream, fs_kernel **out) {
+  fs_sampling t = *g;
+  t.temperature = 1.0f;
+  FS_TRY(fs_plan_kernel(ctx, p, g, stream, out));
+  if (strcmp((*out)->v.family, "wt")) return FS_OK;
+  FS_TRY(fs_plan_kernel(ctx, p, &t, stream, out));
+  if (strcmp((*out)->v.family, "wt")) return FS_OK;
+  char err[512];
+  fs_variant v;
+  int st = fs_gen_default(ctx->gen, fs_target_arch(ctx->arch), p->dtype, fs_bucket(p->batch),
+                          p->hidden, p->vocab, &v, err, sizeof err);
+  if (st) return fs_err(ctx, st, "%s", err);
+  if (!strcmp(v.family, "wt"))
+    return fs_err(ctx, FS_INTERNAL, "the filters' logits pass: built-in default %s is of the wt "
+                  "family, which cannot write its logits out", v.name);
+  if ((*out = fs_kernel_find(ctx, v.name)) != NULL) return FS_OK;
+  int cap;
+  FS_TRY(capturing(ctx, stream, &cap));
+  if (cap)
+    return fs_err(ctx, FS_NOT_PREPARED, "stream is capturing and the filters' logits pass at "
+                  "B=%d, V=%d needs %s compiled (this bucket's kernels are of the wt family): "
+                  "make one such call before capture", (int)p->batch, (int)p->vocab, v.name);
+  return fs_kernel_load(ctx, &v, out);
+}
+
+int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                       const fs_opts *m, const fs_outputs *o, CUstream stream) {
+  /* the logits' pass: a greedy call of one sample, unmasked, no logprobs */
+  fs_sampling g = *s;
+  g.temperature = 0.0f;
+  g.temperatures = NULL;
+  g.num_samples = 1;
+  fs_kernel *k = NULL;
+  FS_TRY(logits_kernel(ctx, p, &g, stream, &k));
+  const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
+  const size_t zat = (fs_workspace_need(ctx, k, p->batch, p->vocab, 1) + 15) / 16 * 16;
+  const size_t tat = zat + B * zs * 4, bytes = tat + B * 4; /* then the scratch tokens */
+  if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
+    int cap;
+    FS_TRY(capturing(ctx, stream, &cap));
+    if (cap)
+      return fs_err(ctx, FS_NOT_PREPARED,
+                    "stream is capturing and options->min_p/top_k/top_p are set at B=%d, "
+                    "V=%d: the first filtered call %s; make one such call before capture",
+                    (int)p->batch, (int)p->vocab,
+                    ctx->filter_module ? "at this size grows the workspace (B x V x 4 bytes)"
+                                       : "on a context compiles its kernel");
+    if (!ctx->filter_module) {
+      static const char *const names[] = {"fsamp_filter"};
+      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, "the filters' kernel", names, 1,
+                           &ctx->filter_module, &ctx->filter_fn));
+    }
+    FS_TRY(fs_workspace_reserve(ctx, bytes));
+  }
+  float *zout = (float *)(uintptr_t)(ctx->workspace + zat);
+  fs_opts z;
+  memset(&z, 0, sizeof z);
+  z.softcap = m->softcap;
+  z.zout = zout;
+  z.zout_stride = (long long)zs;
+  fs_outputs scratch;
+  memset(&scratch, 0, sizeof scratch);
+  scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
+  FS_TRY(fs_launch_masked(ctx, k, p, &g, &z, &scratch, stream));
+
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  prm.tokens = o->tokens;
+  prm.logits = o->logits;
+  prm.keys = (unsigned long long *)o->keys;
+  prm.logprobs = m->logprobs;
+  prm.zout = zout;
+  prm.zout_stride = (long long)zs;
+  fs_filter f;
+  memset(&f, 0, sizeof f);
+  f.min_ps = m->min_ps;
+  f.top_ks = m->top_ks;
+  f.top_ps = m->top_ps;
+  f.min_p = m->min_p;
+  f.top_k = m->top_k;
+  f.top_p = m->top_p;
+  void *args[] = {&prm, &f};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->filter_fn, (unsigned)p->batch, 1, 1, FILTER_THREADS,
+                                       1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
+}

@@ -104,6 +104,8 @@ struct fs_context {
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
   CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
   CUfunction bias_merge_fn; /* fsamp_bias_merge */
+  CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
+  CUfunction filter_fn;     /* fsamp_filter */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };
@@ -112,10 +114,24 @@ struct fs_context {
 ** caller has made ctx's CUDA context current. */
 int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out);
 
+/* The loaded kernel of that name, or NULL. */
+fs_kernel *fs_kernel_find(fs_context *ctx, const char *name);
+
 /* The same from a cubin compiled earlier (tuning database, tuner): no NVRTC.
 ** The cubin must have been compiled from v's source for this GPU. */
 int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
                          fs_kernel **out);
+
+/* A module of the context's own from an embedded template (tmpl: the logit
+** bias's, the filters'), compiled for ctx's GPU by NVRTC and loaded into
+** *mod, its n functions names[i] into fns[i]; `what` names it in messages
+** (a compile failure keeps NVRTC's log as the compile log).
+** fs_own_compile: its cubin for an NVRTC target (tests; no GPU). */
+struct fs_cubin;
+int fs_own_module(fs_context *ctx, const char *tmpl, const char *what,
+                  const char *const *names, int n, CUmodule *mod, CUfunction *fns);
+int fs_own_compile(const char *tmpl, const char *target, struct fs_cubin *out, char *err,
+                   size_t errlen);
 
 /* Unloads and forgets a loaded kernel (plans using it are dropped too). */
 void fs_kernel_unload(fs_context *ctx, fs_kernel *k);
@@ -191,6 +207,10 @@ typedef struct fs_opts {
   int top_k, filter;
   const float *min_ps, *top_ps;
   const int32_t *top_ks;
+  /* set by the filter path (filter.c) for the fused kernel it runs first:
+  ** where every logit goes (fs_params.zout), or NULL */
+  float *zout;
+  long long zout_stride;
 } fs_opts;
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a
@@ -274,10 +294,15 @@ int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
 int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                   CUdeviceptr mask_at, CUdeviceptr keys, CUdeviceptr logits,
                   const fs_outputs *final, CUstream stream);
+/* filter.c: fs_sample_ex() of a call with filters (m->filter), validated;
+** ctx's CUDA context current.  fs_filter_compile: the filters' module for
+** an NVRTC target (tests). */
+int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                       const fs_opts *m, const fs_outputs *o, CUstream stream);
+int fs_filter_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
 /* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
 int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, void *stream);
-struct fs_cubin;
 int fs_bias_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
 
 /* The call-level fields of the kernels' parameter block (sample.c): the

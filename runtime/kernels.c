@@ -6,6 +6,7 @@
 ** target, NVRTC log, source) in the context's compile log.
 */
 #include "fs_int.h"
+#include "embedded.h"
 #include "fs_nvrtc.h"
 
 #include <stdio.h>
@@ -83,7 +84,7 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   return FS_OK;
 }
 
-static fs_kernel *find_loaded(fs_context *ctx, const char *name) {
+fs_kernel *fs_kernel_find(fs_context *ctx, const char *name) {
   for (fs_kernel *k = ctx->kernels; k; k = k->next)
     if (strcmp(k->v.name, name) == 0) return k;
   return NULL;
@@ -102,7 +103,7 @@ static int check_fits(fs_context *ctx, const fs_variant *v) {
 
 int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
                          fs_kernel **out) {
-  fs_kernel *k = find_loaded(ctx, v->name);
+  fs_kernel *k = fs_kernel_find(ctx, v->name);
   if (!k) {
     FS_TRY(check_fits(ctx, v));
     FS_TRY(load_cubin(ctx, v, cubin, &k));
@@ -115,7 +116,7 @@ int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin
 
 int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out) {
   char err[512];
-  if ((*out = find_loaded(ctx, v->name)) != NULL) return FS_OK;
+  if ((*out = fs_kernel_find(ctx, v->name)) != NULL) return FS_OK;
   FS_TRY(check_fits(ctx, v));
   char *src = NULL;
   int st = fs_gen_source(ctx->gen, v, &src, err, sizeof err);
@@ -174,4 +175,49 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k) {
     ctx->cu->cuCtxPopCurrent(&dummy);
   }
   free(k);
+}
+
+int fs_own_compile(const char *tmpl, const char *target, fs_cubin *out, char *err,
+                   size_t errlen) {
+  const fs_embedded_file *f = fs_embedded_find(tmpl);
+  memset(out, 0, sizeof *out);
+  if (!f) {
+    snprintf(err, errlen, "%s is not embedded", tmpl);
+    return FS_INTERNAL;
+  }
+  const char *base = strrchr(tmpl, '/'); /* "templates/fsamp_x.cu": NVRTC's name fsamp_x */
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(base ? base + 1 : tmpl, "."),
+           base ? base + 1 : tmpl);
+  return fs_nvrtc_compile(name, f->data, target, out, err, errlen);
+}
+
+int fs_own_module(fs_context *ctx, const char *tmpl, const char *what,
+                  const char *const *names, int n, CUmodule *mod, CUfunction *fns) {
+  const int a = fs_target_arch(ctx->arch);
+  if (!a)
+    return fs_err(ctx, FS_UNSUPPORTED, "sm_%d: no kernels are generated for this architecture",
+                  ctx->arch);
+  char target[16], err[512];
+  snprintf(target, sizeof target, "sm_%d%s", a, a == 90 ? "a" : ""); /* generator/fsgen.lua's */
+  fs_cubin c;
+  int st = fs_own_compile(tmpl, target, &c, err, sizeof err);
+  if (st) {
+    if (c.log) fs_set_compile_log(ctx, c.log);
+    fs_cubin_free(&c);
+    return fs_err(ctx, st, "%s: %s", what, err);
+  }
+  CUmodule m = NULL;
+  const fs_cu_api *cu = ctx->cu;
+  CUresult r = cu->cuModuleLoadData(&m, c.data);
+  fs_cubin_free(&c);
+  for (int i = 0; r == CUDA_SUCCESS && i < n; i++) r = cu->cuModuleGetFunction(&fns[i], m, names[i]);
+  if (r != CUDA_SUCCESS) {
+    if (m) cu->cuModuleUnload(m);
+    char call[96];
+    snprintf(call, sizeof call, "loading %s", what);
+    return fs_cu_fail(ctx, r, call, __FILE__, __LINE__);
+  }
+  *mod = m;
+  return FS_OK;
 }

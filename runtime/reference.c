@@ -38,16 +38,26 @@
 ** token's entries; ids outside the shard ignored), after the log-sum-exp and
 ** before the mask, so that the returned logits and logprobs stay raw; an
 ** allowed biased token whose score is NaN ranks as -inf.
+** Filters (fs_options.min_p / top_k / top_p; FS_NOISE_TOKEN, no bias):
+** reference_filter.c finds a sampled row's kept set K = {candidates with
+** z >= tau} from the whole row's logits, and the winner is the argmax above
+** over K alone (the same noise); greedy rows, rows without candidates and
+** rows whose filter values are all "off" draw as without filters.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
 ** runs REF_VT independent sequential sums (instruction-level parallelism
 ** without changing the summation order), ~0.1 ns per multiply-add.  The
 ** noise (two logs per (b, v, sample), one Philox call per four tokens) costs
-** ~20 ns, so it dominates sampled rows unless D is in the hundreds.
+** ~20 ns, so it dominates sampled rows unless D is in the hundreds.  A
+** filtered call keeps a block's logits (at most REF_Z_DOUBLES: ~220 rows of
+** V = 151936) with the same sums in the same order, then filters (a sort
+** of each sampled row's candidates, ~20 ms at that V) and draws each row,
+** computing the noise of kept tokens only.
 */
 #include "fs_int.h"
 #include "fs_half.h"
+#include "fs_ref_filter.h"
 #include "fs_reference.h"
 #include "fs_rng.h"
 
@@ -60,6 +70,7 @@ _Static_assert(REF_VT == 8, "ref_pass names eight accumulators");
 _Static_assert(FS_GROUP_TOKENS % REF_VT == 0, "a W tile lies in one group");
 #define REF_H_DOUBLES (1 << 18)   /* decoded H rows per block: 2 MiB */
 #define REF_RESULTS_MAX (1 << 20) /* (row, sample) results per pass */
+#define REF_Z_DOUBLES (1 << 25)   /* a filtered call's logits per block: 256 MiB */
 
 /* The per-row sampling parameters of row b (host arrays). */
 typedef struct ref_row {
@@ -98,6 +109,9 @@ static int ref_better(double a, double b) {
 
 static void ref_result_init(fs_ref_result *r) {
   r->pick_margin = INFINITY;
+  r->tau = -INFINITY;
+  r->kept = 0;
+  r->filter_margin = r->mass_margin = INFINITY;
   r->token = -1;
   r->logit = r->score = -INFINITY;
   r->second_token = -1;
@@ -198,6 +212,9 @@ typedef struct ref_scratch {
   fs_ref_result *res;  /* [rows, samples] */
   ref_bias *bias;      /* [rows, bias count]: each row's biased rows of W, sorted */
   int *nbias;          /* [rows, 2]: the next one to add, and how many */
+  fs_ref_filter *filt; /* [rows]: each row's filters (kept: its candidates without) */
+  double *z;           /* filtered calls: [rows, V] scores (capped, masked), else NULL */
+  fs_ref_pair *pairs;  /* filtered calls: [V] fs_ref_filter_row's scratch, else NULL */
 } ref_scratch;
 
 static void ref_free(ref_scratch *sc) {
@@ -208,9 +225,13 @@ static void ref_free(ref_scratch *sc) {
   free(sc->res);
   free(sc->bias);
   free(sc->nbias);
+  free(sc->filt);
+  free(sc->z);
+  free(sc->pairs);
 }
 
-static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias) {
+/* zV: 0, or for a filtered call V (the rows' whole logits are kept). */
+static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias, int zV) {
   sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
@@ -218,36 +239,170 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias) {
   sc->lse = malloc(sizeof(double) * (size_t)rows * 2);
   sc->bias = malloc(sizeof(ref_bias) * ((size_t)rows * (size_t)bias + 1));
   sc->nbias = malloc(sizeof(int) * (size_t)rows * 2);
-  if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse || !sc->bias || !sc->nbias) {
+  sc->filt = malloc(sizeof(fs_ref_filter) * (size_t)rows);
+  sc->z = zV ? malloc(sizeof(double) * (size_t)rows * (size_t)zV) : NULL;
+  sc->pairs = zV ? malloc(sizeof(fs_ref_pair) * (size_t)zV) : NULL;
+  if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse || !sc->bias || !sc->nbias ||
+      !sc->filt || (zV && (!sc->z || !sc->pairs))) {
     ref_free(sc);
     return fs_err(NULL, FS_OUT_OF_MEMORY,
                   "fs_reference: cannot allocate %zu bytes of scratch "
-                  "(rows=%d, D=%d, samples=%d)",
+                  "(rows=%d, D=%d, samples=%d%s)",
                   sizeof(double) * ((size_t)rows * (size_t)D +
-                                    (size_t)D * REF_VT) +
-                      sizeof(fs_ref_result) * (size_t)rows * (size_t)samples,
-                  rows, D, samples);
+                                    (size_t)D * REF_VT + (size_t)rows * (size_t)zV) +
+                      sizeof(fs_ref_result) * (size_t)rows * (size_t)samples +
+                      sizeof(fs_ref_pair) * (size_t)zV,
+                  rows, D, samples, zV ? ", the filters' logits" : "");
   }
   return FS_OK;
 }
 
-/* Draws rows [b0, b1) x samples [s0, s1) into
+/* Decodes rows [b0, b0 + nb) of H into h ([nb, D]). */
+static void ref_h_block(const fs_problem *p, int b0, int nb, double *h) {
+  const uint16_t *H = (const uint16_t *)p->hidden_states;
+  for (int i = 0; i < nb; i++)
+    ref_decode(p->dtype, H + (long long)(b0 + i) * fs_h_stride(p), p->hidden,
+               h + (size_t)i * p->hidden, 1);
+}
+
+/* Decodes rows [v0, v0 + nv) of W (nv <= REF_VT) into the interleaved tile
+** wt ([D, REF_VT]), zeros in the columns past nv. */
+static void ref_w_tile(const fs_problem *p, int v0, int nv, double *wt) {
+  const uint16_t *W = (const uint16_t *)p->weight;
+  for (int j = 0; j < REF_VT; j++) {
+    if (j < nv) {
+      ref_decode(p->dtype, W + (long long)(v0 + j) * fs_w_stride(p), p->hidden, wt + j, REF_VT);
+    } else {
+      for (int k = 0; k < p->hidden; k++) wt[(size_t)k * REF_VT + j] = 0.0;
+    }
+  }
+}
+
+/* acc[j] (j < REF_VT) = the logit of the decoded H row hb against column j
+** of the tile wt, soft-capped (softcap > 0) for j < nv. */
+static void ref_dot(const double *hb, const double *wt, int D, float softcap, int nv,
+                    double *acc) {
+  /* Eight named accumulators stay in registers (an array does not at
+  ** -O2); each is a plain sequential sum over k. */
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+  for (int k = 0; k < D; k++) {
+    const double x = hb[k];
+    const double *w = wt + (size_t)k * REF_VT;
+    a0 += x * w[0]; a1 += x * w[1]; a2 += x * w[2]; a3 += x * w[3];
+    a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
+  }
+  acc[0] = a0; acc[1] = a1; acc[2] = a2; acc[3] = a3;
+  acc[4] = a4; acc[5] = a5; acc[6] = a6; acc[7] = a7;
+  if (softcap > 0.0f)
+    for (int j = 0; j < nv; j++) acc[j] = softcap * tanh(acc[j] / softcap);
+}
+
+/* Adds the nv raw logits acc to a row's online log-sum-exp lm = {max, sum}. */
+static void ref_lse_add(double *lm, const double *acc, int nv) {
+  double *ll = lm + 1;
+  for (int j = 0; j < nv; j++) {
+    if (acc[j] > *lm) *ll = *ll * exp(*lm - acc[j]) + 1.0, *lm = acc[j];
+    else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
+    if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
+  }
+}
+
+/* Row b's token mask over the nv tokens token0..: -inf in acc and raw, and
+** hit cleared, where a token is not allowed.  Returns how many of the nv
+** are candidates (a score that is a number above -inf). */
+static int ref_mask(const fs_opts *m, int b, int32_t token0, int nv, double *acc, double *raw,
+                    int *hit) {
+  int j, n = 0;
+  if (m->words) {
+    const uint32_t *row = m->words + (long long)b * m->stride;
+    for (j = 0; j < nv; j++)
+      if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u))
+        acc[j] = raw[j] = -INFINITY, hit[j] = 0;
+  }
+  for (j = 0; j < nv; j++) n += acc[j] > -INFINITY;
+  return n;
+}
+
+/* Offers the n tokens token0.. of one row to its results ri[0 .. ns)
+** (samples s0 ..), in increasing token order: acc their scores' logits
+** (biased, masked), raw the logits they report, hit (NULL: none) the
+** biased ones, whose NaN score ranks as -inf.  A greedy row offers its
+** logits to ri[0] alone.  With f, a filtered row that draws over K, only
+** K: the candidates with z >= f->tau.
+** fs_noise(token) is word token & 3 of fs_noise_quad(token >> 2): one
+** Philox call serves four consecutive ids (tests compare against fs_noise
+** itself). */
+static void ref_offer_tokens(const double *acc, const double *raw, const int *hit, int n,
+                             int32_t token0, const ref_row *rp, int s0, int ns,
+                             fs_ref_result *ri, const fs_ref_filter *f) {
+  int j, t;
+  if (rp->greedy) {
+    for (j = 0; j < n; j++)
+      ref_offer(ri, hit && hit[j] && isnan(acc[j]) ? -INFINITY : acc[j], raw[j], token0 + j,
+                INFINITY);
+    return;
+  }
+  for (t = 0; t < ns; t++) {
+    uint32_t quad = 0xffffffffu; /* token >> 2 < 2^29: never a quad */
+    fs_philox_out q = {{0, 0, 0, 0}};
+    for (j = 0; j < n; j++) {
+      if (f && !(acc[j] > -INFINITY && acc[j] >= f->tau)) continue;
+      const uint32_t token = (uint32_t)(token0 + j);
+      if (token >> 2 != quad) {
+        quad = token >> 2;
+        q = fs_noise_quad(rp->seed, rp->offset, quad, (uint32_t)(s0 + t), rp->tag);
+      }
+      const double g = (double)fs_gumbel(q.v[token & 3]), y = acc[j] / rp->temperature + g;
+      ref_offer(&ri[t], hit && hit[j] && isnan(y) ? -INFINITY : y, raw[j], (int32_t)token,
+                INFINITY);
+    }
+  }
+}
+
+/* The end of a pass over rows [b0, b0 + nb) x ns samples: a greedy row's
+** samples are all the same draw; every result gets its row's log-sum-exp
+** and filters (sc->filt). */
+static void ref_finish(const fs_sampling *s, int b0, int nb, int ns, ref_scratch *sc) {
+  for (int i = 0; i < nb; i++) {
+    fs_ref_result *ri = sc->res + (size_t)i * ns;
+    const fs_ref_filter *f = &sc->filt[i];
+    const double lse = sc->lse[2 * i] + log(sc->lse[2 * i + 1]);
+    if (ref_row_params(s, b0 + i).greedy)
+      for (int t = 1; t < ns; t++) ri[t] = ri[0];
+    for (int t = 0; t < ns; t++) {
+      ri[t].lse = lse;
+      ri[t].tau = f->tau;
+      ri[t].kept = f->kept;
+      ri[t].filter_margin = f->filter_margin;
+      ri[t].mass_margin = f->mass_margin;
+    }
+  }
+}
+
+/* The start of a pass over rows [b0, b0 + nb): H decoded, the
+** log-sum-exps emptied, the rows kept unfiltered with no candidate yet. */
+static void ref_start(const fs_problem *p, int b0, int nb, ref_scratch *sc) {
+  ref_h_block(p, b0, nb, sc->h);
+  for (int i = 0; i < nb; i++) {
+    sc->lse[2 * i] = -INFINITY, sc->lse[2 * i + 1] = 0.0;
+    sc->filt[i].tau = -INFINITY;
+    sc->filt[i].kept = 0;
+    sc->filt[i].filter_margin = sc->filt[i].mass_margin = INFINITY;
+    sc->filt[i].draw_k = 0;
+  }
+}
+
+/* Draws rows [b0, b1) x samples [s0, s1) of a call without filters into
 ** sc->res[(b - b0) * (s1 - s0) + (s - s0)].  The problem and sampling must
 ** have been validated; sc must hold (b1 - b0) rows and (s1 - s0) samples. */
 static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const fs_opts *m,
                      int b0, int b1, int s0, int s1, ref_scratch *sc) {
   const int D = p->hidden, V = p->vocab, nb = b1 - b0, ns = s1 - s0;
-  const long long hs = fs_h_stride(p), ws = fs_w_stride(p);
-  const uint16_t *H = (const uint16_t *)p->hidden_states;
-  const uint16_t *W = (const uint16_t *)p->weight;
-  double *h = sc->h, *wt = sc->wt;
   fs_ref_result *res = sc->res;
-  int i, j, k, v0, t;
+  int i, j, v0, t;
 
-  for (i = 0; i < nb; i++)
-    ref_decode(p->dtype, H + (long long)(b0 + i) * hs, D, h + (size_t)i * D, 1);
+  ref_start(p, b0, nb, sc);
   for (i = 0; i < nb * ns; i++) ref_result_init(&res[i]);
-  for (i = 0; i < nb; i++) sc->lse[2 * i] = -INFINITY, sc->lse[2 * i + 1] = 0.0;
   for (i = 0; i < nb; i++) {
     sc->nbias[2 * i] = 0;
     sc->nbias[2 * i + 1] = ref_bias_row(p, m, b0 + i, sc->bias + (size_t)i * m->bias_count);
@@ -255,36 +410,14 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
 
   for (v0 = 0; v0 < V; v0 += REF_VT) {
     const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
-    for (j = 0; j < REF_VT; j++) {
-      if (j < nv) {
-        ref_decode(p->dtype, W + (long long)(v0 + j) * ws, D, wt + j, REF_VT);
-      } else {
-        for (k = 0; k < D; k++) wt[(size_t)k * REF_VT + j] = 0.0;
-      }
-    }
+    ref_w_tile(p, v0, nv, sc->wt);
     for (i = 0; i < nb; i++) {
-      const double *hb = h + (size_t)i * D;
       const ref_row rp = ref_row_params(s, b0 + i);
       fs_ref_result *ri = res + (size_t)i * ns;
-      /* Eight named accumulators stay in registers (an array does not at
-      ** -O2); each is a plain sequential sum over k. */
-      double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-      for (k = 0; k < D; k++) {
-        const double x = hb[k];
-        const double *w = wt + (size_t)k * REF_VT;
-        a0 += x * w[0]; a1 += x * w[1]; a2 += x * w[2]; a3 += x * w[3];
-        a4 += x * w[4]; a5 += x * w[5]; a6 += x * w[6]; a7 += x * w[7];
-      }
-      double acc[REF_VT] = {a0, a1, a2, a3, a4, a5, a6, a7};
-      if (m->softcap > 0.0f)
-        for (j = 0; j < nv; j++) acc[j] = m->softcap * tanh(acc[j] / m->softcap);
+      double acc[REF_VT];
+      ref_dot(sc->h + (size_t)i * D, sc->wt, D, m->softcap, nv, acc);
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
-      double *lm = sc->lse + 2 * i, *ll = lm + 1; /* the raw logits' log-sum-exp, online */
-      for (j = 0; j < nv; j++) {
-        if (acc[j] > *lm) *ll = *ll * exp(*lm - acc[j]) + 1.0, *lm = acc[j];
-        else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
-        if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
-      }
+      ref_lse_add(sc->lse + 2 * i, acc, nv); /* the raw logits' log-sum-exp, online */
       /* the bias: the row's next biased rows of W, in increasing order; raw
       ** keeps the unbiased logits for the outputs */
       double raw[REF_VT];
@@ -293,18 +426,8 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       const ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
       for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
         acc[bi[*at].v - v0] += bi[*at].sum, hit[bi[*at].v - v0] = 1; /* earlier tiles took v < v0 */
-      if (m->words) {
-        const uint32_t *row = m->words + (long long)(b0 + i) * m->stride;
-        for (j = 0; j < nv; j++)
-          if (!(row[(token0 + j) >> 5] >> ((token0 + j) & 31) & 1u))
-            acc[j] = raw[j] = -INFINITY, hit[j] = 0;
-      }
-      if (rp.greedy) {
-        for (j = 0; j < nv; j++)
-          ref_offer(ri, hit[j] && isnan(acc[j]) ? -INFINITY : acc[j], raw[j], token0 + j, INFINITY);
-        continue;
-      }
-      if (noise == FS_NOISE_GROUP16) {
+      sc->filt[i].kept += ref_mask(m, b0 + i, token0, nv, acc, raw, hit);
+      if (!rp.greedy && noise == FS_NOISE_GROUP16) {
         /* REF_VT divides 16 and vocab_offset % 16 == 0: a tile lies in
         ** one group; the group is drawn once its last row is in */
         double *zg = sc->zg + (size_t)i * FS_GROUP_TOKENS;
@@ -317,32 +440,53 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
         }
         continue;
       }
-      /* fs_noise(token) is word token & 3 of fs_noise_quad(token >> 2):
-      ** one Philox call serves four consecutive ids (tests compare against
-      ** fs_noise itself). */
-      for (t = 0; t < ns; t++) {
-        uint32_t quad = 0xffffffffu; /* token >> 2 < 2^29: never a quad */
-        fs_philox_out q = {{0, 0, 0, 0}};
-        for (j = 0; j < nv; j++) {
-          const uint32_t token = (uint32_t)(token0 + j);
-          if (token >> 2 != quad) {
-            quad = token >> 2;
-            q = fs_noise_quad(rp.seed, rp.offset, quad, (uint32_t)(s0 + t),
-                              rp.tag);
-          }
-          const double g = (double)fs_gumbel(q.v[token & 3]), y = acc[j] / rp.temperature + g;
-          ref_offer(&ri[t], hit[j] && isnan(y) ? -INFINITY : y, raw[j], (int32_t)token, INFINITY);
-        }
-      }
+      ref_offer_tokens(acc, raw, hit, nv, token0, &rp, s0, ns, ri, NULL);
     }
   }
-  /* A greedy row's samples are all the same draw. */
-  for (i = 0; i < nb; i++) {
-    const double lse = sc->lse[2 * i] + log(sc->lse[2 * i + 1]);
-    if (ref_row_params(s, b0 + i).greedy)
-      for (t = 1; t < ns; t++) res[(size_t)i * ns + t] = res[(size_t)i * ns];
-    for (t = 0; t < ns; t++) res[(size_t)i * ns + t].lse = lse;
+  ref_finish(s, b0, nb, ns, sc);
+}
+
+/* Rows of a filtered call (m->filter: FS_NOISE_TOKEN, no bias) are drawn in
+** two steps, because no token can be kept before the whole row's order is
+** known: ref_block_logits keeps the logits of rows [b0, b1) (the scores:
+** capped, -inf where masked; the same sums, in the same order, as
+** ref_pass) in sc->z, their log-sum-exps and their filters
+** (fs_ref_filter_row); ref_block_draw then draws any range of samples from
+** them.  sc must hold b1 - b0 rows of V logits. */
+static void ref_block_logits(const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                             int b0, int b1, ref_scratch *sc) {
+  const int D = p->hidden, V = p->vocab, nb = b1 - b0;
+  int i, j, v0;
+  ref_start(p, b0, nb, sc);
+  for (v0 = 0; v0 < V; v0 += REF_VT) {
+    const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
+    ref_w_tile(p, v0, nv, sc->wt);
+    for (i = 0; i < nb; i++) {
+      double acc[REF_VT], raw[REF_VT];
+      int hit[REF_VT];
+      ref_dot(sc->h + (size_t)i * D, sc->wt, D, m->softcap, nv, acc);
+      ref_lse_add(sc->lse + 2 * i, acc, nv);
+      ref_mask(m, b0 + i, (int32_t)(p->vocab_offset + v0), nv, acc, raw, hit);
+      for (j = 0; j < nv; j++) sc->z[(size_t)i * V + v0 + j] = acc[j];
+    }
   }
+  for (i = 0; i < nb; i++)
+    fs_ref_filter_row(sc->z + (size_t)i * V, V, ref_row_params(s, b0 + i).temperature, m,
+                      b0 + i, sc->pairs, &sc->filt[i]);
+}
+
+static void ref_block_draw(const fs_problem *p, const fs_sampling *s, int b0, int b1, int s0,
+                           int s1, ref_scratch *sc) {
+  const int V = p->vocab, nb = b1 - b0, ns = s1 - s0;
+  for (int i = 0; i < nb; i++) {
+    const ref_row rp = ref_row_params(s, b0 + i);
+    const double *z = sc->z + (size_t)i * V;
+    fs_ref_result *ri = sc->res + (size_t)i * ns;
+    for (int t = 0; t < ns; t++) ref_result_init(&ri[t]);
+    ref_offer_tokens(z, z, NULL, V, (int32_t)p->vocab_offset, &rp, s0, ns, ri,
+                     sc->filt[i].draw_k ? &sc->filt[i] : NULL);
+  }
+  ref_finish(s, b0, nb, ns, sc);
 }
 
 static int ref_misaligned(const void *ptr, unsigned a) {
@@ -368,6 +512,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   FS_TRY(fs_validate_noise(NULL, noise, problem));
   FS_TRY(fs_validate_options(NULL, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
+  FS_TRY(fs_validate_filter_use(NULL, noise, &m, NULL));
   if (!tokens)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "tokens=NULL: a [B, num_samples] int32 host array is "
@@ -382,9 +527,10 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "keys=%p: must be 8-byte aligned", (void *)keys);
 
-  const int B = problem->batch, D = problem->hidden;
+  const int B = problem->batch, D = problem->hidden, V = problem->vocab;
   const int S = sampling->num_samples;
   int rows = REF_H_DOUBLES / D;
+  if (m.filter && rows > REF_Z_DOUBLES / V) rows = REF_Z_DOUBLES / V; /* the rows' logits */
   if (rows < 1) rows = 1;
   if (rows > B) rows = B;
   int samples = REF_RESULTS_MAX / rows;
@@ -392,12 +538,14 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   if (samples > S) samples = S;
 
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count));
+  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count, m.filter ? V : 0));
   for (int b0 = 0; b0 < B; b0 += rows) {
     const int b1 = B - b0 < rows ? B : b0 + rows;
+    if (m.filter) ref_block_logits(problem, sampling, &m, b0, b1, &sc);
     for (int s0 = 0; s0 < S; s0 += samples) {
       const int s1 = S - s0 < samples ? S : s0 + samples;
-      ref_pass(problem, sampling, noise, &m, b0, b1, s0, s1, &sc);
+      if (m.filter) ref_block_draw(problem, sampling, b0, b1, s0, s1, &sc);
+      else ref_pass(problem, sampling, noise, &m, b0, b1, s0, s1, &sc);
       for (int i = 0; i < b1 - b0; i++) {
         for (int t = 0; t < s1 - s0; t++) {
           const fs_ref_result *r = &sc.res[(size_t)i * (s1 - s0) + t];
@@ -432,6 +580,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
   FS_TRY(fs_validate_noise(NULL, noise, p));
   FS_TRY(fs_validate_options(NULL, options, p, &m));
   FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
+  FS_TRY(fs_validate_filter_use(NULL, noise, &m, NULL));
   if (row < 0 || row >= p->batch)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,
@@ -444,8 +593,13 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "out=NULL: an fs_ref_result is required");
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count));
-  ref_pass(p, s, noise, &m, row, row + 1, sample, sample + 1, &sc);
+  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count, m.filter ? p->vocab : 0));
+  if (m.filter) {
+    ref_block_logits(p, s, &m, row, row + 1, &sc);
+    ref_block_draw(p, s, row, row + 1, sample, sample + 1, &sc);
+  } else {
+    ref_pass(p, s, noise, &m, row, row + 1, sample, sample + 1, &sc);
+  }
   *out = sc.res[0];
   ref_free(&sc);
   return FS_OK;

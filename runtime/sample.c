@@ -207,6 +207,10 @@ void fs_params_call(fs_params *prm, const fs_problem *p, const fs_sampling *s,
     prm->mask = m->words;
     prm->mask_stride = m->stride;
   }
+  if (m && m->zout) {
+    prm->zout = m->zout;
+    prm->zout_stride = m->zout_stride;
+  }
   prm->seed = s->seed;
   prm->seeds = (const unsigned long long *)s->seeds;
   prm->offset = s->offset;
@@ -466,7 +470,10 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
+  FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m, NULL));
   if (m.bias_count) return fs_sample_biased(ctx, problem, sampling, options, outputs, stream);
+  if (m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY) /* greedy: unchanged */
+    WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, &m, outputs, (CUstream)stream));
 }
 

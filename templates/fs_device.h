@@ -136,6 +136,30 @@ __device__ __forceinline__ void fs_softcap_staged(const fs_params &p, float *z, 
   }
 }
 
+/* With p.zout (a filtered call, runtime/filter.c): writes a staged tile's
+** logits out, the TPC * RPT rows of each of `cols` columns (column j at
+** z[j * ld ..]: batch row b0 + j, W rows vrow0 + r), as fs_softcap_staged
+** shares them out over threads t = 0 .. nthreads - 1, four rows a store;
+** rows from v_end on and batch rows from B on are not written.  The caller
+** calls it only with p.zout set (a uniform branch), after the staging's
+** barrier and any soft-cap's; it only reads the staged tile. */
+__device__ __forceinline__ void fs_zout_staged(const fs_params &p, const float *z, int cols,
+                                               int ld, int b0, int vrow0, int v_end, int t,
+                                               int nthreads) {
+  constexpr int nq = TPC * RPT / 4;
+#pragma unroll 1
+  for (int i = t; i < cols * nq; i += nthreads) {
+    const int j = i / nq, r = 4 * (i % nq), v = vrow0 + r;
+    if (b0 + j >= p.B || v >= v_end) continue;
+    const float *zj = z + j * ld + r;
+    float *o = p.zout + (long long)(b0 + j) * p.zout_stride + v;
+    if (v + 4 <= v_end)
+      __stcg((float4 *)o, *(const float4 *)zj);
+    else
+      for (int e = 0; v + e < v_end; e++) __stcg(o + e, zj[e]);
+  }
+}
+
 /* The token mask (fs_options): bit j (j < n <= 32) is row b's bit of global
 ** id tok + j, from the word of tok and, where the n ids straddle words, the
 ** next; a word past the one of the last id (vocab_offset + V - 1) is never

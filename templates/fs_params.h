@@ -50,6 +50,24 @@ typedef struct fs_params {
                                         the chunk's tokens; set with logprobs, and by the
                                         tensor-parallel calls with logprobs (where logprobs
                                         is 0: the pairs are merged over ranks) */
+  float *zout;                       /* [B, zout_stride] or 0: every logit of the call
+                                        written out (after the soft-cap, before the
+                                        mask) for the filters (fs_options.min_p, top_k,
+                                        top_p; runtime/filter.c), 16-byte aligned */
+  long long zout_stride;             /* floats between zout's rows, a multiple of 4 */
 } fs_params;
+
+/* The filters of a call (fs_options.min_p, top_k, top_p), fsamp_filter's
+** second argument (templates/fsamp_filter.cu, runtime/filter.c): per-row
+** device arrays of B entries, or 0 for the scalar beside them. */
+typedef struct fs_filter {
+  const float *min_ps;
+  const int *top_ks;
+  const float *top_ps;
+  float min_p;
+  int top_k;
+  float top_p;
+  int unused;                        /* padding, 0 */
+} fs_filter;
 
 #endif /* FS_PARAMS_H */

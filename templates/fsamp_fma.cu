@@ -190,6 +190,9 @@ fsamp_main(const __grid_constant__ fs_params p) {
         if (ecol < TILE_B) fs_softcap_staged(p, z + ecol * ZP, 1, ZP, epart, TPC);
         __syncwarp();
       }
+      if (p.zout && ecol < TILE_B) /* a filtered call's logits (runtime/filter.c) */
+        fs_zout_staged(p, z + ecol * ZP, 1, ZP, b0 + ecol, v_begin + t * TILE_V, v_end, epart,
+                       TPC);
       fs_epilogue(p, z + (ecol < TILE_B ? ecol : 0) * ZP, col, epart * RPT,
                   v_begin + t * TILE_V, v_end, t, chunk, epart == 0);
     }

@@ -197,6 +197,8 @@ fsamp_main(const fs_params p) {
       fs_softcap_staged(p, sZ, TILE_B, ZP, tid, THREADS);
       __syncthreads();
     }
+    if (p.zout) /* a filtered call's logits (runtime/filter.c) */
+      fs_zout_staged(p, sZ, TILE_B, ZP, b0, v_begin + t * TILE_V, v_end, tid, THREADS);
     fs_epilogue(p, sZ + ecol * ZP, col, epart * RPT, v_begin + t * TILE_V, v_end, t, chunk,
                 epart == 0);
 #pragma unroll

@@ -282,6 +282,9 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
           fs_softcap_staged(p, sZ, EPI_B, ZP, tid, ETHREADS);
           epilogue_sync();
         }
+        if (p.zout) /* a filtered call's logits (runtime/filter.c) */
+          fs_zout_staged(p, sZ, EPI_B, ZP, b0 + nb * EPI_B, sp.v0 + j * TILE_V + mb * EPI_V,
+                         sp.v_end, tid, ETHREADS);
         /* the column's parameters, loaded per round (an array of them for
         ** every round would hold 8 registers per round for the whole tile) */
         const fs_col col = fs_col_load(p, b0 + nb * EPI_B + ecol);
@@ -392,6 +395,8 @@ __device__ __forceinline__ void consume(const fs_params &p, const fs_elem *smem,
       fs_softcap_staged(p, sZ, EPI_B, ZP, tid, ETHREADS);
       epilogue_sync();
     }
+    if (p.zout) /* a filtered call's logits (runtime/filter.c) */
+      fs_zout_staged(p, sZ, EPI_B, ZP, b0, sp.v0 + j * TILE_V, sp.v_end, tid, ETHREADS);
     /* the tile just staged, whole: fused, the last one (no wgmmas left to
     ** hide it under); else every one, each sample's into its candidate
     ** (fs_epilogue's work).  One fold for both, so that the kernel inlines

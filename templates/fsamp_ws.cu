@@ -185,6 +185,8 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
         fs_softcap_staged(p, sZ, TILE_B, ZP, tid, CTHREADS);
         consumers_sync();
       }
+      if (p.zout) /* a filtered call's logits (runtime/filter.c) */
+        fs_zout_staged(p, sZ, TILE_B, ZP, b0, v_begin + t * TILE_V, v_end, tid, CTHREADS);
       fs_epilogue(p, sZ + ecol * ZP, col, epart * RPT, v_begin + t * TILE_V, v_end, t, chunk,
                   epart == 0);
     }

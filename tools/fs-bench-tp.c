@@ -77,7 +77,8 @@ static void run_method(rank_t *k, int m) {
                     (void *)(uintptr_t)k->W, 0};
     fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
     fs_outputs o = {(int32_t *)(uintptr_t)k->tokens, NULL, NULL};
-    fs_options opt = {sizeof opt, NULL, 0, k->logprobs ? (float *)(uintptr_t)k->lp : NULL, 0.0f, NULL, NULL, 0};
+    fs_options opt = {.size = sizeof opt,
+                      .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL};
     if (fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
       DIE(k, "fs_sample_nccl_ex: %s", fs_last_error(k->ctx));
     return;

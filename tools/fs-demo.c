@@ -22,6 +22,9 @@
 ** --logit-bias N adds a bias to N random tokens of each row (fs_options.
 ** logit_bias_*, values uniform in [-5, 5], from --seed; 0, the default, for
 ** none); the library checks N.
+** --top-k K, --top-p P, --min-p M filter each row's distribution
+** (fs_options.top_k, top_p, min_p; 0, the default, for none); the library
+** checks them.
 */
 #include "fs_tools.h"
 
@@ -42,13 +45,15 @@ typedef struct args {
   int logprobs;        /* 1: fs_options.logprobs */
   float softcap;       /* fs_options.logit_softcap (0: none) */
   int bias;            /* fs_options.logit_bias_count (0: none) */
+  int top_k;           /* fs_options' filters (0: none) */
+  float top_p, min_p;
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
-  "               [--softcap C] [--logit-bias N]\n"
+  "               [--softcap C] [--logit-bias N] [--top-k K] [--top-p P] [--min-p M]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -61,7 +66,8 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 }
 
 static int parse(int argc, char **argv, args *a) {
-  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0};
+  *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0,
+              0, 0.0f, 0.0f};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -75,7 +81,8 @@ static int parse(int argc, char **argv, args *a) {
     static const char *const with_value[] = {"--model", "--shape", "--batch", "--dtype",
                                              "--temperature", "--seed", "--iters", "--check",
                                              "--noise", "--mask-density", "--logprobs",
-                                             "--softcap", "--logit-bias", NULL};
+                                             "--softcap", "--logit-bias", "--top-k",
+                                             "--top-p", "--min-p", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -115,10 +122,13 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
-    } else if (!strcmp(k, "--softcap")) {
+    } else if (!strcmp(k, "--softcap") || !strcmp(k, "--top-p") || !strcmp(k, "--min-p")) {
       char *end;
-      a->softcap = strtof(v, &end);
-      if (end == v || *end) return bad("--softcap %s: not a number", v);
+      const float x = strtof(v, &end);
+      if (end == v || *end) return bad("%s %s: not a number", k, v);
+      *(!strcmp(k, "--softcap") ? &a->softcap : !strcmp(k, "--top-p") ? &a->top_p : &a->min_p) = x;
+    } else if (!strcmp(k, "--top-k")) {
+      st = int_arg(k, v, -1000000, 1000000, &a->top_k); /* the library's rule, its message */
     } else if (!strcmp(k, "--logit-bias")) {
       st = int_arg(k, v, -1000000, 1000000, &a->bias); /* the library's rule, its message */
     } else if (!strcmp(k, "--logprobs")) {
@@ -195,7 +205,10 @@ static int run_cpu(const args *a) {
   int32_t *btok;
   float *bval;
   if (make_bias(a, &btok, &bval)) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
-  fs_options opt = {sizeof opt, mask, 0, NULL, a->softcap, btok, bval, a->bias};
+  fs_options opt = {.size = sizeof opt, .token_mask = mask, .logit_softcap = a->softcap,
+                    .logit_bias_tokens = btok, .logit_bias_values = bval,
+                    .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
+                    .top_p = a->top_p};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -234,7 +247,10 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   fs_problem q = *p;
   q.hidden_states = h;
   q.weight = w;
-  const fs_options opt = {sizeof opt, mask, 0, rlp, a->softcap, btok, bval, a->bias};
+  const fs_options opt = {.size = sizeof opt, .token_mask = mask, .logprobs = rlp,
+                          .logit_softcap = a->softcap, .logit_bias_tokens = btok,
+                          .logit_bias_values = bval, .logit_bias_count = a->bias,
+                          .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -280,9 +296,12 @@ static int run_gpu(fs_context *ctx, const args *a) {
                   (void *)(uintptr_t)W, 0};
   fs_sampling sm = {a->T, NULL, 1, a->seed, NULL, 0, NULL};
   fs_outputs o = {(int32_t *)(uintptr_t)tok, NULL, NULL};
-  const fs_options opt = {sizeof opt, (const uint32_t *)(uintptr_t)dmask, 0,
-                          (float *)(uintptr_t)dlp, a->softcap, (const int32_t *)(uintptr_t)dbt,
-                          (const float *)(uintptr_t)dbv, a->bias};
+  const fs_options opt = {.size = sizeof opt, .token_mask = (const uint32_t *)(uintptr_t)dmask,
+                          .logprobs = (float *)(uintptr_t)dlp, .logit_softcap = a->softcap,
+                          .logit_bias_tokens = (const int32_t *)(uintptr_t)dbt,
+                          .logit_bias_values = (const float *)(uintptr_t)dbv,
+                          .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
+                    .top_p = a->top_p};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -316,6 +335,9 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
   if (a->softcap > 0.0f) printf("logit soft-cap: %g tanh(z / %g)\n", a->softcap, a->softcap);
   if (btok) printf("logit bias: %d random tokens a row, values in [-5, 5]\n", a->bias);
+  if (a->top_k || a->top_p > 0.0f || a->min_p > 0.0f)
+    printf("filters: min_p %g, top_k %d, top_p %g\n", (double)a->min_p, a->top_k,
+           (double)a->top_p);
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);

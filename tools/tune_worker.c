@@ -356,7 +356,8 @@ static int run_once(worker *w, const fs_kernel *k, int cfg) {
     return -1;
   }
   w->ctx->noise = cfg == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
-  const fs_opts mask = {(const uint32_t *)(uintptr_t)w->dmask, mask_words(w->V), NULL, 0.0f, 0, NULL, NULL, 0};
+  const fs_opts mask = {.words = (const uint32_t *)(uintptr_t)w->dmask,
+                       .stride = mask_words(w->V)};
   int st = fs_launch_masked(w->ctx, k, &p, &s, cfg == CFG_MASKED ? &mask : NULL, &o, w->stream);
   w->ctx->noise = FS_NOISE_TOKEN;
   if (st) {
@@ -489,7 +490,9 @@ static void do_setup(worker *w, const tune_msg *m, const void *cubin, tune_msg *
   for (int c = 0; c < NCFG && w->nref < nref; c++) {
     double z;
     fs_problem p = {nref, w->D, w->V, 0, w->dtype, w->hH, 0, w->hW, 0};
-    const fs_options opt = {sizeof opt, w->hmask, mask_words(w->V), NULL, 0.0f, NULL, NULL, 0}; /* its first rows */
+    /* its first rows */
+    const fs_options opt = {.size = sizeof opt, .token_mask = w->hmask,
+                            .token_mask_stride = mask_words(w->V)};
     int st = fs_reference_sample_ex(&p, &cfgs[c],
                                     c == CFG_GROUP16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN,
                                     c == CFG_MASKED ? &opt : NULL, w->ref_tok[c], NULL, NULL);

@@ -371,7 +371,10 @@ static void oracle_problem(int it, int dtype, int B, int D, int V, long long vof
   float *val = ref_xalloc(sizeof(float) * ((size_t)B * count + 1));
   make_bias(&pr.p, count, specials, tok, val, st);
   const float c = caps[it % 5];
-  const fs_options o = {sizeof o, m, m && it % 2 ? stride : 0, NULL, c, tok, val, count};
+  const fs_options o = {.size = sizeof o, .token_mask = m,
+                        .token_mask_stride = m && it % 2 ? stride : 0, .logit_softcap = c,
+                        .logit_bias_tokens = tok, .logit_bias_values = val,
+                        .logit_bias_count = count};
   char what[192];
   snprintf(what, sizeof what, "problem %d (%s B=%d D=%d V=%d off=%lld S=%d T=%s c=%g n=%d%s%s)",
            it, dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", B, D, V, voff, (int)s.num_samples,
@@ -450,8 +453,9 @@ static void test_augmented(void) {
     uint16_t *w2 = ref_xalloc(sizeof(uint16_t) * (size_t)(V * D2));
     float *sum = ref_xalloc(sizeof(float) * (size_t)V);
     int *hits = ref_xalloc(sizeof(int) * (size_t)V);
-    const fs_options ob = {sizeof ob, m, 0, NULL, 0.0f, tok, val, count};
-    const fs_options om = {sizeof om, m, 0, NULL, 0.0f, NULL, NULL, 0};
+    const fs_options ob = {.size = sizeof ob, .token_mask = m, .logit_bias_tokens = tok,
+                           .logit_bias_values = val, .logit_bias_count = count};
+    const fs_options om = {.size = sizeof om, .token_mask = m};
     ref_outs o = ref_outs_new((size_t)(B * S)), a = ref_outs_new((size_t)(B * S));
     REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &ob, o.tokens, o.logits, o.keys) ==
             FS_OK);
@@ -530,8 +534,9 @@ static void test_shards(void) {
     float *val = ref_xalloc(sizeof(float) * (size_t)(B * count));
     make_bias(&pr.p, count, 1, tok, val, &st);
     /* a shard's mask needs the whole vocabulary's stride given */
-    const fs_options o = {sizeof o, m, m ? stride : 0, NULL, it % 4 == 3 ? 4.0f : 0.0f, tok, val,
-                          count};
+    const fs_options o = {.size = sizeof o, .token_mask = m, .token_mask_stride = m ? stride : 0,
+                          .logit_softcap = it % 4 == 3 ? 4.0f : 0.0f, .logit_bias_tokens = tok,
+                          .logit_bias_values = val, .logit_bias_count = count};
     ref_outs full = ref_outs_new(n), sh = ref_outs_new(n), best = ref_outs_new(n);
     REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, full.tokens, full.logits,
                                    full.keys) == FS_OK);
@@ -601,8 +606,10 @@ static void test_ban_is_mask(void) {
         if (t >= voff && t < voff + V) m2[b * stride + t / 32] &= ~(1u << (t % 32));
       }
     float *lp = ref_xalloc(sizeof(float) * n), *lp2 = ref_xalloc(sizeof(float) * n);
-    const fs_options ob = {sizeof ob, m, 0, lp, 0.0f, tok, val, count};
-    const fs_options om = {sizeof om, m2, 0, lp2, 0.0f, NULL, NULL, 0};
+    const fs_options ob = {.size = sizeof ob, .token_mask = m, .logprobs = lp,
+                           .logit_bias_tokens = tok, .logit_bias_values = val,
+                           .logit_bias_count = count};
+    const fs_options om = {.size = sizeof om, .token_mask = m2, .logprobs = lp2};
     ref_outs o = ref_outs_new(n), a = ref_outs_new(n);
     REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &ob, o.tokens, o.logits, o.keys) ==
             FS_OK);
@@ -678,8 +685,9 @@ static void test_explicit(void) {
   tok[5 * NB] = X_OFF - 1, val[5 * NB] = INFINITY;
   tok[5 * NB + 1] = X_OFF + X_V, val[5 * NB + 1] = INFINITY;
   tok[5 * NB + 2] = -1, val[5 * NB + 2] = INFINITY;
-  const fs_options o = {sizeof o, m, 0, NULL, 0.0f, tok, val, NB};
-  const fs_options none = {sizeof none, m, 0, NULL, 0.0f, NULL, NULL, 0};
+  const fs_options o = {.size = sizeof o, .token_mask = m, .logit_bias_tokens = tok,
+                        .logit_bias_values = val, .logit_bias_count = NB};
+  const fs_options none = {.size = sizeof none, .token_mask = m};
   int32_t t[6 * X_S], tu[6 * X_S];
   float lg[6 * X_S];
   uint64_t k[6 * X_S], ku[6 * X_S];
@@ -725,7 +733,8 @@ static void test_fp32_sum(void) {
   const float q = 0x1p-22f;
   const int32_t tok[10] = {7, 7, 7, 7, 7, 7, 7, 7, 7, 7};
   const float val[10] = {8.0f, q, q, q, q, q, q, q, q, 8.0f};
-  const fs_options o = {sizeof o, NULL, 0, NULL, 0.0f, tok, val, 5};
+  const fs_options o = {.size = sizeof o, .logit_bias_tokens = tok, .logit_bias_values = val,
+                        .logit_bias_count = 5};
   int32_t t[2];
   uint64_t k[2];
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, t, NULL, k) == FS_OK);
@@ -801,7 +810,9 @@ static void test_nothing_drawable(void) {
   const size_t n = (size_t)ND_B * ND_S;
   float *lp = ref_xalloc(sizeof(float) * n);
   ref_outs o = ref_outs_new(n);
-  const fs_options opt = {sizeof opt, m, 0, lp, 0.0f, tok, val, ND_V};
+  const fs_options opt = {.size = sizeof opt, .token_mask = m, .logprobs = lp,
+                          .logit_bias_tokens = tok, .logit_bias_values = val,
+                          .logit_bias_count = ND_V};
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &opt, o.tokens, o.logits, o.keys) ==
           FS_OK);
   double z[ND_V], zb[ND_V], zq[ND_V], p[ND_V], q[ND_V];
@@ -943,7 +954,8 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
   for (int v = 0; v < V; v++) zb[v] = zr[v] + (hits[v] ? (double)sum[v] : 0.0);
   /* a scalar seed: the rows' tags make their noise independent */
   const fs_sampling s = {T, NULL, LAW_S, seed ^ 0x5eedull, NULL, 3u, NULL};
-  const fs_options opt = {sizeof opt, NULL, 0, NULL, c, tok, val, LAW_N};
+  const fs_options opt = {.size = sizeof opt, .logit_softcap = c, .logit_bias_tokens = tok,
+                          .logit_bias_values = val, .logit_bias_count = LAW_N};
   const size_t N = (size_t)LAW_ROWS * LAW_S;
   int32_t *tk = ref_xalloc(sizeof(int32_t) * N);
   float *lg = ref_xalloc(sizeof(float) * N);
@@ -1028,7 +1040,8 @@ static void test_bad_input(void) {
     char name[64], what[64];
     snprintf(name, sizeof name, "options->logit_bias_count=%d", badc[i]);
     snprintf(what, sizeof what, "count %d", badc[i]);
-    const fs_options o = {sizeof o, NULL, 0, NULL, 0.0f, tok, val, badc[i]};
+    const fs_options o = {.size = sizeof o, .logit_bias_tokens = tok, .logit_bias_values = val,
+                          .logit_bias_count = badc[i]};
     ref_expect_bad(&pr.p, &s, &o, name, what);
     CHECK_MSG(fs_test_has(fs_last_error(NULL), "0..1024"), "%s: no range in '%s'", what,
               fs_last_error(NULL));
@@ -1039,7 +1052,8 @@ static void test_bad_input(void) {
   }
   /* FS_MAX_LOGIT_BIAS is accepted, and read: its +inf decides */
   tok[2 * FS_MAX_LOGIT_BIAS - 1] = 32 + 50, val[2 * FS_MAX_LOGIT_BIAS - 1] = INFINITY;
-  const fs_options omax = {sizeof omax, NULL, 0, NULL, 0.0f, tok, val, FS_MAX_LOGIT_BIAS};
+  const fs_options omax = {.size = sizeof omax, .logit_bias_tokens = tok,
+                           .logit_bias_values = val, .logit_bias_count = FS_MAX_LOGIT_BIAS};
   CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &omax, t, NULL, NULL) == FS_OK &&
                 t[1] == 82,
             "count FS_MAX_LOGIT_BIAS: %s, row 1 drew %d (want 82, its last entry's +inf)",
@@ -1060,7 +1074,8 @@ static void test_bad_input(void) {
       {tok, (const float *)((const char *)val + 2), "options->logit_bias_values="},
   };
   for (int i = 0; i < 6; i++) {
-    const fs_options o = {sizeof o, NULL, 0, NULL, 0.0f, ptrs[i].tok, ptrs[i].val, 3};
+    const fs_options o = {.size = sizeof o, .logit_bias_tokens = ptrs[i].tok,
+                          .logit_bias_values = ptrs[i].val, .logit_bias_count = 3};
     ref_expect_bad(&pr.p, &s, &o, ptrs[i].name, ptrs[i].name);
     if (i >= 3)
       CHECK_MSG(fs_test_has(fs_last_error(NULL), "aligned"), "%s: no rule in '%s'",
@@ -1083,8 +1098,9 @@ static void test_bad_input(void) {
               {tok, val, FS_MAX_LOGIT_BIAS + 1},
               {pin, pinv, 2}};
   for (int i = 0; i < 5; i++) {
-    fs_options o = {offsetof(fs_options, logit_bias_tokens), NULL, 0, NULL, 0.0f, junk[i].tok,
-                    junk[i].val, junk[i].count};
+    fs_options o = {.size = offsetof(fs_options, logit_bias_tokens),
+                    .logit_bias_tokens = junk[i].tok, .logit_bias_values = junk[i].val,
+                    .logit_bias_count = junk[i].count};
     const int rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, t, NULL, k);
     CHECK_MSG(rc == FS_OK && t[0] == tu[0] && t[1] == tu[1] && k[0] == ku[0] && k[1] == ku[1],
               "0.3.2 struct with junk %d in the bias fields: status %d ('%s'), draws %d %d, "
@@ -1101,26 +1117,30 @@ static void test_bad_input(void) {
     }
   }
 
-  /* sizes between 0.3.2's and this one's, or past it */
+  /* sizes between 0.3.2's and 0.3.3's (which ends before min_p), inside
+  ** the filters' fields, or past this one's */
   const size_t sizes[] = {offsetof(fs_options, logit_bias_tokens) + 4,
                           offsetof(fs_options, logit_bias_values),
                           offsetof(fs_options, logit_bias_count),
-                          offsetof(fs_options, logit_bias_count) + sizeof(int32_t),
+                          offsetof(fs_options, min_ps),
                           sizeof(fs_options) + 8};
   int tried = 0;
   for (int i = 0; i < 5; i++) {
-    if (sizes[i] == sizeof(fs_options) || sizes[i] == offsetof(fs_options, logit_bias_tokens))
+    if (sizes[i] == sizeof(fs_options) || sizes[i] == offsetof(fs_options, logit_bias_tokens) ||
+        sizes[i] == offsetof(fs_options, min_p))
       continue;
     char what[64];
     snprintf(what, sizeof what, "options->size=%zu", sizes[i]);
-    const fs_options o = {sizes[i], NULL, 0, NULL, 0.0f, tok, val, 1};
+    const fs_options o = {.size = sizes[i], .logit_bias_tokens = tok, .logit_bias_values = val,
+                          .logit_bias_count = 1};
     ref_expect_bad(&pr.p, &s, &o, "options->size", what);
     tried++;
   }
 
   /* FS_NOISE_GROUP16 (vocab_offset 32, a multiple of 16): refused with a
   ** bias (FS_INVALID_ARGUMENT, as flashsampling.h says), run without one */
-  const fs_options og = {sizeof og, NULL, 0, NULL, 0.0f, tok, val, 2};
+  const fs_options og = {.size = sizeof og, .logit_bias_tokens = tok, .logit_bias_values = val,
+                         .logit_bias_count = 2};
   int rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &og, t, NULL, NULL);
   CHECK_MSG(rc == FS_INVALID_ARGUMENT &&
                 fs_test_has(fs_last_error(NULL), "options->logit_bias_count=2") &&

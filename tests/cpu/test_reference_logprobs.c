@@ -55,9 +55,9 @@ int main(void) {
     }
     ref_outs o = ref_outs_new(n), o2 = ref_outs_new(n);
     float *lp = ref_xalloc(sizeof(float) * n);
-    const fs_options opt = {sizeof opt, mask, 0, lp, 0.0f, NULL, NULL, 0};
+    const fs_options opt = {.size = sizeof opt, .token_mask = mask, .logprobs = lp};
     CHECK(fs_reference_sample_ex(&pr.p, &s, noise, &opt, o.tokens, o.logits, NULL) == FS_OK);
-    const fs_options opt2 = {sizeof opt2, mask, 0, NULL, 0.0f, NULL, NULL, 0};
+    const fs_options opt2 = {.size = sizeof opt2, .token_mask = mask};
     CHECK(fs_reference_sample_ex(&pr.p, &s, noise, &opt2, o2.tokens, o2.logits, NULL) == FS_OK);
     double *z = ref_xalloc(sizeof(double) * (size_t)V);
     for (int b = 0; b < B; b++) {
@@ -98,7 +98,7 @@ int main(void) {
     int32_t t3[3];
     float lg[3], l3[3];
     const uint32_t allow[3] = {0x1ff, 0x1ff & ~(1u << 5), 0x1ff}; /* row 1 draws a finite one */
-    const fs_options o3 = {sizeof o3, allow, 0, l3, 0.0f, NULL, NULL, 0};
+    const fs_options o3 = {.size = sizeof o3, .token_mask = allow, .logprobs = l3};
     CHECK(fs_reference_sample_ex(&q.p, &g, FS_NOISE_TOKEN, &o3, t3, lg, NULL) == FS_OK);
     double z[9];
     ref_oracle_logits(&q.p, 0, z);
@@ -121,7 +121,7 @@ int main(void) {
   const fs_sampling s = {1.0f, NULL, 1, 3, NULL, 0, NULL};
   int32_t tok[2];
   float lp[3] = {7.0f, 7.0f, 7.0f};
-  fs_options opt = {offsetof(fs_options, logprobs), NULL, 0, lp, 0.0f, NULL, NULL, 0};
+  fs_options opt = {.size = offsetof(fs_options, logprobs), .logprobs = lp};
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &opt, tok, NULL, NULL) == FS_OK);
   CHECK_MSG(lp[0] == 7.0f && lp[1] == 7.0f, "0.2's options: logprobs written past the size");
   opt.size = sizeof opt;

@@ -44,7 +44,8 @@ static void test_oracle(void) {
     fs_sampling s = ref_random_sampling(it, B, 3, temps, seeds, offsets, &st);
     const long long need = (pr.p.vocab_offset + V + 31) / 32, stride = need + it % 2;
     uint32_t *m = ref_make_mask(&pr.p, stride, 0.3, &st);
-    const fs_options opt = {sizeof opt, m, it % 2 ? stride : 0, NULL, 0.0f, NULL, NULL, 0};
+    const fs_options opt = {.size = sizeof opt, .token_mask = m,
+                            .token_mask_stride = it % 2 ? stride : 0};
     const int S = s.num_samples;
     ref_outs o = ref_outs_new((size_t)B * S);
     REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &opt, o.tokens, o.logits,
@@ -110,7 +111,7 @@ static void test_group_law(void) {
   uint64_t seeds[LAW_ROWS], offs[LAW_ROWS];
   for (int b = 0; b < LAW_ROWS; b++) seeds[b] = 0x5eedull, offs[b] = 77u + (uint64_t)b;
   fs_sampling s = {1.0f, NULL, LAW_S, 0u, seeds, 0u, offs};
-  const fs_options opt = {sizeof opt, m, 0, NULL, 0.0f, NULL, NULL, 0};
+  const fs_options opt = {.size = sizeof opt, .token_mask = m};
   int32_t *tok = ref_xalloc(sizeof(int32_t) * LAW_ROWS * LAW_S);
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &opt, tok, NULL, NULL) == FS_OK);
   int64_t counts[LAW_V] = {0};
@@ -152,7 +153,7 @@ static void test_rules(void) {
   uint32_t m[16];
   for (int i = 0; i < 16; i++) m[i] = 0xffffffffu;
   int32_t tok[2];
-  fs_options o = {sizeof o, m, 0, NULL, 0.0f, NULL, NULL, 0};
+  fs_options o = {.size = sizeof o, .token_mask = m};
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK);
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, NULL, tok, NULL, NULL) == FS_OK);
   o.size = 0;

@@ -99,10 +99,12 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
   float *lpw = ref_xalloc(sizeof(float) * n);
   double *z = ref_xalloc(sizeof(double) * (size_t)V), *cz = ref_xalloc(sizeof(double) * (size_t)V);
 
-  const fs_options opt = {sizeof opt, m, stride_opt, lp, c, NULL, NULL, 0};
+  const fs_options opt = {.size = sizeof opt, .token_mask = m, .token_mask_stride = stride_opt,
+                          .logprobs = lp, .logit_softcap = c};
   int rc = fs_reference_sample_ex(p, s, noise, &opt, o.tokens, o.logits, o.keys);
   CHECK_MSG(rc == FS_OK, "%s: %s", what, fs_last_error(NULL));
-  const fs_options none = {sizeof none, m, stride_opt, lpu, 0.0f, NULL, NULL, 0};
+  const fs_options none = {.size = sizeof none, .token_mask = m, .token_mask_stride = stride_opt,
+                           .logprobs = lpu};
   REQUIRE(fs_reference_sample_ex(p, s, noise, &none, u.tokens, u.logits, u.keys) == FS_OK);
   if (rc != FS_OK) goto done;
 
@@ -110,10 +112,13 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
   ** lpw holds 7s that it must leave alone. */
   const float junk = garbage[it % 4];
   const fs_options same[4] = {
-      {offsetof(fs_options, logprobs), m, stride_opt, lpw, junk, NULL, NULL, 0},
-      {offsetof(fs_options, logit_softcap), m, stride_opt, lpw, junk, NULL, NULL, 0},
-      {sizeof(fs_options), m, stride_opt, lpw, -0.0f, NULL, NULL, 0},
-      {sizeof(fs_options), NULL, 0, NULL, 0.0f, NULL, NULL, 0}, /* only without a mask: NULL options */
+      {.size = offsetof(fs_options, logprobs), .token_mask = m, .token_mask_stride = stride_opt,
+       .logprobs = lpw, .logit_softcap = junk},
+      {.size = offsetof(fs_options, logit_softcap), .token_mask = m,
+       .token_mask_stride = stride_opt, .logprobs = lpw, .logit_softcap = junk},
+      {.size = sizeof(fs_options), .token_mask = m, .token_mask_stride = stride_opt,
+       .logprobs = lpw, .logit_softcap = -0.0f},
+      {.size = sizeof(fs_options)}, /* only without a mask: NULL options */
   };
   for (size_t i = 0; i < n; i++) lpw[i] = 7.0f;
   for (int k = 0; k < 5; k++) {
@@ -267,7 +272,7 @@ static void test_oracle(void) {
                 "c = FS_MIN_SOFTCAP");
   int32_t tok[18], tu[18];
   float lg[18];
-  const fs_options tiny = {sizeof tiny, NULL, 0, NULL, FS_MIN_SOFTCAP, NULL, NULL, 0};
+  const fs_options tiny = {.size = sizeof tiny, .logit_softcap = FS_MIN_SOFTCAP};
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &tiny, tok, lg, NULL) == FS_OK);
   double z[77];
   ref_oracle_logits(&pr.p, 0, z);
@@ -278,7 +283,7 @@ static void test_oracle(void) {
             "logit's id %d with logit %g", (int)tok[0], (double)lg[0], 5 + first_pos,
             (double)FS_MIN_SOFTCAP);
   check_problem(&pr.p, &s, FS_NOISE_TOKEN, NULL, 0, 0, FS_MAX_SOFTCAP, 1, "c = FS_MAX_SOFTCAP");
-  const fs_options huge = {sizeof huge, NULL, 0, NULL, FS_MAX_SOFTCAP, NULL, NULL, 0};
+  const fs_options huge = {.size = sizeof huge, .logit_softcap = FS_MAX_SOFTCAP};
   REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &huge, tok, NULL, NULL) == FS_OK);
   REQUIRE(fs_reference_sample(&pr.p, &s, tu, NULL, NULL) == FS_OK);
   CHECK_MSG(!memcmp(tok, tu, sizeof tok), "c = FS_MAX_SOFTCAP: not the uncapped tokens");
@@ -324,7 +329,7 @@ static void law_case(int dtype, int noise, int V, long long voff, float T, float
   for (int v = 0; v < V; v++) cz[v] = cap(z[v], c);
   /* a scalar seed: the rows' tags make their noise independent */
   const fs_sampling s = {T, NULL, LAW_S, seed ^ 0x5eedull, NULL, 3u, NULL};
-  const fs_options opt = {sizeof opt, NULL, 0, NULL, c, NULL, NULL, 0};
+  const fs_options opt = {.size = sizeof opt, .logit_softcap = c};
   const size_t N = (size_t)LAW_ROWS * LAW_S;
   int32_t *tok = ref_xalloc(sizeof(int32_t) * N);
   float *lg = ref_xalloc(sizeof(float) * N);
@@ -393,7 +398,7 @@ static void test_bad_input(void) {
   for (int i = 0; i < nrej; i++) {
     char what[64];
     snprintf(what, sizeof what, "logit_softcap=%g", (double)rejected[i]);
-    fs_options o = {sizeof o, NULL, 0, lp, rejected[i], NULL, NULL, 0};
+    fs_options o = {.size = sizeof o, .logprobs = lp, .logit_softcap = rejected[i]};
     ref_expect_bad(&pr.p, &s, &o, "options->logit_softcap", what);
     if (i == 1) printf("logit_softcap=NaN -> \"%s\"\n", fs_last_error(NULL));
     fs_ref_result r;
@@ -412,7 +417,7 @@ static void test_bad_input(void) {
   }
   const float accepted[] = {0.0f, -0.0f, FS_MIN_SOFTCAP, 30.0f, FS_MAX_SOFTCAP};
   for (int i = 0; i < 5; i++) {
-    const fs_options o = {sizeof o, NULL, 0, lp, accepted[i], NULL, NULL, 0};
+    const fs_options o = {.size = sizeof o, .logprobs = lp, .logit_softcap = accepted[i]};
     CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, tok, NULL, NULL) == FS_OK,
               "logit_softcap=%g refused: %s", (double)accepted[i], fs_last_error(NULL));
   }
@@ -436,11 +441,11 @@ static void test_bad_input(void) {
       continue;
     char what[64];
     snprintf(what, sizeof what, "options->size=%zu", sizes[i]);
-    const fs_options o = {sizes[i], NULL, 0, NULL, 0.0f, NULL, NULL, 0};
+    const fs_options o = {.size = sizes[i]};
     ref_expect_bad(&pr.p, &s, &o, "options->size", what);
     tried++;
   }
-  const fs_options big = {sizeof(fs_options) + 8, NULL, 0, NULL, 0.0f, NULL, NULL, 0};
+  const fs_options big = {.size = sizeof(fs_options) + 8};
   ref_expect_bad(&pr.p, &s, &big, "options->size", "sizeof + 8");
   printf("%d bad softcaps and %d bad sizes refused; size %zu -> \"%s\"\n", nrej, tried,
          big.size, fs_last_error(NULL));

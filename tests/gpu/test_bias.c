@@ -162,9 +162,12 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   gu_outputs_alloc(ctx, &o2, n, 0, 0);
   CUdeviceptr dlp = cs->logprobs ? gu_alloc(ctx, n * sizeof(float)) : 0;
   fs_problem dp = gu_problem(&lm, 1);
-  fs_options opt = {sizeof opt, masked ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
-                    cs->logprobs ? (float *)gu_ptr(dlp) : NULL, cs->c,
-                    (const int32_t *)gu_ptr(dtok), (const float *)gu_ptr(dval), cs->count};
+  fs_options opt = {.size = sizeof opt,
+                    .token_mask = masked ? (const uint32_t *)gu_ptr(dmask) : NULL,
+                    .logprobs = cs->logprobs ? (float *)gu_ptr(dlp) : NULL,
+                    .logit_softcap = cs->c, .logit_bias_tokens = (const int32_t *)gu_ptr(dtok),
+                    .logit_bias_values = (const float *)gu_ptr(dval),
+                    .logit_bias_count = cs->count};
   draw(ctx, &dp, &s, &opt, &o, what);
   gu_outputs_check(&o, what);
   float *lp = gu_malloc(n * sizeof(float));
@@ -182,8 +185,9 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
   float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
   uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
-  const fs_options ropt = {sizeof ropt, masked ? mask : NULL, 0, rlp, cs->c, tok, val,
-                           cs->count};
+  const fs_options ropt = {.size = sizeof ropt, .token_mask = masked ? mask : NULL,
+                           .logprobs = rlp, .logit_softcap = cs->c, .logit_bias_tokens = tok,
+                           .logit_bias_values = val, .logit_bias_count = cs->count};
   CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlogit, rkey) == FS_OK);
 
   long same = 0, bad = 0, differ = 0, biased = 0;
@@ -257,8 +261,10 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
   CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
   CUdeviceptr dlp = gu_alloc(ctx, n * sizeof(float));
   fs_sampling s = {0.8f, NULL, S, 77ull, NULL, 5ull, NULL};
-  fs_options opt = {sizeof opt, NULL, 0, (float *)gu_ptr(dlp), 2.0f,
-                    (const int32_t *)gu_ptr(dtok), (const float *)gu_ptr(dval), cs->count};
+  fs_options opt = {.size = sizeof opt, .logprobs = (float *)gu_ptr(dlp), .logit_softcap = 2.0f,
+                    .logit_bias_tokens = (const int32_t *)gu_ptr(dtok),
+                    .logit_bias_values = (const float *)gu_ptr(dval),
+                    .logit_bias_count = cs->count};
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   fs_problem dp = gu_problem(&lm, 1);

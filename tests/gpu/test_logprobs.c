@@ -129,8 +129,9 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
   if (cs->group16) CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
   fs_problem dp = gu_problem(&lm, 1);
   s.temperatures = cs->mixed ? (const float *)gu_ptr(dtemps) : NULL;
-  fs_options opt = {sizeof opt, cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
-                    (float *)gu_ptr(dlp), 0.0f, NULL, NULL, 0};
+  fs_options opt = {.size = sizeof opt,
+                    .token_mask = cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL,
+                    .logprobs = (float *)gu_ptr(dlp)};
   fs_outputs out = gu_outputs_api(&o);
   int st = fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL);
   CHECK_MSG(st == FS_OK, "%s: fs_sample_ex: %s", what, fs_last_error(ctx));
@@ -153,7 +154,8 @@ static void run(fs_context *ctx, const lp_case *cs, int B, int dtype) {
   hs.temperatures = cs->mixed ? temps : NULL;
   int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
   float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
-  const fs_options ropt = {sizeof ropt, cs->mixed ? mask : NULL, 0, rlp, 0.0f, NULL, NULL, 0};
+  const fs_options ropt = {.size = sizeof ropt, .token_mask = cs->mixed ? mask : NULL,
+                           .logprobs = rlp};
   CHECK(fs_reference_sample_ex(&hp, &hs, cs->group16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN, &ropt,
                                rtok, rlogit, NULL) == FS_OK);
 

@@ -96,8 +96,10 @@ static void run(fs_context *ctx, const sc_case *cs, int B, int dtype) {
   CUdeviceptr dlp = cs->logprobs ? gu_alloc(ctx, n * sizeof(float)) : 0;
   if (cs->group16) CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
   fs_problem dp = gu_problem(&lm, 1);
-  fs_options opt = {sizeof opt, cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL, 0,
-                    cs->logprobs ? (float *)gu_ptr(dlp) : NULL, cs->c, NULL, NULL, 0};
+  fs_options opt = {.size = sizeof opt,
+                    .token_mask = cs->mixed ? (const uint32_t *)gu_ptr(dmask) : NULL,
+                    .logprobs = cs->logprobs ? (float *)gu_ptr(dlp) : NULL,
+                    .logit_softcap = cs->c};
   draw(ctx, &dp, &s, &opt, &o, what);
   gu_outputs_check(&o, what);
   float *lp = gu_malloc(n * sizeof(float));
@@ -114,7 +116,8 @@ static void run(fs_context *ctx, const sc_case *cs, int B, int dtype) {
   int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
   float *rlogit = gu_malloc(sizeof(float) * n), *rlp = gu_malloc(sizeof(float) * n);
   uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
-  const fs_options ropt = {sizeof ropt, cs->mixed ? mask : NULL, 0, rlp, cs->c, NULL, NULL, 0};
+  const fs_options ropt = {.size = sizeof ropt, .token_mask = cs->mixed ? mask : NULL,
+                           .logprobs = rlp, .logit_softcap = cs->c};
   CHECK(fs_reference_sample_ex(&hp, &hs, cs->group16 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN, &ropt,
                                rtok, rlogit, rkey) == FS_OK);
 

@@ -231,7 +231,8 @@ int main(void) {
       uint32_t *hm = gu_malloc((size_t)B * TP_MW * 4);
       for (size_t i = 0; i < (size_t)B * TP_MW; i++) hm[i] = i / TP_MW == 4 ? 0u : 0x55555555u;
       CUdeviceptr dm = gu_upload_new(ctx, hm, (size_t)B * TP_MW * 4);
-      fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), TP_MW, NULL, 0.0f, NULL, NULL, 0};
+      fs_options opt = {.size = sizeof(fs_options), .token_mask = (const uint32_t *)gu_ptr(dm),
+                        .token_mask_stride = TP_MW};
       gu_outputs mref;
       tp_unsharded_draw_ex(ctx, &u, &opt, &mref);
       int odd = 0;

@@ -171,7 +171,8 @@ static void make_mask(uint32_t *m) {
 static void masked_reference(fs_context *ctx, const tp_unsharded *u, const uint32_t *hmask,
                              gu_outputs *ref, float *lp) {
   CUdeviceptr dm = gu_upload_new(ctx, hmask, (size_t)B * MW * 4);
-  fs_options opt = {sizeof(fs_options), (const uint32_t *)gu_ptr(dm), MW, NULL, 0.0f, NULL, NULL, 0};
+  fs_options opt = {.size = sizeof(fs_options), .token_mask = (const uint32_t *)gu_ptr(dm),
+                    .token_mask_stride = MW};
   tp_unsharded_lp(ctx, u, &opt, ref, lp);
   gu_free(ctx, dm);
   int bad = 0, same = 0;

@@ -1,0 +1,57 @@
+/*
+** test_own_compile: the modules of the context's own, the logit bias's
+** (templates/fsamp_bias.cu, runtime/bias.c) and the filters'
+** (templates/fsamp_filter.cu, runtime/filter.c), compile with NVRTC for
+** every architecture the generator knows (sm_80, 86, 89, 90a, 100, 120),
+** with their kernels in the cubin and at most 32 bytes of spills and stack
+** (the correctly rounded 1 / T, as the fused kernels take it, is a called
+** subroutine: ptxas saves a few registers around it on some targets; a spill
+** of a dot product's, the noise's or a selection's loop would be far
+** larger).  Was test_bias_compile.  Needs no GPU.
+*/
+#include "fs_test.h"
+
+#include "fs_int.h"
+#include "fs_nvrtc.h"
+
+#include <string.h>
+
+/* Is name's symbol in the cubin's bytes (its string table)? */
+static int has_symbol(const fs_cubin *c, const char *name) {
+  const size_t n = strlen(name);
+  for (size_t i = 0; i + n < c->size; i++)
+    if (!memcmp(c->data + i, name, n) && c->data[i + n] == 0) return 1;
+  return 0;
+}
+
+typedef int (*compile_fn)(const char *target, fs_cubin *out, char *err, size_t errlen);
+
+static void check_module(const char *what, compile_fn compile, const char *const *kernels,
+                         int nk) {
+  static const char *targets[] = {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"};
+  for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+    char err[512];
+    fs_cubin c;
+    const int st = compile(targets[i], &c, err, sizeof err);
+    CHECK_MSG(st == FS_OK, "%s, %s: %s\n%s", what, targets[i], err, c.log ? c.log : "");
+    if (st == FS_OK) {
+      CHECK_MSG(c.spill_bytes <= 32 && c.stack_bytes <= 32, "%s, %s: spills %d bytes, stack %d",
+                what, targets[i], c.spill_bytes, c.stack_bytes);
+      for (int k = 0; k < nk; k++)
+        CHECK_MSG(has_symbol(&c, kernels[k]), "%s, %s: kernel %s is missing from the cubin",
+                  what, targets[i], kernels[k]);
+      printf("%-7s %-7s %zu bytes, %d registers, %d bytes spilled, %d of stack, %.2f s\n", what,
+             targets[i], c.size, c.registers, c.spill_bytes, c.stack_bytes, c.seconds);
+    }
+    fs_cubin_free(&c);
+  }
+}
+
+int main(void) {
+  static const char *const bias[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
+                                     "fsamp_bias_merge"};
+  static const char *const filter[] = {"fsamp_filter"};
+  check_module("bias", fs_bias_compile, bias, 3);
+  check_module("filter", fs_filter_compile, filter, 1);
+  return fs_test_done("test_own_compile");
+}
