@@ -19,6 +19,9 @@ imported only by sample_torch.
 """
 import ctypes
 import ctypes.util
+import math
+import numbers
+import operator
 import os
 
 __all__ = [
@@ -62,16 +65,26 @@ class Options(ctypes.Structure):
     logprobs [B, S] floats (device pointers for Context.sample, host ones for
     reference_sample); logit_softcap 0 (none) or c > 0: logits c tanh(z / c);
     logit_bias_tokens (int32) and logit_bias_values (float32), [B, logit_bias_count]:
-    a value added to each listed token's logit (-1 pads)."""
+    a value added to each listed token's logit (-1 pads); the filters of sampled
+    rows (since 0.3.4), each a scalar or, where its array is not None, [B]
+    per-row values: min_p / min_ps (float32; 0 none, else keep p_i >= min_p x the
+    largest p), top_k / top_ks (int32; 0 none, else the k largest logits, ties
+    kept), top_p / top_ps (float32; 0 and 1 none, else the fewest largest logits
+    whose mass reaches p).  Scalars: min_p and top_p in [0, 1], top_k >= 0."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
                 ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
-                ("logit_bias_values", ctypes.c_void_p), ("logit_bias_count", ctypes.c_int32)]
+                ("logit_bias_values", ctypes.c_void_p), ("logit_bias_count", ctypes.c_int32),
+                ("min_p", ctypes.c_float), ("min_ps", ctypes.c_void_p),
+                ("top_k", ctypes.c_int32), ("top_ks", ctypes.c_void_p),
+                ("top_p", ctypes.c_float), ("top_ps", ctypes.c_void_p)]
 
     def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
-                 logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0):
+                 logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0,
+                 min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
-                         logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count)
+                         logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count,
+                         min_p, min_ps, top_k, top_ks, top_p, top_ps)
 
 
 class FlashSamplingError(RuntimeError):
@@ -126,7 +139,7 @@ def library():
 
 
 def version():
-    """The linked library's version string, e.g. "0.3.1"."""
+    """The linked library's version string, e.g. "0.3.4"."""
     return _lib().fs_version_string().decode()
 
 
@@ -205,11 +218,40 @@ def reference_sample(problem, sampling, tokens, logits=None, keys=None, noise=NO
 _TORCH_DTYPES = None  # {torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_FP16}, once torch is in
 
 
+def _shown(x):
+    """x for a message: its repr if a number, else its type (not a whole tensor)."""
+    if isinstance(x, numbers.Number):
+        return repr(x)
+    return f"a {type(x).__module__}.{type(x).__name__}"
+
+
+def _filter_scalars(min_p, top_k, top_p):
+    """sample_torch's filter scalars, checked by the library's rules (flashsampling.h:
+    min_p and top_p in [0, 1], top_k >= 0) before any struct holds them, so that a
+    top_k past int32 does not wrap and a tensor given for a scalar is named."""
+    try:
+        k = operator.index(top_k)
+    except TypeError:
+        k = None
+    if k is None or not 0 <= k <= 2**31 - 1:
+        raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                 f"top_k={_shown(top_k)}: must be an int in 0..2^31-1 (0: no "
+                                 "top-k filter; per-row values go in top_ks)")
+    for name, x, none in (("min_p", min_p, "0: no min-p filter"),
+                          ("top_p", top_p, "0 and 1: no top-p filter")):
+        if not isinstance(x, numbers.Real) or math.isnan(x) or not 0.0 <= x <= 1.0:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"{name}={_shown(x)}: must be a number in [0, 1] ({none}; "
+                                     f"per-row values go in {name}s)")
+    return float(min_p), k, float(top_p)
+
+
 def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_samples=1,
                  vocab_offset=0, temperatures=None, seeds=None, offsets=None, token_mask=None,
                  return_logits=False, stream=None, out=None, logits_out=None,
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
-                 logit_bias_values=None):
+                 logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
+                 top_ks=None, top_ps=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -229,7 +271,21 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     logit_bias_tokens (int32) and logit_bias_values (float32), contiguous CUDA
     tensors [B, N] (N <= 1024), add each value to its token's logit for the
     draw (OpenAI's logit_bias; -1 pads a row; the logits and logprobs
-    returned stay raw), exactly, inside the fused call."""
+    returned stay raw), exactly, inside the fused call.
+    min_p, top_k and top_p filter each sampled row's distribution first (vLLM's
+    order: min-p, then top-k and top-p together; fs_options, since 0.3.4): the
+    draw is exactly from softmax(z / T) over the kept tokens, renormalised.
+    min_p (in [0, 1], 0 none) keeps the tokens of probability >= min_p x the
+    largest; top_k (>= 0, 0 none) the k largest logits, ties kept; top_p (in
+    [0, 1], 0 and 1 none) the fewest largest whose mass reaches p.  min_ps
+    (float32), top_ks (int32) and top_ps (float32), contiguous CUDA tensors of
+    B elements, give per-row values instead of the scalar (read by the kernel,
+    so they may change between graph replays; a per-row value that keeps all
+    may be <= 0, or NaN for min_ps / top_ps).  Greedy rows are unchanged; the
+    logits and logprobs returned stay raw.  Not with a logit bias or
+    NOISE_GROUP16 (the library refuses them); the first filtered call on a
+    context compiles the filter kernel, so make one before capturing."""
+    min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
     global _TORCH_DTYPES
@@ -285,12 +341,17 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
             raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
                                      f"logit_bias_tokens: shape {tuple(logit_bias_tokens.shape)}: "
                                      f"must be [B, N] with B = {B}")
-    if token_mask is not None or logprobs_out is not None or logit_softcap or nb:
+    filters = min_p or top_k or 0.0 < top_p < 1.0 or min_ps is not None or \
+        top_ks is not None or top_ps is not None
+    if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
                       ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
                       ptr(logit_bias_tokens, "logit_bias_tokens", torch.int32, B * nb),
-                      ptr(logit_bias_values, "logit_bias_values", torch.float32, B * nb), nb)
+                      ptr(logit_bias_values, "logit_bias_values", torch.float32, B * nb), nb,
+                      min_p, ptr(min_ps, "min_ps", torch.float32, B),
+                      top_k, ptr(top_ks, "top_ks", torch.int32, B),
+                      top_p, ptr(top_ps, "top_ps", torch.float32, B))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -29,6 +29,9 @@ int main(void) {
   F("Options", fs_options, logit_softcap);
   F("Options", fs_options, logit_bias_tokens); F("Options", fs_options, logit_bias_values);
   F("Options", fs_options, logit_bias_count);
+  F("Options", fs_options, min_p); F("Options", fs_options, min_ps);
+  F("Options", fs_options, top_k); F("Options", fs_options, top_ks);
+  F("Options", fs_options, top_p); F("Options", fs_options, top_ps);
   END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;

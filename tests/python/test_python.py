@@ -4,13 +4,22 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
   2. the module loads the library of the header's version;
   3. a context opens, names the shipped default kernel of Qwen3-8B B = 256,
      and bad input raises FlashSamplingError with the library's status and
-     message; a closed context raises too;
+     message (a filter scalar out of range in Options too, through
+     Context.sample); a closed context raises too;
   4. reference_sample (the CPU reference, host pointers) through the structs:
      greedy rows equal an argmax computed here in Python over the same bf16
      values, with a padded row stride and a vocab_offset (so a field out of
      place changes the answer); sampled rows repeat under the same seed; a
      logit bias through Options moves greedy rows to the biased tokens;
-  5. sample_torch without torch raises ImportError (skipped where torch is
+     the filters through Options (since 0.3.4): each scalar out of range and
+     each misaligned per-row array is refused naming its field; greedy rows
+     are unchanged by filters; top_k 1, min_p 1 and a tiny top_p, scalar or
+     per-row (host arrays of B entries), make sampled rows greedy, and a row
+     whose per-row value keeps all (0, 0, 1) draws its unfiltered tokens;
+  5. sample_torch checks its filter scalars before it needs torch (a top_k
+     that is negative, past int32 or not an int, a min_p / top_p outside
+     [0, 1] or NaN or not a number: FlashSamplingError naming it); without
+     torch it raises ImportError (that part skipped where torch is
      installed).
 Usage: test_python.py LAYOUT_BINARY   (FLASHSAMPLING_LIB, PYTHONPATH, the
 fake driver's LD_LIBRARY_PATH and FS_FAKE_CUDA come from ctest)."""
@@ -81,11 +90,22 @@ def check_context():
             if e.status != fs.INVALID_ARGUMENT or "batch" not in e.message:
                 fail(f"prepare with batch=0: {e}")
             print(f"ok 3b: {e}")
+        # fs_sample_ex validates Options before it touches the (fake) device:
+        # the addresses are never read
+        pv = fs.Problem(batch=4, hidden=4096, vocab=151936, dtype=fs.DTYPE_BF16,
+                        hidden_states=0x10000, weight=0x20000)
+        try:
+            ctx.sample(pv, s, fs.Outputs(tokens=0x30000), options=fs.Options(top_p=1.5))
+            fail("sample with options.top_p=1.5 raised nothing")
+        except fs.FlashSamplingError as e:
+            if e.status != fs.INVALID_ARGUMENT or "options->top_p" not in e.message:
+                fail(f"sample with options.top_p=1.5: {e}")
+            print(f"ok 3c: {e}")
     try:
         ctx.variant_name(p, s)
         fail("a closed context raised nothing")
     except fs.FlashSamplingError as e:
-        print(f"ok 3c: closed context: {e}")
+        print(f"ok 3d: closed context: {e}")
 
 
 def check_reference():
@@ -131,6 +151,91 @@ def check_reference():
     if list(t) != [off + 3 * b + 1 for b in range(B)]:
         fail(f"greedy rows with +1000 on token off + 3b + 1: {list(t)}")
     print(f"ok 4c: a logit bias through Options moves greedy rows: {list(t)}")
+    check_filters(p, list(tokens))
+
+
+def check_filters(p, greedy):
+    """The filters of Options through reference_sample (p: check_reference's
+    problem, greedy: its greedy tokens)."""
+    B = p.batch
+
+    def draw(T, S=1, seed=7, **kw):
+        t = (ctypes.c_int32 * (B * S))()
+        fs.reference_sample(p, fs.Sampling(temperature=T, num_samples=S, seed=seed), t,
+                            options=fs.Options(**kw))
+        return [list(t[b * S:(b + 1) * S]) for b in range(B)]
+
+    # each scalar out of range, and each per-row array misaligned (inside a real
+    # host buffer, so nothing outside it could be read), is refused naming its field
+    buf = (ctypes.c_float * (B + 1))()
+    odd = ctypes.addressof(buf) + 2
+    msg = None
+    for kw, field in ((dict(min_p=1.5), "min_p"), (dict(min_p=-0.25), "min_p"),
+                      (dict(min_p=float("nan")), "min_p"), (dict(top_k=-1), "top_k"),
+                      (dict(top_p=1.5), "top_p"), (dict(top_p=-0.5), "top_p"),
+                      (dict(min_ps=odd), "min_ps"), (dict(top_ks=odd), "top_ks"),
+                      (dict(top_ps=odd), "top_ps")):
+        try:
+            draw(1.0, **kw)
+            fail(f"Options({kw}) raised nothing")
+        except fs.FlashSamplingError as e:
+            if e.status != fs.INVALID_ARGUMENT or f"options->{field}" not in e.message:
+                fail(f"Options({kw}): {e}")
+            msg = e.message
+    print(f"ok 4d: bad filter scalars and misaligned per-row arrays refused, e.g. {msg}")
+    # greedy rows are unchanged by filters (each keeps the largest logit); the
+    # edges of the scalars' ranges are accepted
+    for kw in (dict(top_k=1, top_p=0.5, min_p=0.5), dict(top_k=2**31 - 1, top_p=1.0, min_p=1.0),
+               dict(top_p=0.0, min_p=0.0, top_k=0)):
+        if [r[0] for r in draw(0.0, **kw)] != greedy:
+            fail(f"greedy rows with Options({kw}): {draw(0.0, **kw)}, unfiltered {greedy}")
+    print(f"ok 4e: greedy rows unchanged by filters: {greedy}")
+    # a filter keeping only the largest logit makes sampled rows greedy: scalars,
+    # then per-row host arrays whose row 1 keeps all (its unfiltered draws)
+    S = 8
+    plain = draw(1.0, S)
+    if all(r == [g] * S for r, g in zip(plain, greedy)):
+        fail(f"unfiltered sampled rows are all greedy: {plain}")
+    for kw in (dict(top_k=1), dict(min_p=1.0), dict(top_p=1e-6)):
+        got = draw(1.0, S, **kw)
+        if got != [[g] * S for g in greedy]:
+            fail(f"sampled rows with Options({kw}): {got}, greedy {greedy}")
+    keep = []
+
+    def rows(ctype, values):
+        a = (ctype * B)(*values)
+        keep.append(a)
+        return ctypes.addressof(a)
+
+    only_largest = {"top_ks": (ctypes.c_int32, 1, 0), "min_ps": (ctypes.c_float, 1.0, 0.0),
+                    "top_ps": (ctypes.c_float, 1e-6, 1.0)}
+    for field, (ctype, one, all_) in only_largest.items():
+        got = draw(1.0, S, **{field: rows(ctype, [all_ if b == 1 else one for b in range(B)])})
+        want = [plain[b] if b == 1 else [greedy[b]] * S for b in range(B)]
+        if got != want:
+            fail(f"sampled rows with per-row {field}: {got}, want {want}")
+    print(f"ok 4f: top_k 1, min_p 1, top_p 1e-6 (scalar and per-row) draw greedy rows; "
+          f"a row that keeps all draws {plain[1]} unfiltered")
+
+
+def check_sample_torch_filters():
+    msg = None
+    for kw, name in ((dict(top_k=-1), "top_k"), (dict(top_k=2**31), "top_k"),
+                     (dict(top_k=1.5), "top_k"), (dict(top_k=[1, 2]), "top_k"),
+                     (dict(min_p=1.5), "min_p"), (dict(min_p=float("nan")), "min_p"),
+                     (dict(min_p="0.1"), "min_p"), (dict(top_p=-0.1), "top_p"),
+                     (dict(top_p=float("inf")), "top_p"), (dict(top_p=[0.9]), "top_p")):
+        try:
+            fs.sample_torch(None, None, None, **kw)
+            fail(f"sample_torch({kw}) raised nothing")
+        except fs.FlashSamplingError as e:
+            if e.status != fs.INVALID_ARGUMENT or not e.message.startswith(name + "=") or \
+                    f"{name}s" not in e.message:
+                fail(f"sample_torch({kw}): {e}")
+            msg = str(e)
+        except ImportError:
+            fail(f"sample_torch({kw}) reached torch: its {name} was not checked first")
+    print(f"ok 5a: sample_torch refuses bad filter scalars before torch, e.g. {msg}")
 
 
 def main():
@@ -140,15 +245,18 @@ def main():
     print(f"ok 2: library {fs.version()}")
     check_context()
     check_reference()
+    check_sample_torch_filters()
     try:
         import torch  # noqa: F401
-        print("SKIPPED 5: torch is installed here (gpu/python runs sample_torch)")
+        print("SKIPPED 5b: torch is installed here (gpu/python runs sample_torch)")
     except ImportError:
-        try:
-            fs.sample_torch(None, None, None)
-            fail("sample_torch without torch raised nothing")
-        except ImportError:
-            print("ok 5: sample_torch without torch raises ImportError")
+        for kw in ({}, dict(min_p=1.0, top_k=2**31 - 1, top_p=0.0)):
+            try:
+                fs.sample_torch(None, None, None, **kw)
+                fail(f"sample_torch({kw}) without torch raised nothing")
+            except ImportError:
+                pass
+        print("ok 5b: sample_torch without torch raises ImportError (valid filters too)")
 
 
 if __name__ == "__main__":

@@ -26,10 +26,21 @@ vocab_offset of 64:
      the same host arrays, sampled and greedy, its logits raw; +1000 on one
      id a row makes it every greedy row's token (the logits here have sd ~4:
      +20 was not always enough in fp16); only one of the two tensors
-     raises FlashSamplingError naming them.
+     raises FlashSamplingError naming them;
+  9. the filters (min_p=, top_k=, top_p= and the per-row min_ps=, top_ks=,
+     top_ps=, float32 / int32 / float32 CUDA tensors of B entries, with rows
+     whose values keep all: 0, NaN, <= 0 or >= 1) give the reference's draw
+     with the same scalars and host arrays, sampled and greedy, their logits
+     raw; every token a top_k = 40 call draws is among its row's 40 largest
+     logits (torch's, in float64), and top_k = 1 draws the greedy tokens; a
+     call captured in a CUDA graph (after a filtered call) draws, at each
+     replay, what a direct call draws with the per-row top_ks tensor's
+     contents then (1: the greedy tokens); a filter tensor of the wrong dtype,
+     size or device and a bad scalar raise FlashSamplingError naming it.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
-one is)."""
+one is).  So could a row whose top-p or min-p boundary lies within fp32
+rounding of p (flashsampling.h: one token more or fewer); none does here."""
 import ctypes
 import sys
 
@@ -60,7 +71,7 @@ def host(t, ctype):
 
 
 def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None, mask=None,
-              bias=None):
+              bias=None, filters=None):
     B, D = hidden.shape
     V = weight.shape[0]
     bits = torch.int16
@@ -84,6 +95,11 @@ def reference(hidden, weight, off, T, seed, S, temps=None, seeds=None, offs=None
         opt = fs.Options(logit_bias_tokens=arr(bias[0], ctypes.c_int32),
                          logit_bias_values=arr(bias[1], ctypes.c_float),
                          logit_bias_count=bias[0].shape[1])
+    if filters is not None:  # sample_torch's keywords; per-row values as host tensors
+        f = dict(filters)
+        opt = fs.Options(min_p=f.get("min_p", 0.0), min_ps=arr(f.get("min_ps"), ctypes.c_float),
+                         top_k=f.get("top_k", 0), top_ks=arr(f.get("top_ks"), ctypes.c_int32),
+                         top_p=f.get("top_p", 0.0), top_ps=arr(f.get("top_ps"), ctypes.c_float))
     tokens = (ctypes.c_int32 * (B * S))()
     logits = (ctypes.c_float * (B * S))()
     fs.reference_sample(p, s, tokens, logits, options=opt)
@@ -217,6 +233,63 @@ def main():
                 if "logit_bias_values" not in str(e):
                     fail(f"8 {name}: the error for a lone logit_bias_tokens does not name it: {e}")
             print(f"ok 8 {name}: a logit bias as the reference draws it")
+            per_row = dict(top_ks=torch.tensor([0, 1, 20, 3000, -5], dtype=torch.int32),
+                           top_ps=torch.tensor([1.0, 0.5, 0.95, float("nan"), 0.0]),
+                           min_ps=torch.tensor([0.0, 0.1, 0.0, 0.5, float("nan")]))
+            cases = (dict(top_k=40), dict(top_p=0.9), dict(min_p=0.05),
+                     dict(min_p=0.02, top_k=100, top_p=0.8), per_row)
+            for filt in cases:
+                on_dev = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in filt.items()}
+                what = ",".join(sorted(filt))
+                for T in (0.8, 0.0):
+                    got = fs.sample_torch(ctx, hidden, weight, temperature=T, seed=31,
+                                          num_samples=S, vocab_offset=off, return_logits=True,
+                                          **on_dev)
+                    compare(f"9 {name} {what} T={T}", got,
+                            reference(hidden, weight, off, T, 31, S, filters=filt))
+            z = hidden.double() @ weight.double().T  # [B, V] raw logits
+            kth = z.topk(40, dim=1).values[:, -1:]
+            tok = fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=4, num_samples=64,
+                                  vocab_offset=off, top_k=40).long() - off
+            if not bool((z.gather(1, tok) >= kth - 1e-3).all()):
+                fail(f"9 {name}: top_k=40 drew a token below its row's 40th largest logit")
+            greedy = fs.sample_torch(ctx, hidden, weight, temperature=0.0, vocab_offset=off)
+            tok = fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=4, num_samples=S,
+                                  vocab_offset=off, top_k=1)
+            if not torch.equal(tok, greedy.expand(B, S)):
+                fail(f"9 {name}: top_k=1 drew {tok.view(-1).tolist()}, greedy "
+                     f"{greedy.view(-1).tolist()}")
+            ks_g = torch.zeros(B, dtype=torch.int32, device=dev)
+
+            def fcall():
+                return fs.sample_torch(ctx, hidden, weight, temperature=1.0, seed=6,
+                                       top_ks=ks_g, vocab_offset=off)
+            fcall()  # compiles the filter kernel, grows the workspace: not while capturing
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = fcall()
+            for k in (1, 0, 5):
+                ks_g.fill_(k)
+                graph.replay()
+                direct = fcall()
+                if not torch.equal(captured, direct) or \
+                        (k == 1 and not torch.equal(direct, greedy)):
+                    fail(f"9 {name} graph: replay at top_ks={k} drew "
+                         f"{captured.view(-1).tolist()}, a direct call "
+                         f"{direct.view(-1).tolist()}, greedy "
+                         f"{greedy.view(-1).tolist()}")
+            for kw, bad in (("top_ks", torch.ones(B, dtype=torch.int64, device=dev)),
+                            ("min_ps", torch.zeros(B - 1, dtype=torch.float32, device=dev)),
+                            ("top_ps", torch.ones(B, dtype=torch.float32)),
+                            ("top_k", -1), ("top_p", 1.5), ("min_p", float("nan"))):
+                try:
+                    fs.sample_torch(ctx, hidden, weight, vocab_offset=off, **{kw: bad})
+                    fail(f"9 {name}: a bad {kw} was accepted")
+                except fs.FlashSamplingError as e:
+                    if kw not in str(e):
+                        fail(f"9 {name}: the error for a bad {kw} does not name it: {e}")
+            print(f"ok 9 {name}: filters as the reference draws them; top_k within the top k; "
+                  "graph replays read top_ks; bad ones rejected")
 
 
 if __name__ == "__main__":
