@@ -17,6 +17,7 @@
 #include "fs_nvrtc.h"
 #include "fs_params.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
@@ -122,6 +123,8 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   f.min_p = m->min_p;
   f.top_k = m->top_k;
   f.top_p = m->top_p;
+  const char *gather = getenv("FS_FILTER_GATHER"); /* "0": the long way (tests) */
+  f.flags = gather && !strcmp(gather, "0");
   void *args[] = {&prm, &f};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->filter_fn, (unsigned)p->batch, 1, 1, FILTER_THREADS,
                                        1, 1, 0, stream, args, NULL);

@@ -67,7 +67,8 @@ typedef struct fs_filter {
   float min_p;
   int top_k;
   float top_p;
-  int unused;                        /* padding, 0 */
+  int flags;                         /* bit 0: never gather the kept set into shared
+                                        memory (FS_FILTER_GATHER=0; tests of the long way) */
 } fs_filter;
 
 #endif /* FS_PARAMS_H */

@@ -35,7 +35,9 @@
 
 #define FT_THREADS 512
 #define FT_WARPS (FT_THREADS / 32)
-#define FT_BINS 2048 /* the widest digit: 11 bits */
+#define FT_UNROLL 4   /* float4 loads in flight per thread */
+#define FT_BINS 2048  /* the widest digit: 11 bits */
+#define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_NINF (-__int_as_float(0x7f800000))
 
 struct ft_shared {
@@ -43,10 +45,12 @@ struct ft_shared {
     unsigned cnt[FT_BINS];
     unsigned long long mass[FT_BINS];
   } h;
+  float kz[FT_CAP];               /* the gathered set: logits and rows */
+  int kv[FT_CAP];
   unsigned long long u[FT_WARPS]; /* the block reductions' partials */
-  float f[FT_WARPS];
+  float f[FT_WARPS], f2[FT_WARPS];
   unsigned long long sel_above;   /* ft_select's result of a pass */
-  unsigned sel_digit;
+  unsigned sel_digit, nk;         /* and the gathered count */
 };
 
 /* The block's max / sum of x: every thread calls it and gets the result. */
@@ -83,6 +87,17 @@ __device__ __forceinline__ unsigned long long ft_max64(unsigned long long x, ft_
   return m;
 }
 
+/* A running log-sum-exp (m, l), merged: the fused kernels' fs_lse rules
+** (fs_device.h: -inf adds nothing, NaN makes l NaN). */
+__device__ __forceinline__ void ft_lse_add(float &m, float &l, float z) {
+  if (z > m) {
+    l = l * __expf(m - z) + 1.0f;
+    m = z;
+  } else if (z != FT_NINF) {
+    l += __expf(z - m); /* NaN stays NaN */
+  }
+}
+
 /* An order-preserving key of a number z (-0 keyed as +0, as fs_pack_key
 ** keys them) and back. */
 __device__ __forceinline__ unsigned ft_key(float z) {
@@ -93,30 +108,57 @@ __device__ __forceinline__ float ft_unkey(unsigned k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-/* One row's view of the staged logits: token v's logit and whether the
-** token mask allows it. */
+/* One row of the staged logits. */
 struct ft_row {
   const float *z;
   int b;
 };
 
-__device__ __forceinline__ float ft_logit(const fs_params &p, const ft_row &r, int v,
-                                          bool &allowed) {
-  const float z = __ldcg(r.z + v);
-  allowed = !p.mask || (fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + v), 1u) & 1u);
-  return z;
+/* Calls f(v, z, allowed) for every token v of the row, the threads taking
+** four consecutive tokens a float4 (the row is 16-byte aligned and padded
+** to whole float4s), FT_UNROLL float4s of each thread in flight before any
+** is used: one at a time, the passes were bound by L2's latency. */
+template <typename F>
+__device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f) {
+  const int nq = (p.V + 3) / 4;
+  const float4 *z4 = (const float4 *)r.z;
+  for (int i0 = threadIdx.x; i0 < nq; i0 += FT_THREADS * FT_UNROLL) {
+    float4 q[FT_UNROLL];
+    unsigned allow[FT_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FT_UNROLL; u++) {
+      const int i = i0 + u * FT_THREADS;
+      q[u] = i < nq ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      allow[u] = !p.mask || i >= nq ? 0xfu
+                 : fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + 4 * i), 4u);
+    }
+#pragma unroll
+    for (int u = 0; u < FT_UNROLL; u++) {
+      const int v = 4 * (i0 + u * FT_THREADS);
+      const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (v + e < p.V) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
+    }
+  }
 }
 
-/* The key of the candidates (above lo, a number: z >= lo) at which the
-** count (MASS false) or the weight (MASS true: 2^((z - zmax) c2), c2 =
-** log2(e) / T, times 2^32, rounded) summed from the largest key down first
-** reaches target (1 <= target <= the set's total).  Three passes of a
-** radix selection: each histograms the digit below the bits fixed so far,
-** over the candidates whose key has them; the thread whose bins hold the
-** crossing fixes the digit. */
-template <bool MASS>
-__device__ unsigned ft_select(const fs_params &p, const ft_row &r, float lo, float zmax, float c2,
-                              unsigned long long target, ft_shared &sh) {
+/* Calls f(z, v) for every element of the gathered set. */
+template <typename F>
+__device__ __forceinline__ void ft_scan_kept(const ft_shared &sh, F f) {
+  for (int i = threadIdx.x; i < (int)sh.nk; i += FT_THREADS) f(sh.kz[i], sh.kv[i]);
+}
+
+/* The key of the set S's elements (given by scan, which calls its argument
+** g(z) for each) at which the count (MASS false) or the weight (MASS true:
+** 2^((z - zmax) c2), c2 = log2(e) / T, times 2^32, rounded) summed from the
+** largest key down first reaches target (1 <= target <= S's total).  Three
+** passes of a radix selection: each histograms the digit below the bits
+** fixed so far, over the elements whose key has them; the thread whose bins
+** hold the crossing fixes the digit. */
+template <bool MASS, typename Scan>
+__device__ unsigned ft_select(Scan scan, float zmax, float c2, unsigned long long target,
+                              ft_shared &sh) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   unsigned prefix = 0u, fixed = 0u;
   unsigned long long above = 0ull; /* what the keys above the current bucket hold */
@@ -129,18 +171,15 @@ __device__ unsigned ft_select(const fs_params &p, const ft_row &r, float lo, flo
       else sh.h.cnt[i] = 0u;
     }
     __syncthreads();
-    for (int v = tid; v < p.V; v += FT_THREADS) {
-      bool ok;
-      const float z = ft_logit(p, r, v, ok);
-      if (!ok || !(z >= lo) || z == FT_NINF) continue;
+    scan([&](float z) {
       const unsigned k = ft_key(z);
-      if ((k & fixed) != prefix) continue;
+      if ((k & fixed) != prefix) return;
       const unsigned d = (k >> shift) & (nb - 1u);
       if (MASS)
         atomicAdd(&sh.h.mass[d], __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f));
       else
         atomicAdd(&sh.h.cnt[d], 1u);
-    }
+    });
     __syncthreads();
     /* thread t holds bins [t bpt, (t + 1) bpt); the bins above it, summed */
     const unsigned bpt = nb / FT_THREADS;
@@ -174,41 +213,86 @@ __device__ unsigned ft_select(const fs_params &p, const ft_row &r, float lo, flo
   return prefix;
 }
 
-/* The row's draw of sample s over tokens with z >= tau (all tokens, masked
-** ones at -inf and NaNs included, when all): the max key, as the fused
-** kernels score them.  Thread 0 writes the outputs. */
-__device__ void ft_draw(const fs_params &p, const ft_row &r, const fs_col &c, bool all,
-                        float tau, int s, float lse, ft_shared &sh) {
-  unsigned long long best = 0ull;
-  for (int v = threadIdx.x; v < p.V; v += FT_THREADS) {
-    bool ok;
-    float z = ft_logit(p, r, v, ok);
-    if (!ok) z = FS_MASKED_LOGIT;
-    if (!all && !(ok && z >= tau && z != FT_NINF)) continue;
-    const unsigned tok = (unsigned)(p.vocab_offset + v);
-    float sc = z;
-    if (!c.greedy) {
-      const fs_philox_out q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
-      const unsigned j = tok & 3u;
-      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
-      sc = fmaf(z, c.inv_t, fs_gumbel_fast(x));
-    }
-    const unsigned long long k = fs_pack_key(sc, tok);
-    best = k > best ? k : best;
+/* Token v's score for sample s, as the fused kernels score it, and its key. */
+__device__ __forceinline__ unsigned long long ft_score_key(const fs_params &p, const fs_col &c,
+                                                           int v, float z, int s) {
+  const unsigned tok = (unsigned)(p.vocab_offset + v);
+  float sc = z;
+  if (!c.greedy) {
+    const fs_philox_out q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
+    const unsigned j = tok & 3u;
+    const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
+    sc = fmaf(z, c.inv_t, fs_gumbel_fast(x));
   }
+  return fs_pack_key(sc, tok);
+}
+
+/* Thread 0 writes item (row, s) of the winner `best` (its logit z). */
+__device__ __forceinline__ void ft_put(const fs_params &p, int b, int s, unsigned long long best,
+                                       float z, float lse) {
+  const size_t item = (size_t)b * p.num_samples + s;
+  p.tokens[item] = (int)fs_key_token(best);
+  if (p.logits) p.logits[item] = z;
+  if (p.keys) p.keys[item] = best;
+  if (p.logprobs) p.logprobs[item] = z - lse;
+}
+
+/* The row's draw of sample s over every token (masked ones at -inf, NaNs
+** included), as the fused kernels draw it: one Philox call per four
+** tokens where the row's quads are the noise's (vocab_offset % 4 == 0). */
+__device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
+                            float lse, ft_shared &sh) {
+  unsigned long long best = 0ull;
+  const bool quads = !c.greedy && ((unsigned)p.vocab_offset & 3u) == 0u;
+  fs_philox_out q = {{0u, 0u, 0u, 0u}};
+  ft_scan(p, r, [&](int v, float z, bool ok) {
+    if (!ok) z = FS_MASKED_LOGIT;
+    unsigned long long k;
+    if (quads) {
+      const unsigned tok = (unsigned)(p.vocab_offset + v), j = tok & 3u;
+      if (j == 0u || v == 0) q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
+      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
+      k = fs_pack_key(fmaf(z, c.inv_t, fs_gumbel_fast(x)), tok);
+    } else {
+      k = ft_score_key(p, c, v, z, s);
+    }
+    best = k > best ? k : best;
+  });
   best = ft_max64(best, sh);
   if (threadIdx.x == 0) {
-    const unsigned tok = fs_key_token(best);
-    const int v = (int)(tok - (unsigned)p.vocab_offset);
-    bool ok;
-    float z = ft_logit(p, r, v, ok);
-    if (!ok) z = FS_MASKED_LOGIT;
-    const size_t item = (size_t)r.b * p.num_samples + s;
-    p.tokens[item] = (int)tok;
-    if (p.logits) p.logits[item] = z;
-    if (p.keys) p.keys[item] = best;
-    if (p.logprobs) p.logprobs[item] = z - lse;
+    const int v = (int)(fs_key_token(best) - (unsigned)p.vocab_offset);
+    const bool ok = !p.mask || (fs_mask_bits_n(p, r.b, fs_key_token(best), 1u) & 1u);
+    ft_put(p, r.b, s, best, ok ? __ldcg(r.z + v) : FS_MASKED_LOGIT, lse);
   }
+}
+
+/* a[0 .. FT_THREADS) sorted into descending order (no NaN), a bitonic sort:
+** every thread calls it. */
+__device__ __forceinline__ void ft_sort_desc(float *a) {
+  const unsigned i = threadIdx.x;
+  for (unsigned k = 2; k <= FT_THREADS; k <<= 1)
+    for (unsigned j = k >> 1; j > 0; j >>= 1) {
+      const unsigned l = i ^ j;
+      if (l > i) {
+        const float x = a[i], y = a[l];
+        if ((x < y) == ((i & k) == 0u)) a[i] = y, a[l] = x;
+      }
+      __syncthreads();
+    }
+}
+
+/* The block's inclusive prefix sum of x in thread order. */
+__device__ __forceinline__ float ft_scan_sum(float x, ft_shared &sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) sh.f2[warp] = x;
+  __syncthreads();
+  for (int w = 0; w < warp; w++) x += sh.f2[w];
+  __syncthreads();
+  return x;
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
@@ -217,98 +301,198 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
   const ft_row r = {p.zout + (long long)blockIdx.x * p.zout_stride, (int)blockIdx.x};
   const fs_col c = fs_col_load(p, r.b);
   const float T = p.temperatures ? p.temperatures[r.b] : p.temperature;
+  /* the row's filters (flashsampling.h's per-row rules) */
+  const float mp = f.min_ps ? f.min_ps[r.b] : f.min_p;
+  const int k = f.top_ks ? f.top_ks[r.b] : f.top_k;
+  const float tp = f.top_ps ? f.top_ps[r.b] : f.top_p;
+  const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f && !c.greedy;
+  const float c2 = c.inv_t * 1.4426950408889634f;
 
-  /* 1. the candidates' max and count, the raw logits' max */
-  float zmax = FT_NINF, rmax = FT_NINF;
+  /* 1. the candidates' max, count and (top-p) mass; with logprobs the raw
+  ** logits' log-sum-exp (NaN with a NaN or +inf logit, as the fused
+  ** kernels'); each a running value per thread, merged */
+  float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f, wm = FT_NINF, ws = 0.0f;
   unsigned long long n = 0ull, ninf = 0ull;
-  for (int v = threadIdx.x; v < p.V; v += FT_THREADS) {
-    bool ok;
-    const float z = ft_logit(p, r, v, ok);
-    rmax = fmaxf(rmax, z);
+  const bool lp = p.logprobs != nullptr;
+  ft_scan(p, r, [&](int, float z, bool ok) {
+    if (lp) ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
     if (ok && z > FT_NINF) {
-      zmax = fmaxf(zmax, z);
+      tmax = fmaxf(tmax, z);
       n++;
       ninf += z == -FT_NINF;
+      if (on_p) { /* sum of 2^((z - wm) c2) */
+        if (z > wm) ws = ws * exp2f((wm - z) * c2) + 1.0f, wm = z;
+        else ws += exp2f((z - wm) * c2);
+      }
     }
-  }
-  zmax = ft_max(zmax, sh);
-  rmax = ft_max(rmax, sh);
+  });
+  const float zmax = ft_max(tmax, sh);
   n = ft_sum(n, sh);
   ninf = ft_sum(ninf, sh);
   float lse = 0.0f;
-  if (p.logprobs) { /* log-sum-exp of the raw logits: NaN with a NaN or +inf */
-    float l = 0.0f;
-    for (int v = threadIdx.x; v < p.V; v += FT_THREADS) {
-      bool ok;
-      const float z = ft_logit(p, r, v, ok);
-      l += z == FT_NINF ? 0.0f : expf(z - rmax);
-    }
+  if (lp) {
+    const float m = ft_max(lm, sh);
+    float l = ll == 0.0f ? 0.0f : ll * __expf(lm - m); /* NaN stays NaN */
     for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    if ((threadIdx.x & 31) == 0) sh.f[threadIdx.x >> 5] = l;
+    if ((threadIdx.x & 31) == 0) sh.f2[threadIdx.x >> 5] = l;
     __syncthreads();
     l = 0.0f;
-    for (int w = 0; w < FT_WARPS; w++) l += sh.f[w];
+    for (int w = 0; w < FT_WARPS; w++) l += sh.f2[w];
     __syncthreads();
-    lse = rmax + logf(l);
+    lse = m + logf(l);
   }
 
-  /* the row's filters (flashsampling.h's per-row rules) */
-  float mp = f.min_ps ? f.min_ps[r.b] : f.min_p;
-  const int k = f.top_ks ? f.top_ks[r.b] : f.top_k;
-  const float tp = f.top_ps ? f.top_ps[r.b] : f.top_p;
-  const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f;
-  bool all = c.greedy || n == 0 || (!on_m && !on_p && (k <= 0 || (unsigned long long)k >= n));
-  float tau = FT_NINF;
-  if (!all && ninf) {
-    tau = -FT_NINF; /* the +inf candidates hold all the mass */
-  } else if (!all) {
-    /* 2. min-p: z >= z_max + T ln(min_p); T = +inf weighs all alike */
-    if (on_m) {
-      const float t = zmax + T * logf(fminf(mp, 1.0f));
-      tau = t == t ? t : FT_NINF;
-    }
-    unsigned long long n1 = n; /* candidates above min-p's threshold */
-    if (tau > FT_NINF) {
-      unsigned long long m = 0ull;
-      for (int v = threadIdx.x; v < p.V; v += FT_THREADS) {
-        bool ok;
-        const float z = ft_logit(p, r, v, ok);
-        m += ok && z >= tau && z != FT_NINF;
-      }
-      n1 = ft_sum(m, sh);
-    }
-    /* 3. top-k among them */
-    if (k > 0 && (unsigned long long)k < n1)
-      tau = ft_unkey(ft_select<false>(p, r, tau, zmax, 0.0f, (unsigned long long)k, sh));
-    /* 4. top-p among what is left, renormalised over it */
-    if (on_p) {
-      const float c2 = c.inv_t * 1.4426950408889634f;
-      unsigned long long m = 0ull;
-      for (int v = threadIdx.x; v < p.V; v += FT_THREADS) {
-        bool ok;
-        const float z = ft_logit(p, r, v, ok);
-        if (ok && z >= tau && z != FT_NINF)
-          m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
-      }
-      const unsigned long long total = ft_sum(m, sh);
-      double want = ceil((double)tp * (double)total);
-      const unsigned long long target = want < 1.0 ? 1ull : (unsigned long long)want;
-      tau = ft_unkey(ft_select<true>(p, r, tau, zmax, c2, target, sh));
-    }
-    all = !(tau > FT_NINF);
-  }
-  /* 5. the draws (a greedy row's samples are all the same) */
-  for (int s = 0; s < p.num_samples; s++) {
-    if (c.greedy && s > 0) {
-      if (threadIdx.x == 0) {
+  const bool all = c.greedy || n == 0 || (!on_m && !on_p && (k <= 0 || (unsigned long long)k >= n));
+  if (all) { /* the draw without filters (a greedy row's samples are all the same) */
+    for (int s = 0; s < (c.greedy ? 1 : p.num_samples); s++) ft_draw_all(p, r, c, s, lse, sh);
+    if (c.greedy && threadIdx.x == 0) /* thread 0 wrote sample 0 */
+      for (int s = 1; s < p.num_samples; s++) {
         const size_t i0 = (size_t)r.b * p.num_samples, item = i0 + s;
         p.tokens[item] = p.tokens[i0];
         if (p.logits) p.logits[item] = p.logits[i0];
         if (p.keys) p.keys[item] = p.keys[i0];
         if (p.logprobs) p.logprobs[item] = p.logprobs[i0];
       }
-      continue;
+    return;
+  }
+  const bool on_k = k > 0;
+  float tau, lo;
+  if (ninf) {
+    tau = lo = -FT_NINF; /* the +inf candidates hold all the mass */
+  } else {
+    /* 2. min-p: z >= z_max + T ln(min_p); T = +inf weighs all alike */
+    const float t = on_m ? zmax + T * logf(fminf(mp, 1.0f)) : FT_NINF;
+    tau = lo = t == t ? t : FT_NINF;
+    /* Lower bounds of the final threshold from the threads' maxima, which
+    ** are FT_THREADS distinct candidates: top-k's is the k-th largest of
+    ** them (k of them lie at or above it); top-p's (without top-k, whose
+    ** set it would have to be renormalised over) the least of the largest
+    ** ones whose masses, in fp32 with a 0.1% margin, already reach p of the
+    ** row's.  Everything at or above the bound fits in shared memory for
+    ** typical k and peaked rows: one pass gathers it. */
+    if ((on_k && k <= FT_THREADS) || (on_p && !on_k)) {
+      sh.kz[threadIdx.x] = tmax;
+      __syncthreads();
+      ft_sort_desc(sh.kz);
+      const float mine = sh.kz[threadIdx.x];
+      float bound = FT_NINF;
+      if (on_k) {
+        bound = sh.kz[k - 1];
+      } else {
+        /* the row's mass, and the thread maxima's from the largest down */
+        const float wsum = ft_scan_sum(ws == 0.0f ? 0.0f : ws * exp2f((wm - zmax) * c2), sh);
+        const float all_w = __shfl_sync(0xffffffffu, wsum, 31), want = tp * 1.001f;
+        if ((threadIdx.x & 31) == 31) sh.f[threadIdx.x >> 5] = all_w;
+        __syncthreads();
+        const float row_w = sh.f[FT_WARPS - 1];
+        const float cum = ft_scan_sum(mine > FT_NINF ? exp2f((mine - zmax) * c2) : 0.0f, sh);
+        if (threadIdx.x == 0) sh.nk = FT_THREADS;
+        __syncthreads();
+        if (cum >= want * row_w) atomicMin(&sh.nk, threadIdx.x); /* the first to reach it */
+        __syncthreads();
+        if (sh.nk < FT_THREADS) bound = sh.kz[sh.nk];
+        __syncthreads();
+      }
+      lo = fmaxf(lo, bound);
     }
-    ft_draw(p, r, c, all, tau, s, lse, sh);
+  }
+  /* the candidates at or above lo into shared memory, where they fit; with
+  ** top-p and no top-k, the fixed-point mass of min-p's survivors too */
+  bool gathered = false;
+  unsigned long long s1mass = 0ull;
+  const bool s1 = on_p && !on_k && !ninf;
+  if (lo > FT_NINF && !(f.flags & 1)) {
+    if (threadIdx.x == 0) sh.nk = 0u;
+    __syncthreads();
+    const float tm = tau;
+    unsigned long long m = 0ull;
+    ft_scan(p, r, [&](int v, float z, bool ok) {
+      if (!(ok && z != FT_NINF)) return;
+      if (s1 && z >= tm) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+      if (!(z >= lo)) return;
+      const unsigned i = atomicAdd(&sh.nk, 1u);
+      if (i < FT_CAP) sh.kz[i] = z, sh.kv[i] = v;
+    });
+    if (s1) s1mass = ft_sum(m, sh);
+    __syncthreads();
+    gathered = sh.nk <= FT_CAP;
+  }
+  if (gathered && !ninf) {
+    /* 3. top-k: where lo is its bound, k of the gathered lie at or above it */
+    const unsigned nk = sh.nk;
+    auto kept = [&](auto g) { ft_scan_kept(sh, [&](float z, int) { g(z); }); };
+    if (on_k && (lo > tau || (unsigned)k < nk))
+      tau = fmaxf(tau, ft_unkey(ft_select<false>(kept, zmax, 0.0f, (unsigned long long)k, sh)));
+    /* 4. top-p over what is left: its mass is min-p's survivors' (s1mass)
+    ** or, with top-k, the gathered ones above tau */
+    if (on_p) {
+      const float t0 = tau;
+      unsigned long long m = 0ull;
+      ft_scan_kept(sh, [&](float z, int) {
+        if (z >= t0) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+      });
+      const unsigned long long here = ft_sum(m, sh), total = s1 ? s1mass : here;
+      const double want = ceil((double)tp * (double)total);
+      const unsigned long long target = want < 1.0 ? 1ull : (unsigned long long)want;
+      if (target <= here) {
+        auto above = [&](auto g) {
+          ft_scan_kept(sh, [&](float z, int) {
+            if (z >= t0) g(z);
+          });
+        };
+        tau = ft_unkey(ft_select<true>(above, zmax, c2, target, sh));
+      } else {
+        gathered = false; /* the bound missed (it cannot: a 0.1% margin); the long way */
+      }
+    }
+  }
+  if (!gathered && !ninf) { /* the long way: passes over the row */
+    const float t0 = tau;
+    auto over = [&](auto g) {
+      ft_scan(p, r, [&](int, float z, bool ok) {
+        if (ok && z >= t0 && z != FT_NINF) g(z);
+      });
+    };
+    if (on_k) {
+      unsigned long long m = 0ull;
+      over([&](float) { m++; });
+      if ((unsigned long long)k < ft_sum(m, sh))
+        tau = ft_unkey(ft_select<false>(over, zmax, 0.0f, (unsigned long long)k, sh));
+    }
+    if (on_p) {
+      const float t1 = tau;
+      auto over1 = [&](auto g) {
+        ft_scan(p, r, [&](int, float z, bool ok) {
+          if (ok && z >= t1 && z != FT_NINF) g(z);
+        });
+      };
+      unsigned long long m = 0ull;
+      over1([&](float z) { m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f); });
+      const unsigned long long total = ft_sum(m, sh);
+      const double want = ceil((double)tp * (double)total);
+      const unsigned long long target = want < 1.0 ? 1ull : (unsigned long long)want;
+      tau = ft_unkey(ft_select<true>(over1, zmax, c2, target, sh));
+    }
+  }
+  /* 5. the draws over z >= tau: the fused kernels' scores and noise */
+  for (int s = 0; s < p.num_samples; s++) {
+    unsigned long long best = 0ull;
+    const float t = tau;
+    auto offer = [&](int v, float z) {
+      if (!(z >= t)) return;
+      const unsigned long long key = ft_score_key(p, c, v, z, s);
+      best = key > best ? key : best;
+    };
+    if (gathered) {
+      ft_scan_kept(sh, [&](float z, int v) { offer(v, z); });
+    } else {
+      ft_scan(p, r, [&](int v, float z, bool ok) {
+        if (ok && z != FT_NINF) offer(v, z);
+      });
+    }
+    best = ft_max64(best, sh);
+    if (threadIdx.x == 0)
+      ft_put(p, r.b, s, best, __ldcg(r.z + (int)(fs_key_token(best) - (unsigned)p.vocab_offset)),
+             lse);
   }
 }
