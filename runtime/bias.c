@@ -20,7 +20,7 @@
 #include <string.h>
 
 int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
-  return fs_own_compile(FS_BIAS_TEMPLATE, target, out, err, errlen);
+  return fs_own_compile(FS_BIAS_TEMPLATE, NULL, target, out, err, errlen);
 }
 
 /* Compiles and loads the module once per context. */
@@ -29,7 +29,7 @@ static int bias_load(fs_context *ctx) {
                                       "fsamp_bias_merge"};
   CUfunction fns[3];
   if (ctx->bias_module) return FS_OK;
-  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, "the logit bias's kernels", names, 3,
+  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 3,
                        &ctx->bias_module, fns));
   ctx->bias_fn[0] = fns[0];
   ctx->bias_fn[1] = fns[1];

@@ -23,7 +23,7 @@
 #define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
 
 int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
-  return fs_own_compile(FS_FILTER_TEMPLATE, target, out, err, errlen);
+  return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
 }
 
 /* Floats between the rows of the logits: V rounded up to whole float4s. */
@@ -90,9 +90,13 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
                     ctx->filter_module ? "at this size grows the workspace (B x V x 4 bytes)"
                                        : "on a context compiles its kernel");
     if (!ctx->filter_module) {
+      /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only */
       static const char *const names[] = {"fsamp_filter"};
-      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, "the filters' kernel", names, 1,
-                           &ctx->filter_module, &ctx->filter_fn));
+      const char *gather = getenv("FS_FILTER_GATHER");
+      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE,
+                           gather && !strcmp(gather, "0") ? "#define FT_NO_GATHER 1\n" : NULL,
+                           "the filters' kernel", names, 1, &ctx->filter_module,
+                           &ctx->filter_fn));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
   }
@@ -123,8 +127,6 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   f.min_p = m->min_p;
   f.top_k = m->top_k;
   f.top_p = m->top_p;
-  const char *gather = getenv("FS_FILTER_GATHER"); /* "0": the long way (tests) */
-  f.flags = gather && !strcmp(gather, "0");
   void *args[] = {&prm, &f};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->filter_fn, (unsigned)p->batch, 1, 1, FILTER_THREADS,
                                        1, 1, 0, stream, args, NULL);

@@ -282,7 +282,9 @@ typedef struct fs_outputs {
 **    order before any token can be kept), and one CTA per row finds tau by
 **    radix selection (counts for top-k; for top-p the masses, summed in
 **    64-bit fixed point, 2^-32 of the largest weight a token, so that the
-**    sums do not depend on the order of the atomics) and draws.  The masses
+**    sums do not depend on the order of the atomics) and draws, over the
+**    tokens above a bound gathered into shared memory where they fit
+**    (docs/design.md, "Filters").  The masses
 **    are fp32 exponentials: a row whose top-p boundary lies within ~1e-5 of
 **    p (relative), or whose min-p boundary lies within fp32 rounding of a
 **    logit, may keep one token more or fewer than the exact rule.  Scalars:

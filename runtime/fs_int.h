@@ -123,15 +123,16 @@ int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin
                          fs_kernel **out);
 
 /* A module of the context's own from an embedded template (tmpl: the logit
-** bias's, the filters'), compiled for ctx's GPU by NVRTC and loaded into
-** *mod, its n functions names[i] into fns[i]; `what` names it in messages
-** (a compile failure keeps NVRTC's log as the compile log).
+** bias's, the filters'), `head` (NULL: none; e.g. a #define) put before it,
+** compiled for ctx's GPU by NVRTC and loaded into *mod, its n functions
+** names[i] into fns[i]; `what` names it in messages (a compile failure
+** keeps NVRTC's log as the compile log).
 ** fs_own_compile: its cubin for an NVRTC target (tests; no GPU). */
 struct fs_cubin;
-int fs_own_module(fs_context *ctx, const char *tmpl, const char *what,
+int fs_own_module(fs_context *ctx, const char *tmpl, const char *head, const char *what,
                   const char *const *names, int n, CUmodule *mod, CUfunction *fns);
-int fs_own_compile(const char *tmpl, const char *target, struct fs_cubin *out, char *err,
-                   size_t errlen);
+int fs_own_compile(const char *tmpl, const char *head, const char *target,
+                   struct fs_cubin *out, char *err, size_t errlen);
 
 /* Unloads and forgets a loaded kernel (plans using it are dropped too). */
 void fs_kernel_unload(fs_context *ctx, fs_kernel *k);

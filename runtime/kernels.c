@@ -177,8 +177,8 @@ void fs_kernel_unload(fs_context *ctx, fs_kernel *k) {
   free(k);
 }
 
-int fs_own_compile(const char *tmpl, const char *target, fs_cubin *out, char *err,
-                   size_t errlen) {
+int fs_own_compile(const char *tmpl, const char *head, const char *target, fs_cubin *out,
+                   char *err, size_t errlen) {
   const fs_embedded_file *f = fs_embedded_find(tmpl);
   memset(out, 0, sizeof *out);
   if (!f) {
@@ -189,10 +189,22 @@ int fs_own_compile(const char *tmpl, const char *target, fs_cubin *out, char *er
   char name[64];
   snprintf(name, sizeof name, "%.*s", (int)strcspn(base ? base + 1 : tmpl, "."),
            base ? base + 1 : tmpl);
-  return fs_nvrtc_compile(name, f->data, target, out, err, errlen);
+  if (!head) return fs_nvrtc_compile(name, f->data, target, out, err, errlen);
+  const size_t n = strlen(head);
+  char *src = malloc(n + f->size + 1);
+  if (!src) {
+    snprintf(err, errlen, "out of memory for %s's source", tmpl);
+    return FS_OUT_OF_MEMORY;
+  }
+  memcpy(src, head, n);
+  memcpy(src + n, f->data, f->size);
+  src[n + f->size] = 0;
+  const int st = fs_nvrtc_compile(name, src, target, out, err, errlen);
+  free(src);
+  return st;
 }
 
-int fs_own_module(fs_context *ctx, const char *tmpl, const char *what,
+int fs_own_module(fs_context *ctx, const char *tmpl, const char *head, const char *what,
                   const char *const *names, int n, CUmodule *mod, CUfunction *fns) {
   const int a = fs_target_arch(ctx->arch);
   if (!a)
@@ -201,7 +213,7 @@ int fs_own_module(fs_context *ctx, const char *tmpl, const char *what,
   char target[16], err[512];
   snprintf(target, sizeof target, "sm_%d%s", a, a == 90 ? "a" : ""); /* generator/fsgen.lua's */
   fs_cubin c;
-  int st = fs_own_compile(tmpl, target, &c, err, sizeof err);
+  int st = fs_own_compile(tmpl, head, target, &c, err, sizeof err);
   if (st) {
     if (c.log) fs_set_compile_log(ctx, c.log);
     fs_cubin_free(&c);

@@ -67,8 +67,7 @@ typedef struct fs_filter {
   float min_p;
   int top_k;
   float top_p;
-  int flags;                         /* bit 0: never gather the kept set into shared
-                                        memory (FS_FILTER_GATHER=0; tests of the long way) */
+  int unused;                        /* padding, 0 */
 } fs_filter;
 
 #endif /* FS_PARAMS_H */

@@ -39,6 +39,9 @@
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_NINF (-__int_as_float(0x7f800000))
+#ifndef FT_NO_GATHER
+#define FT_NO_GATHER 0 /* 1: never gather the kept set (runtime/filter.c, FS_FILTER_GATHER=0) */
+#endif
 
 struct ft_shared {
   union {
@@ -401,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
   bool gathered = false;
   unsigned long long s1mass = 0ull;
   const bool s1 = on_p && !on_k && !ninf;
-  if (lo > FT_NINF && !(f.flags & 1)) {
+  if (lo > FT_NINF && !FT_NO_GATHER) {
     if (threadIdx.x == 0) sh.nk = 0u;
     __syncthreads();
     const float tm = tau;
