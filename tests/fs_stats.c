@@ -11,6 +11,8 @@
 */
 #include "fs_stats.h"
 
+#include "fs_test.h"
+
 #include <math.h>
 
 #define STATS_EPS 1e-16
@@ -204,4 +206,15 @@ void fs_stats_max_only_law(const double *z, int n, long long vocab_offset, doubl
   }
   for (int v = 0; v < n; v++) tot += q[v];
   for (int v = 0; v < n; v++) q[v] /= tot;
+}
+
+void fs_stats_must_reject(const char *name, const int64_t *counts, const double *p,
+                          const double *q, int n, int64_t N, const char *law) {
+  const fs_chi2 r = fs_stats_chi2_gof(counts, q, n);
+  const double lambda = fs_stats_noncentrality(p, q, n, (double)N);
+  const double power = fs_stats_power((double)r.dof, lambda, 1e-6);
+  printf("    against %-34s chi2 %.1f dof %d p=%.4g; lambda %.0f, power at 1e-6 %.6f\n", law,
+         r.stat, r.dof, r.p, lambda, power);
+  CHECK_MSG(r.p < 1e-6, "%s: chi-square fails to reject %s: p=%.4g", name, law, r.p);
+  CHECK_MSG(power > 0.999, "%s: the test's power against %s is only %.4f", name, law, power);
 }

@@ -74,6 +74,13 @@ double fs_stats_noncentrality(const double *p, const double *q, int n,
 ** diagnostics, not for pass/fail decisions. */
 double fs_stats_power(double dof, double lambda, double alpha);
 
+/* Checks (fs_test's CHECK) that counts[0 .. n) of N draws reject the wrong
+** law q at p < 1e-6, with power above 0.999 when the draws follow p (so that
+** passing means something), and prints both; name and law name the case and
+** q in its messages.  Catches a kernel whose law is q (or nearer q than p). */
+void fs_stats_must_reject(const char *name, const int64_t *counts, const double *p,
+                          const double *q, int n, int64_t N, const char *law);
+
 /* The chi-square critical value: the x with fs_stats_chi2_sf(x, dof) ==
 ** alpha (bisection; alpha in (0, 1)). */
 double fs_stats_chi2_critical(double dof, double alpha);

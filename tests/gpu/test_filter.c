@@ -997,19 +997,6 @@ static int pick_gap(const double *zs, int n, int want) {
   return want;
 }
 
-/* The counts must reject law q (p < 1e-6), with power above 0.999 when the
-** draws follow p. */
-static void reject(const char *name, const int64_t *counts, const double *p, const double *q,
-                   int64_t N, const char *law) {
-  const fs_chi2 r = fs_stats_chi2_gof(counts, q, DV);
-  const double lambda = fs_stats_noncentrality(p, q, DV, (double)N);
-  const double power = fs_stats_power((double)r.dof, lambda, 1e-6);
-  printf("    against %s: chi2 %.1f dof %d p=%.4g; lambda %.0f, power at 1e-6 %.6f\n", law,
-         r.stat, r.dof, r.p, lambda, power);
-  CHECK_MSG(r.p < 1e-6, "%s: chi-square fails to reject %s: p=%.4g", name, law, r.p);
-  CHECK_MSG(power > 0.999, "%s: the test's power against %s is only %.4f", name, law, power);
-}
-
 /* Softmax of z / T over the kept tokens (0 elsewhere), unnormalised. */
 static void kept_law(const double *z, const int *keep, double T, double *p) {
   double zmax = -INFINITY;
@@ -1163,12 +1150,13 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
               (long long)ok.impossible);
     CHECK_MSG(ok.p > 1e-3, "%s: chi-square rejects the filtered softmax(z/T): p=%.4g", c->name,
               ok.p);
-    reject(c->name, counts, p, q_all, N, "the unfiltered softmax");
-    reject(c->name, counts, p, q_plus,
-           N, c->kind == DK_TOPK ? "top-(k+1)" : "one candidate more (the largest dropped)");
+    fs_stats_must_reject(c->name, counts, p, q_all, DV, N, "the unfiltered softmax");
+    fs_stats_must_reject(c->name, counts, p, q_plus, DV, N,
+                         c->kind == DK_TOPK ? "top-(k+1)" : "one candidate more (the largest dropped)");
     if (c->kind == DK_ALL) {
       if (kept_broken != kept)
-        reject(c->name, counts, p, q_broken, N, "top-p renormalised over every candidate");
+        fs_stats_must_reject(c->name, counts, p, q_broken, DV, N,
+                             "top-p renormalised over every candidate");
       else
         CHECK_MSG(0, "%s: top-p over every candidate keeps the same %d: the case does not test "
                   "the renormalisation", c->name, kept);

@@ -771,21 +771,6 @@ static void unmasked_group_mass_law(const double *z, const int *allowed, int n, 
   for (int i = 0; i < n; i++) q[i] /= total;
 }
 
-/* Checks the counts against the masked law p (must pass) and a wrong law q
-** (must be rejected at p < 1e-6 with power > 0.999); `what` names q. */
-static void reject(const char *name, const int64_t *counts, const double *p, const double *q,
-                   int64_t N, const char *what) {
-  const fs_chi2 bad = fs_stats_chi2_gof(counts, q, DV);
-  const double lambda = fs_stats_noncentrality(p, q, DV, (double)N);
-  const double power = fs_stats_power((double)bad.dof, lambda, 1e-6);
-  printf("    against %-34s chi2 %.1f dof %d p=%.4g; lambda %.0f, power at 1e-6 %.6f\n", what,
-         bad.stat, bad.dof, bad.p, lambda, power);
-  /* catches: a kernel whose law is q (or nearer q than p) */
-  CHECK_MSG(bad.p < 1e-6, "%s: chi-square fails to reject %s: p=%.4g", name, what, bad.p);
-  /* catches: a test too weak to tell p from q (then passing means little) */
-  CHECK_MSG(power > 0.999, "%s: the test's power against %s is only %.4f", name, what, power);
-}
-
 static void dist_case_run(fs_context *ctx, const dist_case *c, int index) {
   REQUIRE(fs_context_set_noise(ctx, c->noise) == FS_OK);
   gu_lmhead lm;
@@ -868,10 +853,10 @@ static void dist_case_run(fs_context *ctx, const dist_case *c, int index) {
     /* catches: a law other than the masked softmax (e.g. mass lost or moved) */
     CHECK_MSG(ok.p > 1e-3, "%s: chi-square rejects the masked softmax(z/T): p=%.4g", c->name,
               ok.p);
-    reject(c->name, counts, p, q_unmasked, N, "the unmasked softmax");
-    reject(c->name, counts, p, q_t, N, "the masked softmax at 1.05 T");
+    fs_stats_must_reject(c->name, counts, p, q_unmasked, DV, N, "the unmasked softmax");
+    fs_stats_must_reject(c->name, counts, p, q_t, DV, N, "the masked softmax at 1.05 T");
     if (c->noise == FS_NOISE_GROUP16)
-      reject(c->name, counts, p, q_grp, N, "groups by their unmasked mass");
+      fs_stats_must_reject(c->name, counts, p, q_grp, DV, N, "groups by their unmasked mass");
   }
   REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
   gu_outputs_free(ctx, &o);
