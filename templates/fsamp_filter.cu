@@ -7,9 +7,15 @@
 ** The call's fused kernel ran first with p.zout set: every logit of the call
 ** (after the soft-cap, before the mask) is in zout[b * zout_stride + v].
 ** fsamp_filter then takes one row per CTA:
-**  1. the candidates' largest logit and count (and, with logprobs, the raw
-**     logits' log-sum-exp, as the fused kernels take it);
-**  2. min-p's threshold from the largest logit;
+**  1. one pass over the row: the candidates' largest logit, count and (with
+**     top-p) mass, each thread's largest candidate, and with logprobs the
+**     raw logits' log-sum-exp, as the fused kernels take it;
+**  2. min-p's threshold from the largest logit, and lower bounds of the
+**     final threshold from the threads' maxima (sorted in shared memory);
+**     a second pass gathers every candidate at or above them into shared
+**     memory where they fit (FT_CAP), and steps 3-5 run there; else (or
+**     with FS_FILTER_GATHER=0, runtime/filter.c) they run as passes over
+**     the row, "the long way";
 **  3. top-k's: the k-th largest key by radix selection over the candidates
 **     above min-p's threshold (three passes of 11, 11 and 10 bits, counts
 **     in a shared histogram);
