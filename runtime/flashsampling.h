@@ -344,7 +344,11 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem,
 ** sampled calls, the one of greedy calls (sampling->temperature == 0 with
 ** temperatures NULL) and the one of FS_NOISE_GROUP16 calls, where fs-tune
 ** timed those (FS_TUNE_GREEDY=1, FS_TUNE_NOISE=group16); fs_prepare() loads
-** all of them, and a call runs the one of its kind (else the sampled one). */
+** all of them, and a call runs the one of its kind (else the sampled one).
+** A call with filters (fs_options.min_p, top_k, top_p) writes its logits
+** with the kernel of greedy calls where that one stages its tiles, else the
+** sampled one's, else the bucket's built-in default (docs/design.md,
+** "Filters"), then runs the filters' own kernel. */
 int fs_variant_name(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, char *buf, size_t bufsize);
 
