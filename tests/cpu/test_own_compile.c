@@ -7,7 +7,8 @@
 ** (the correctly rounded 1 / T, as the fused kernels take it, is a called
 ** subroutine: ptxas saves a few registers around it on some targets; a spill
 ** of a dot product's, the noise's or a selection's loop would be far
-** larger).  Was test_bias_compile.  Needs no GPU.
+** larger).  The filters' module also as FS_FILTER_GATHER=0 compiles it
+** (FT_NO_GATHER, only its long way).  Was test_bias_compile.  Needs no GPU.
 */
 #include "fs_test.h"
 
@@ -24,15 +25,13 @@ static int has_symbol(const fs_cubin *c, const char *name) {
   return 0;
 }
 
-typedef int (*compile_fn)(const char *target, fs_cubin *out, char *err, size_t errlen);
-
-static void check_module(const char *what, compile_fn compile, const char *const *kernels,
-                         int nk) {
+static void check_module(const char *what, const char *tmpl, const char *head,
+                         const char *const *kernels, int nk) {
   static const char *targets[] = {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"};
   for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
     char err[512];
     fs_cubin c;
-    const int st = compile(targets[i], &c, err, sizeof err);
+    const int st = fs_own_compile(tmpl, head, targets[i], &c, err, sizeof err);
     CHECK_MSG(st == FS_OK, "%s, %s: %s\n%s", what, targets[i], err, c.log ? c.log : "");
     if (st == FS_OK) {
       CHECK_MSG(c.spill_bytes <= 32 && c.stack_bytes <= 32, "%s, %s: spills %d bytes, stack %d",
@@ -51,7 +50,16 @@ int main(void) {
   static const char *const bias[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
                                      "fsamp_bias_merge"};
   static const char *const filter[] = {"fsamp_filter"};
-  check_module("bias", fs_bias_compile, bias, 3);
-  check_module("filter", fs_filter_compile, filter, 1);
+  check_module("bias", FS_BIAS_TEMPLATE, NULL, bias, 3);
+  check_module("filter", FS_FILTER_TEMPLATE, NULL, filter, 1);
+  check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", filter, 1);
+  /* the modules' own entry points compile the same sources */
+  char err[512];
+  fs_cubin c;
+  CHECK_MSG(fs_bias_compile("sm_90a", &c, err, sizeof err) == FS_OK, "fs_bias_compile: %s", err);
+  fs_cubin_free(&c);
+  CHECK_MSG(fs_filter_compile("sm_90a", &c, err, sizeof err) == FS_OK, "fs_filter_compile: %s",
+            err);
+  fs_cubin_free(&c);
   return fs_test_done("test_own_compile");
 }
