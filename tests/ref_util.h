@@ -19,6 +19,18 @@
 #include <string.h>
 
 /* n bytes (rounded up to 64), 64-byte aligned; free() them. */
+/* c tanh(z / c) in double, exactly as the reference forms it (c the float
+** option widened to double); c == 0 means no cap. */
+static inline double ref_cap(double z, float c) {
+  const double cd = (double)c;
+  return c > 0.0f ? cd * tanh(z / cd) : z;
+}
+
+/* Entries uniform(-s, s) give logits of sd sqrt(D) s^2 / 3: the s of sd. */
+static inline double ref_scale_for_sd(double sd, int D) {
+  return sqrt(3.0 * sd / sqrt((double)D));
+}
+
 static inline void *ref_xalloc(size_t bytes) {
   void *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
   REQUIRE(ptr != NULL);

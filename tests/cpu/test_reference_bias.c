@@ -66,7 +66,7 @@
 **     whose only allowed token is the first id, or whose every token has
 **     bias -inf, draws the first id with its raw logit.
 **  5. The law: chi-square of 2 x 10^5 draws (4 rows of one H, 50,000
-**     samples each) against softmax((cap(z) + b) / T) for two cases (bf16,
+**     samples each) against softmax((ref_cap(z) + b) / T) for two cases (bf16,
 **     V = 48, vocab_offset 1000, T = 0.8, no cap; fp16, V = 40, vocab_offset
 **     0, T = 1.5, c = 3), 12 entries with a ban, a repeated id, a pad and ids
 **     just outside the shard (value +30: a shard test off by one would
@@ -103,12 +103,6 @@
 
 /* ---- the oracle ---------------------------------------------------------------------- */
 
-/* cap(z) = c tanh(z / c) in double, as the reference forms it; c == 0: none. */
-static double cap(double z, float c) {
-  const double cd = (double)c;
-  return c > 0.0f ? cd * tanh(z / cd) : z;
-}
-
 /* Row b's bias as flashsampling.h defines it: sum[v] is the fp32 sum, in
 ** entry order, of the values of the row's entries naming id vocab_offset + v,
 ** hits[v] how many there were (ids outside the call ignored). */
@@ -132,7 +126,7 @@ static double oracle_row(const fs_problem *p, const fs_options *o, int b, double
   float *sum = ref_xalloc(sizeof(float) * (size_t)V);
   int *h = ref_xalloc(sizeof(int) * (size_t)V);
   ref_oracle_logits(p, b, zr);
-  for (int v = 0; v < V; v++) zr[v] = cap(zr[v], o->logit_softcap);
+  for (int v = 0; v < V; v++) zr[v] = ref_cap(zr[v], o->logit_softcap);
   oracle_bias_row(p, o->logit_bias_tokens, o->logit_bias_values, o->logit_bias_count, b, sum, h);
   for (int v = 0; v < V; v++) {
     zb[v] = h[v] ? zr[v] + (double)sum[v] : zr[v];
@@ -152,9 +146,6 @@ static long long mask_stride(const fs_problem *p, const fs_options *o) {
 static int same_bits(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
 /* ---- random problems ----------------------------------------------------------------- */
-
-/* Entries uniform(-s, s) give logits of sd sqrt(D) s^2 / 3: the s of sd. */
-static double scale_for_sd(double sd, int D) { return sqrt(3.0 * sd / sqrt((double)D)); }
 
 static unsigned rnd(unsigned long long *st, unsigned n) {
   return (unsigned)(fs_test_rand(st) % n);
@@ -360,7 +351,7 @@ static void oracle_problem(int it, int dtype, int B, int D, int V, long long vof
                            int specials, unsigned long long *st) {
   static const float caps[] = {0.0f, 2.0f, 0.0f, 5.0f, 30.0f};
   ref_prob pr;
-  ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, scale_for_sd(3.0, D), st);
+  ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, ref_scale_for_sd(3.0, D), st);
   float temps[16];
   uint64_t seeds[16], offsets[16];
   REQUIRE(B <= 16);
@@ -434,7 +425,7 @@ static void test_augmented(void) {
     const int D2 = D + 8, count = 1 + (int)rnd(&st, 12);
     const long long voff = offs[it % 3];
     ref_prob pr;
-    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, scale_for_sd(2.0, D), &st);
+    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, ref_scale_for_sd(2.0, D), &st);
     float temps[4];
     uint64_t seeds[4], offsets[4];
     const fs_sampling s = ref_random_sampling(it, B, 3, temps, seeds, offsets, &st);
@@ -523,7 +514,7 @@ static void test_shards(void) {
     const int nsh = 2 + it % 2;
     const long long voff = offs[it % 3];
     ref_prob pr;
-    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, scale_for_sd(3.0, D), &st);
+    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, ref_scale_for_sd(3.0, D), &st);
     float temps[4];
     uint64_t seeds[4], offsets[4];
     const fs_sampling s = ref_random_sampling(it, B, 3, temps, seeds, offsets, &st);
@@ -587,7 +578,7 @@ static void test_ban_is_mask(void) {
     const int V = 20 + (int)rnd(&st, 200), count = 1 + (int)rnd(&st, 20);
     const long long voff = it % 2 ? 77 : 0, stride = (voff + V + 31) / 32;
     ref_prob pr;
-    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, scale_for_sd(2.0, D), &st);
+    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, ref_scale_for_sd(2.0, D), &st);
     float temps[4];
     uint64_t seeds[4], offsets[4];
     const fs_sampling s = ref_random_sampling(it, B, 3, temps, seeds, offsets, &st);
@@ -648,7 +639,7 @@ static void test_ban_is_mask(void) {
 static void test_explicit(void) {
   unsigned long long st = 0x6578706cull;
   ref_prob pr;
-  ref_prob_make(&pr, FS_DTYPE_BF16, 6, 16, X_V, 0, 0, X_OFF, scale_for_sd(2.0, 16), &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, 6, 16, X_V, 0, 0, X_OFF, ref_scale_for_sd(2.0, 16), &st);
   const float temps[6] = {1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.5f};
   const fs_sampling s = {0.0f, temps, X_S, 0x5eedull, NULL, 41u, NULL};
   const long long stride = (X_OFF + X_V + 31) / 32;
@@ -728,7 +719,7 @@ static void test_explicit(void) {
 static void test_fp32_sum(void) {
   unsigned long long st = 0x66703332ull;
   ref_prob pr;
-  ref_prob_make(&pr, FS_DTYPE_BF16, 2, 16, 30, 0, 0, 0, scale_for_sd(1.0, 16), &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, 2, 16, 30, 0, 0, 0, ref_scale_for_sd(1.0, 16), &st);
   const fs_sampling s = {0.0f, NULL, 1, 1u, NULL, 0u, NULL};
   const float q = 0x1p-22f;
   const int32_t tok[10] = {7, 7, 7, 7, 7, 7, 7, 7, 7, 7};
@@ -767,7 +758,7 @@ static void test_fp32_sum(void) {
 static void test_nothing_drawable(void) {
   unsigned long long st = 0x6e6f647261770aull;
   ref_prob pr;
-  ref_prob_make(&pr, FS_DTYPE_BF16, ND_B, 32, ND_V, 0, 0, ND_OFF, scale_for_sd(2.0, 32), &st);
+  ref_prob_make(&pr, FS_DTYPE_BF16, ND_B, 32, ND_V, 0, 0, ND_OFF, ref_scale_for_sd(2.0, 32), &st);
   const long long stride = (ND_OFF + ND_V + 31) / 32;
   uint32_t *m = ref_xalloc(sizeof(uint32_t) * (size_t)(ND_B * stride));
   int32_t *tok = ref_xalloc(sizeof(int32_t) * ND_B * ND_V);
@@ -916,20 +907,20 @@ static void reject_law(const int64_t *counts, const double *p, const double *q, 
 ** laws, z / T + b and a repeated id's last entry only, give lambda = 1.4e4
 ** to 3.9e4: the statistic's mean dof + lambda lies ~60 sd (sd = sqrt(2 (dof
 ** + 2 lambda)) ~ 240) above the critical value, power 1 to many digits; b / 2
-** gives 4e4 to 1e5, cap(z + b) 1.3e5, the bias ignored 2e5 to 7e6 and -b
+** gives 4e4 to 1e5, ref_cap(z + b) 1.3e5, the bias ignored 2e5 to 7e6 and -b
 ** 2e6 to 9e7.  fs_stats_power() > 0.999999 is CHECKed for each. */
 static void law_case(int dtype, int V, long long voff, float T, float c, double sd,
                      unsigned long long seed) {
   unsigned long long st = seed;
   ref_prob pr;
-  ref_prob_make(&pr, dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, scale_for_sd(sd, LAW_D), &st);
+  ref_prob_make(&pr, dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, ref_scale_for_sd(sd, LAW_D), &st);
   for (int b = 1; b < LAW_ROWS; b++) memcpy(pr.h + b * LAW_D, pr.h, sizeof(uint16_t) * LAW_D);
   double z[64], zr[64], zb[64], p[64], q[64], w[64];
   float sum[64];
   int hits[64], ord[64];
   REQUIRE(V <= 64 && V >= 24);
   ref_oracle_logits(&pr.p, 0, z);
-  for (int v = 0; v < V; v++) zr[v] = cap(z[v], c), ord[v] = v;
+  for (int v = 0; v < V; v++) zr[v] = ref_cap(z[v], c), ord[v] = v;
   for (int i = 1; i < V; i++) /* ids by raw logit, largest first */
     for (int j = i; j > 0 && zr[ord[j]] > zr[ord[j - 1]]; j--) {
       const int x = ord[j];
@@ -978,7 +969,7 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
   const fs_chi2 good = fs_stats_chi2_gof(counts, p, V);
   printf("%s: chi2=%.1f dof=%d p=%.3g", what, good.stat, good.dof, good.p);
   CHECK(good.total == (int64_t)N && good.impossible == 0 && good.dof >= V / 2);
-  CHECK_MSG(good.p > 1e-3, "%s: chi-square rejects softmax((cap(z) + b) / T): p=%g", what,
+  CHECK_MSG(good.p > 1e-3, "%s: chi-square rejects softmax((ref_cap(z) + b) / T): p=%g", what,
             good.p);
   /* (a) the bias ignored */
   fs_stats_softmax(zr, V, (double)T, q);
@@ -1000,12 +991,12 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
   w[ord[3]] = zr[ord[3]] + 1.25;
   fs_stats_softmax(w, V, (double)T, q);
   reject_law(counts, p, q, V, (double)N, "last entry only", what);
-  if (c > 0.0f) { /* (f) added before the cap: cap(z + b) */
+  if (c > 0.0f) { /* (f) added before the cap: ref_cap(z + b) */
     for (int v = 0; v < V; v++)
       w[v] = hits[v] && sum[v] == -INFINITY ? -INFINITY
-                                            : cap(z[v] + (hits[v] ? (double)sum[v] : 0.0), c);
+                                            : ref_cap(z[v] + (hits[v] ? (double)sum[v] : 0.0), c);
     fs_stats_softmax(w, V, (double)T, q);
-    reject_law(counts, p, q, V, (double)N, "cap(z + b)", what);
+    reject_law(counts, p, q, V, (double)N, "ref_cap(z + b)", what);
   }
   printf("\n");
   free(tk);

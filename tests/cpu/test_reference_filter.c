@@ -65,14 +65,6 @@
 
 /* ---- the oracle -------------------------------------------------------------- */
 
-static double cap(double z, float c) {
-  const double cd = (double)c;
-  return c > 0.0f ? cd * tanh(z / cd) : z;
-}
-
-/* Entries uniform(-s, s) give logits of sd sqrt(D) s^2 / 3: the s of sd. */
-static double scale_for_sd(double sd, int D) { return sqrt(3.0 * sd / sqrt((double)D)); }
-
 /* A candidate: a score that is a number above -inf. */
 static int is_cand(double z) { return !isnan(z) && z != -INFINITY; }
 
@@ -227,7 +219,7 @@ static void oracle_scores(const fs_problem *p, const fs_options *o, int b, doubl
                                               : 0;
   ref_oracle_logits(p, b, rz);
   for (int v = 0; v < p->vocab; v++) {
-    rz[v] = cap(rz[v], o ? o->logit_softcap : 0.0f);
+    rz[v] = ref_cap(rz[v], o ? o->logit_softcap : 0.0f);
     cz[v] = ref_allowed(o ? o->token_mask : NULL, stride, b, p->vocab_offset + v) ? rz[v]
                                                                                : -INFINITY;
   }
@@ -342,7 +334,7 @@ static void test_oracle(void) {
     const float c = caps[(it / 4) % 4];
     ref_prob pr;
     ref_prob_make(&pr, dtype, B, D, V, hs, ws, voff,
-                  scale_for_sd(1.0 + (double)(fs_test_rand(&st) % 3), D), &st);
+                  ref_scale_for_sd(1.0 + (double)(fs_test_rand(&st) % 3), D), &st);
     const long long wse = ws ? ws : D;
     for (int v = 0; v < V && V > 1; v++) /* ties: an eighth of the rows repeat another */
       if (fs_test_rand(&st) % 8 == 0)
@@ -412,7 +404,7 @@ static void test_keep_all(void) {
   for (int it = 0; it < 4; it++) {
     ref_prob pr;
     ref_prob_make(&pr, it % 2 ? FS_DTYPE_FP16 : FS_DTYPE_BF16, B, D, V, 0, 0, 123,
-                  scale_for_sd(1.0, D), &st);
+                  ref_scale_for_sd(1.0, D), &st);
     const float temps[B] = {1.0f, 0.25f, 3.0f, 0.0f, INFINITY, 0.7f};
     const fs_sampling s = {0.0f, temps, S, 77u + (uint64_t)it, NULL, 5u, NULL};
     const long long stride = (123 + V + 31) / 32;
@@ -772,7 +764,7 @@ static void test_blocks(void) {
   {
     enum { B = 230, V = 151936 };
     ref_prob pr;
-    ref_prob_make(&pr, FS_DTYPE_BF16, B, 8, V, 0, 0, 0, scale_for_sd(3.0, 8), &st);
+    ref_prob_make(&pr, FS_DTYPE_BF16, B, 8, V, 0, 0, 0, ref_scale_for_sd(3.0, 8), &st);
     const fs_sampling s = {1.0f, NULL, 1, 8u, NULL, 9u, NULL};
     const fs_options o = filt(0.2f, 0, 0.0f);
     int32_t *tok = ref_xalloc(sizeof(int32_t) * B);
@@ -788,7 +780,7 @@ static void test_blocks(void) {
   {
     enum { B = 300, V = 16, S = 4000 };
     ref_prob pr;
-    ref_prob_make(&pr, FS_DTYPE_FP16, B, 8, V, 0, 0, 40, scale_for_sd(2.0, 8), &st);
+    ref_prob_make(&pr, FS_DTYPE_FP16, B, 8, V, 0, 0, 40, ref_scale_for_sd(2.0, 8), &st);
     const fs_sampling s = {0.8f, NULL, S, 8u, NULL, 9u, NULL};
     const fs_options o = filt(0.0f, 4, 0.9f);
     int32_t *tok = ref_xalloc(sizeof(int32_t) * B * S);
@@ -804,7 +796,7 @@ static void test_blocks(void) {
   {
     enum { B = 4, D = 512, V = 151936 };
     ref_prob pr;
-    ref_prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 0, scale_for_sd(2.0, D), &st);
+    ref_prob_make(&pr, FS_DTYPE_BF16, B, D, V, 0, 0, 0, ref_scale_for_sd(2.0, D), &st);
     const float temps[B] = {1.0f, 0.6f, 0.0f, 1.3f};
     const fs_sampling s = {0.0f, temps, 2, 8u, NULL, 9u, NULL};
     const int32_t top_ks[B] = {50, 0, 50, 1000};
@@ -863,7 +855,7 @@ static void law_case(int dtype, float T, const fs_options *o, double sd, unsigne
                      const char *name) {
   unsigned long long st = seed;
   ref_prob pr;
-  ref_prob_make(&pr, dtype, LAW_ROWS, 32, LAW_V, 0, 0, 5000, scale_for_sd(sd, 32), &st);
+  ref_prob_make(&pr, dtype, LAW_ROWS, 32, LAW_V, 0, 0, 5000, ref_scale_for_sd(sd, 32), &st);
   for (int b = 1; b < LAW_ROWS; b++) memcpy(pr.h + b * 32, pr.h, sizeof(uint16_t) * 32);
   double z[LAW_V], rz[LAW_V], p[LAW_V], q[LAW_V], buf[3 * LAW_V + 1];
   oracle_scores(&pr.p, o, 0, rz, z);

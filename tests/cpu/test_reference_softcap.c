@@ -3,7 +3,7 @@
 ** test_reference_softcap.c: the CPU reference's logit soft-capping
 ** (fs_options.logit_softcap of fs_reference_sample_ex, since 0.3.2), against
 ** an oracle written here from flashsampling.h's definition: every logit z of
-** the call becomes cap(z) = c tanh(z / c), in double, before the token mask,
+** the call becomes ref_cap(z) = c tanh(z / c), in double, before the token mask,
 ** the temperature, the noise, greedy rows' argmax, the logprobs' log-sum-exp
 ** and the returned logits.
 **
@@ -14,18 +14,18 @@
 **     up to 8 samples; a random token mask on a third of them with a row of one
 **     allowed token and a row of none; logprobs always on):
 **      - FS_NOISE_TOKEN: tokens, logits and keys equal the oracle's bit for bit
-**        (argmax over tokens of cap(z) / T + the Philox Gumbel noise; greedy
-**        rows the argmax of cap(z), ties to the smaller id, so the logits
-**        written are (float)cap(z));
+**        (argmax over tokens of ref_cap(z) / T + the Philox Gumbel noise; greedy
+**        rows the argmax of ref_cap(z), ties to the smaller id, so the logits
+**        written are (float)ref_cap(z));
 **      - FS_NOISE_GROUP16 (vocab_offset 160): greedy rows as above; sampled
-**        rows draw an allowed token with logit (float)cap(z) bit for bit;
+**        rows draw an allowed token with logit (float)ref_cap(z) bit for bit;
 **      - every drawn logit of an allowed token has |logit| <= c; masked tokens
 **        are never drawn; a row with no allowed token gives its first id with
 **        logit -inf and logprob -inf;
-**      - logprobs equal cap(z_tok) - logsumexp(cap(z)) over all V tokens (no
+**      - logprobs equal ref_cap(z_tok) - logsumexp(ref_cap(z)) over all V tokens (no
 **        mask, no temperature) within 1e-6 + 1e-7 |want| (half an fp32 ulp of
 **        values up to ~66 is below that); fs_reference_row_ex gives the same
-**        winner, its double logit cap(z) exactly and the double lse;
+**        winner, its double logit ref_cap(z) exactly and the double lse;
 **      - softcap = 0 is the oracle without a cap (bit for bit), and equals,
 **        bit for bit (tokens, logits, keys, logprobs): softcap = -0.0; a
 **        0.3.0-sized struct (size = offsetof(fs_options, logit_softcap))
@@ -38,12 +38,12 @@
 **     c = FS_MAX_SOFTCAP (the identity up to rounding: the uncapped tokens).
 **  2. The law: chi-square of 2 x 10^5 draws (4 rows of one H, 50,000 samples
 **     each, independent through the rows' noise tags) of V = 37, 29 and 40
-**     tokens against softmax(cap(z) / T) computed in double from the same
+**     tokens against softmax(ref_cap(z) / T) computed in double from the same
 **     bf16/fp16 inputs (p > 1e-3), for FS_NOISE_TOKEN at T = 1 (c = 1.5,
 **     logits of sd ~4) and T = 1.3 (c = 3), and FS_NOISE_GROUP16 at T = 0.7
 **     (c = 2).  The same counts must reject (p < 1e-6) the uncapped law
 **     softmax(z / T), a cap of 1.1 c and, where T != 1, the law of a sampler
-**     that divides by T before capping, softmax(cap(z / T)).  Power: see
+**     that divides by T before capping, softmax(ref_cap(z / T)).  Power: see
 **     law_case().
 **  3. Bad input: logit_softcap -1, NaN, +inf, -inf, 1e-31, the float below
 **     FS_MIN_SOFTCAP, -FS_MIN_SOFTCAP, -FLT_MAX, the least subnormal, the
@@ -70,13 +70,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* cap(z) = c tanh(z / c) in double, exactly as the reference forms it (c the
-** float option widened to double); c == 0 means no cap. */
-static double cap(double z, float c) {
-  const double cd = (double)c;
-  return c > 0.0f ? cd * tanh(z / cd) : z;
-}
 
 /* ---- 1. random problems against the oracle -------------------------------------- */
 
@@ -148,7 +141,7 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
   int bad = 0;
   for (int b = 0; b < B; b++) {
     ref_oracle_logits(p, b, z);
-    for (int v = 0; v < V; v++) cz[v] = cap(z[v], c);
+    for (int v = 0; v < V; v++) cz[v] = ref_cap(z[v], c);
     const double lse = ref_lse(cz, V);
     const float T = s->temperatures ? s->temperatures[b] : s->temperature;
     const int greedy = !(T > 0.0f);
@@ -190,7 +183,7 @@ static void check_problem(const fs_problem *p, const fs_sampling *s, int noise,
       if (!greedy) g_sampled++, g_moved += tok != u.tokens[i];
       CHECK_MSG(ref_float_bits_equal(o.logits[i], (float)cz[v]) &&
                     (c == 0.0f || fabsf(o.logits[i]) <= c),
-                "%s: b=%d s=%d: token %d logit %.9g, want cap(%.9g) = %.9g (c = %g)", what, b,
+                "%s: b=%d s=%d: token %d logit %.9g, want ref_cap(%.9g) = %.9g (c = %g)", what, b,
                 t, (int)tok, (double)o.logits[i], z[v], cz[v], (double)c);
       const double want = cz[v] - lse, err = fabs((double)lp[i] - want);
       CHECK_MSG(err <= 1e-6 + 1e-7 * fabs(want),
@@ -223,9 +216,6 @@ done:
   ref_outs_free(&w);
 }
 
-/* Entries uniform(-s, s) give logits of sd sqrt(D) s^2 / 3: the s of sd. */
-static double scale_for_sd(double sd, int D) { return sqrt(3.0 * sd / sqrt((double)D)); }
-
 static void test_oracle(void) {
   static const int Ds[] = {8, 16, 24, 40, 64};
   static const int Vs[] = {1, 5, 13, 31, 50, 101, 258};
@@ -240,7 +230,7 @@ static void test_oracle(void) {
     const int noise = it % 4 == 3 ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
     const float c = caps[it % 5];
     ref_prob pr;
-    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, scale_for_sd((2 + it % 3) * (double)c, D),
+    ref_prob_make(&pr, dtype, B, D, V, 0, 0, voff, ref_scale_for_sd((2 + it % 3) * (double)c, D),
                   &st);
     float temps[6];
     uint64_t seeds[6], offsets[6];
@@ -312,7 +302,7 @@ static void reject_law(const int64_t *counts, const double *p, const double *q, 
 /* Power (printed per case; measured with the reference): over 2e5 draws and
 ** 28-39 degrees of freedom (critical value at 1e-6: 70-85), the uncapped law
 ** gives lambda = 5e6 to 1e8 (its top token takes 0.3-0.6 of the mass, the
-** capped law's 0.05-0.1) and capping after the temperature (softmax(cap(z /
+** capped law's 0.05-0.1) and capping after the temperature (softmax(ref_cap(z /
 ** T)), where T != 1) lambda = 1e4: p printed as 0, power 1 - O(1e-100); a
 ** cap of 1.1 c gives lambda = 670 to 1400 (p = 1e-142 to 1e-316), the
 ** statistic's mean some 12 to 18 sd above the critical value: power
@@ -321,12 +311,12 @@ static void law_case(int dtype, int noise, int V, long long voff, float T, float
                      unsigned long long seed) {
   unsigned long long st = seed;
   ref_prob pr;
-  ref_prob_make(&pr, dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, scale_for_sd(sd, LAW_D), &st);
+  ref_prob_make(&pr, dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, ref_scale_for_sd(sd, LAW_D), &st);
   for (int b = 1; b < LAW_ROWS; b++) memcpy(pr.h + b * LAW_D, pr.h, sizeof(uint16_t) * LAW_D);
   double z[64], cz[64], p[64], q[64], w[64];
   REQUIRE(V <= 64);
   ref_oracle_logits(&pr.p, 0, z);
-  for (int v = 0; v < V; v++) cz[v] = cap(z[v], c);
+  for (int v = 0; v < V; v++) cz[v] = ref_cap(z[v], c);
   /* a scalar seed: the rows' tags make their noise independent */
   const fs_sampling s = {T, NULL, LAW_S, seed ^ 0x5eedull, NULL, 3u, NULL};
   const fs_options opt = {.size = sizeof opt, .logit_softcap = c};
@@ -346,7 +336,7 @@ static void law_case(int dtype, int noise, int V, long long voff, float T, float
   snprintf(what, sizeof what, "law V=%d off=%lld %s %s T=%.1f c=%.1f", V, voff,
            dtype == FS_DTYPE_BF16 ? "bf16" : "fp16",
            noise == FS_NOISE_TOKEN ? "token" : "group16", (double)T, (double)c);
-  CHECK_MSG(badlogit == 0, "%s: %d draws' logits are not cap(z)", what, badlogit);
+  CHECK_MSG(badlogit == 0, "%s: %d draws' logits are not ref_cap(z)", what, badlogit);
   fs_stats_softmax(cz, V, (double)T, p);
   const fs_chi2 good = fs_stats_chi2_gof(counts, p, V);
   double pmax = 0.0, qmax = 0.0, zrms = 0.0;
@@ -359,15 +349,15 @@ static void law_case(int dtype, int noise, int V, long long voff, float T, float
   printf("%s (logit rms %.1f): chi2=%.1f dof=%d p=%.3g (top token %.3f, uncapped %.3f)", what,
          sqrt(zrms), good.stat, good.dof, good.p, pmax, qmax);
   CHECK(good.total == (int64_t)N && good.impossible == 0 && good.dof >= V / 2);
-  CHECK_MSG(good.p > 1e-3, "%s: chi-square rejects softmax(cap(z) / T): p=%g", what, good.p);
+  CHECK_MSG(good.p > 1e-3, "%s: chi-square rejects softmax(ref_cap(z) / T): p=%g", what, good.p);
   reject_law(counts, p, q, V, (double)N, "uncapped", what);
-  for (int v = 0; v < V; v++) w[v] = cap(z[v], 1.1f * c);
+  for (int v = 0; v < V; v++) w[v] = ref_cap(z[v], 1.1f * c);
   fs_stats_softmax(w, V, (double)T, q);
   reject_law(counts, p, q, V, (double)N, "cap 1.1c", what);
   if (T != 1.0f) { /* the wrong order: temperature, then cap */
-    for (int v = 0; v < V; v++) w[v] = cap(z[v] / (double)T, c);
+    for (int v = 0; v < V; v++) w[v] = ref_cap(z[v] / (double)T, c);
     fs_stats_softmax(w, V, 1.0, q);
-    reject_law(counts, p, q, V, (double)N, "cap(z / T)", what);
+    reject_law(counts, p, q, V, (double)N, "ref_cap(z / T)", what);
   }
   printf("\n");
   free(tok);
