@@ -9,9 +9,12 @@
 ** B rows of zout_stride floats after the fused kernel's own part; its draw
 ** goes to scratch and is not used.  fsamp_filter (templates/fsamp_filter.cu,
 ** compiled by NVRTC into a module of the context's own on its first
-** filtered call) then takes a row per CTA: the thresholds by radix
-** selection, the draw with the fused kernels' own scores and noise, and the
-** outputs (logits, keys and logprobs as without filters).
+** filtered call) then takes a row per cluster of CTAs: the thresholds by
+** radix selection, the draw with the fused kernels' own scores and noise,
+** and the outputs (logits, keys and logprobs as without filters).  At small
+** B a row's passes would leave most SMs idle, so on sm_90 a row takes a
+** cluster of 2, 4 or 8 CTAs, the largest of which B clusters are
+** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests).
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -24,6 +27,46 @@
 
 int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
   return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
+}
+
+/* After the module is loaded: how many clusters of each size (1, 2, 4, 8
+** CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the GPU at
+** once. */
+static int filter_clusters(fs_context *ctx) {
+  const char *e = getenv("FS_FILTER_CLUSTER");
+  const int cap = e && *e ? atoi(e) : 8;
+  memset(ctx->filter_clusters, 0, sizeof ctx->filter_clusters);
+  ctx->filter_clusters[0] = 1;
+  for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = 1u << i;
+    at.value.clusterDim.y = at.value.clusterDim.z = 1;
+    CUlaunchConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDimX = 1u << i;
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = FILTER_THREADS;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.attrs = &at;
+    lc.numAttrs = 1;
+    int n = 0;
+    CUresult r = ctx->cu->cuOccupancyMaxActiveClusters(&n, ctx->filter_fn, &lc);
+    if (r) return fs_cu_fail(ctx, r, "cuOccupancyMaxActiveClusters(fsamp_filter)", __FILE__,
+                             __LINE__);
+    ctx->filter_clusters[i] = n;
+  }
+  return FS_OK;
+}
+
+/* The CTAs of a row's cluster at batch B: the largest size of which B
+** clusters run at once (a power of two: fsamp_filter shares FT_THREADS
+** thread maxima out among them). */
+static unsigned cluster_size(const fs_context *ctx, long long B) {
+  for (int i = 3; i > 0; i--)
+    if (ctx->filter_clusters[i] > 0 && B <= ctx->filter_clusters[i]) return 1u << i;
+  return 1u;
 }
 
 /* Floats between the rows of the logits: V rounded up to whole float4s. */
@@ -97,6 +140,7 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
                            gather && !strcmp(gather, "0") ? "#define FT_NO_GATHER 1\n" : NULL,
                            "the filters' kernel", names, 1, &ctx->filter_module,
                            &ctx->filter_fn));
+      FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
   }
@@ -128,7 +172,22 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   f.top_k = m->top_k;
   f.top_p = m->top_p;
   void *args[] = {&prm, &f};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->filter_fn, (unsigned)p->batch, 1, 1, FILTER_THREADS,
-                                       1, 1, 0, stream, args, NULL);
-  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
+  const unsigned cs = cluster_size(ctx, p->batch);
+  CUlaunchAttribute at;
+  memset(&at, 0, sizeof at);
+  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at.value.clusterDim.x = cs;
+  at.value.clusterDim.y = at.value.clusterDim.z = 1;
+  CUlaunchConfig lc;
+  memset(&lc, 0, sizeof lc);
+  lc.gridDimX = cs; /* grid (cs, B): fsamp_filter's row is blockIdx.y */
+  lc.gridDimY = (unsigned)p->batch;
+  lc.gridDimZ = 1;
+  lc.blockDimX = FILTER_THREADS;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.hStream = stream;
+  lc.attrs = &at;
+  lc.numAttrs = cs > 1u ? 1 : 0;
+  CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
 }

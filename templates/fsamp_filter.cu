@@ -6,16 +6,19 @@
 **
 ** The call's fused kernel ran first with p.zout set: every logit of the call
 ** (after the soft-cap, before the mask) is in zout[b * zout_stride + v].
-** fsamp_filter then takes one row per CTA:
-**  1. one pass over the row: the candidates' largest logit, count and (with
-**     top-p) mass, each thread's largest candidate, and with logprobs the
-**     raw logits' log-sum-exp, as the fused kernels take it;
+** fsamp_filter then takes one row per cluster of CTAs (sm_90, at small B;
+** runtime/filter.c picks the size; elsewhere one CTA), each CTA a slice:
+**  1. one pass over the slice: the candidates' largest logit, count and
+**     (with top-p) mass, each thread's largest candidate, and with logprobs
+**     the raw logits' log-sum-exp, as the fused kernels take it; merged
+**     over the cluster through distributed shared memory, in rank order;
 **  2. min-p's threshold from the largest logit, and lower bounds of the
-**     final threshold from the threads' maxima (sorted in shared memory);
-**     a second pass gathers every candidate at or above them into shared
-**     memory where they fit (FT_CAP), and steps 3-5 run there; else (or
-**     with FS_FILTER_GATHER=0, runtime/filter.c) they run as passes over
-**     the row, "the long way";
+**     final threshold from the threads' maxima (sorted in shared memory,
+**     the cluster's largest ones in rank 0's); a second pass over the
+**     slices gathers every candidate at or above them into rank 0's shared
+**     memory where they fit (FT_CAP), and rank 0 alone runs steps 3-5
+**     there; else (or with FS_FILTER_GATHER=0, runtime/filter.c) rank 0
+**     runs them as passes over the whole row, "the long way";
 **  3. top-k's: the k-th largest key by radix selection over the candidates
 **     above min-p's threshold (three passes of 11, 11 and 10 bits, counts
 **     in a shared histogram);
@@ -28,7 +31,7 @@
 **     score and noise as theirs, so that a row whose filters keep every
 **     candidate draws what the fused kernel would have drawn, bit for bit.
 ** Rows that are greedy, have no candidate or whose filters are off draw as
-** the fused kernels do over every token.
+** the fused kernels do over every token, each CTA over its slice.
 */
 /* fs_device.h's shared pieces (fs_col_load, fs_mask_bits_n) need its
 ** epilogue's tile macros: a dummy epilogue, which nothing here instantiates */
@@ -44,6 +47,7 @@
 #define FT_UNROLL 4   /* float4 loads in flight per thread */
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
+#define FT_LCAP 1024  /* a slice's share of it, staged in its own CTA first */
 #define FT_NINF (-__int_as_float(0x7f800000))
 #ifndef FT_NO_GATHER
 #define FT_NO_GATHER 0 /* 1: never gather the kept set (runtime/filter.c, FS_FILTER_GATHER=0) */
@@ -56,11 +60,63 @@ struct ft_shared {
   } h;
   float kz[FT_CAP];               /* the gathered set: logits and rows */
   int kv[FT_CAP];
+  float lz[FT_LCAP];              /* a slice's candidates (clusters of 2 or more) */
+  int lv[FT_LCAP];
+  float mx[FT_THREADS];           /* the cluster's largest thread maxima (rank 0) */
   unsigned long long u[FT_WARPS]; /* the block reductions' partials */
   float f[FT_WARPS], f2[FT_WARPS];
   unsigned long long sel_above;   /* ft_select's result of a pass */
-  unsigned sel_digit, nk;         /* and the gathered count */
+  unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
+  unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
+  unsigned long long s1mass;      /* rank 0: min-p's survivors' mass (top-p alone) */
+  unsigned long long best;        /* this CTA's draw, for the cluster's */
+  float bound;                    /* rank 0: the gather's bound */
+  struct ft_part {                /* a slice's pass 1 (ft_merge) */
+    float tmax, lm, ll, wm, ws;
+    unsigned n, ninf;
+  } mine, row;
 };
+typedef ft_shared::ft_part ft_part;
+
+/* ---- the row's cluster: sm_90's CTAs of a cluster read and write each
+** other's shared memory; elsewhere every cluster is one CTA ---------------- */
+__device__ __forceinline__ unsigned ft_rank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+#else
+  return 0u;
+#endif
+}
+__device__ __forceinline__ unsigned ft_ncta() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+  return r;
+#else
+  return 1u;
+#endif
+}
+/* Every thread of every CTA of the cluster; what each wrote before (its own
+** or a peer's shared memory) is seen by all after. */
+__device__ __forceinline__ void ft_csync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+#endif
+}
+/* The generic address of *x in the shared memory of the cluster's CTA `rank`. */
+template <typename T>
+__device__ __forceinline__ T *ft_peer(T *x, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  unsigned long long a;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(a) : "l"(x), "r"(rank));
+  return (T *)a;
+#else
+  return x;
+#endif
+}
 
 /* The block's max / sum of x: every thread calls it and gets the result. */
 __device__ __forceinline__ float ft_max(float x, ft_shared &sh) {
@@ -96,6 +152,67 @@ __device__ __forceinline__ unsigned long long ft_max64(unsigned long long x, ft_
   return m;
 }
 
+/* The block's sum of x, in warp order: every thread calls it. */
+__device__ __forceinline__ float ft_fsum(float x, ft_shared &sh) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  if ((threadIdx.x & 31) == 0) sh.f2[threadIdx.x >> 5] = x;
+  __syncthreads();
+  float s = 0.0f;
+  for (int w = 0; w < FT_WARPS; w++) s += sh.f2[w];
+  __syncthreads();
+  return s;
+}
+
+/* The cluster's max of x (each CTA's block max first): every thread of
+** every CTA calls it and gets the result. */
+__device__ __forceinline__ unsigned long long ft_cmax64(unsigned long long x, ft_shared &sh,
+                                                        unsigned cs) {
+  x = ft_max64(x, sh);
+  if (cs == 1u) return x;
+  if (threadIdx.x == 0) sh.best = x;
+  ft_csync();
+  if (threadIdx.x == 0)
+    for (unsigned r = 0; r < cs; r++) {
+      const unsigned long long y = *ft_peer(&sh.best, r);
+      x = y > x ? y : x;
+    }
+  if (threadIdx.x == 0) sh.u[0] = x;
+  ft_csync(); /* the peers have read this CTA's best; sh.u[0] is seen */
+  return sh.u[0];
+}
+
+/* Two slices' pass 1 as one: the weights' sums (log-sum-exp l at m, top-p's
+** ws at wm) brought to the larger reference; an empty part's sum is 0. */
+__device__ __forceinline__ ft_part ft_merge(ft_part a, const ft_part &b, float c2) {
+  const float m = fmaxf(a.lm, b.lm), wm = fmaxf(a.wm, b.wm);
+  a.ll = (a.ll == 0.0f ? 0.0f : a.ll * __expf(a.lm - m)) +
+         (b.ll == 0.0f ? 0.0f : b.ll * __expf(b.lm - m));
+  a.ws = (a.ws == 0.0f ? 0.0f : a.ws * exp2f((a.wm - wm) * c2)) +
+         (b.ws == 0.0f ? 0.0f : b.ws * exp2f((b.wm - wm) * c2));
+  a.lm = m;
+  a.wm = wm;
+  a.tmax = fmaxf(a.tmax, b.tmax);
+  a.n += b.n;
+  a.ninf += b.ninf;
+  return a;
+}
+
+/* The row's pass 1 from every slice's: merged in rank order by each CTA's
+** thread 0, so that every CTA has the same bits. */
+__device__ __forceinline__ ft_part ft_row_part(const ft_part &m, ft_shared &sh, unsigned cs,
+                                               float c2) {
+  if (cs == 1u) return m;
+  if (threadIdx.x == 0) sh.mine = m;
+  ft_csync();
+  if (threadIdx.x == 0) {
+    ft_part a = *ft_peer(&sh.mine, 0u);
+    for (unsigned r = 1; r < cs; r++) a = ft_merge(a, *ft_peer(&sh.mine, r), c2);
+    sh.row = a;
+  }
+  ft_csync(); /* the peers have read this CTA's part; sh.row is seen */
+  return sh.row;
+}
+
 /* A running log-sum-exp (m, l), merged: the fused kernels' fs_lse rules
 ** (fs_device.h: -inf adds nothing, NaN makes l NaN). */
 __device__ __forceinline__ void ft_lse_add(float &m, float &l, float z) {
@@ -117,37 +234,40 @@ __device__ __forceinline__ float ft_unkey(unsigned k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-/* One row of the staged logits. */
+/* One row of the staged logits, or the float4s [q0, q1) of it (a slice). */
 struct ft_row {
   const float *z;
-  int b;
+  int b, q0, q1;
 };
 
-/* Calls f(v, z, allowed) for every token v of the row, the threads taking
-** four consecutive tokens a float4 (the row is 16-byte aligned and padded
-** to whole float4s), FT_UNROLL float4s of each thread in flight before any
-** is used: one at a time, the passes were bound by L2's latency. */
+/* Calls f(v, z, allowed) for every token v of the row's float4s [q0, q1),
+** the threads taking four consecutive tokens a float4 (the row is 16-byte
+** aligned and padded to whole float4s), FT_UNROLL float4s of each thread in
+** flight before any is used: one at a time, the passes were bound by L2's
+** latency. */
 template <typename F>
 __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f) {
-  const int nq = (p.V + 3) / 4;
   const float4 *z4 = (const float4 *)r.z;
-  for (int i0 = threadIdx.x; i0 < nq; i0 += FT_THREADS * FT_UNROLL) {
+  for (int i0 = r.q0 + (int)threadIdx.x; i0 < r.q1; i0 += FT_THREADS * FT_UNROLL) {
     float4 q[FT_UNROLL];
     unsigned allow[FT_UNROLL];
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
       const int i = i0 + u * FT_THREADS;
-      q[u] = i < nq ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      allow[u] = !p.mask || i >= nq ? 0xfu
-                 : fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + 4 * i), 4u);
+      q[u] = i < r.q1 ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      allow[u] = !p.mask || i >= r.q1
+                     ? 0xfu
+                     : fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + 4 * i), 4u);
     }
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
-      const int v = 4 * (i0 + u * FT_THREADS);
+      const int i = i0 + u * FT_THREADS, v = 4 * i;
+      if (i >= r.q1) break;
       const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+      const bool full = v + 4 <= p.V;
 #pragma unroll
       for (int e = 0; e < 4; e++)
-        if (v + e < p.V) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
+        if (full || v + e < p.V) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
     }
   }
 }
@@ -250,7 +370,7 @@ __device__ __forceinline__ void ft_put(const fs_params &p, int b, int s, unsigne
 ** included), as the fused kernels draw it: one Philox call per four
 ** tokens where the row's quads are the noise's (vocab_offset % 4 == 0). */
 __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
-                            float lse, ft_shared &sh) {
+                            float lse, ft_shared &sh, unsigned cs) {
   unsigned long long best = 0ull;
   const bool quads = !c.greedy && ((unsigned)p.vocab_offset & 3u) == 0u;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
@@ -259,7 +379,7 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
     unsigned long long k;
     if (quads) {
       const unsigned tok = (unsigned)(p.vocab_offset + v), j = tok & 3u;
-      if (j == 0u || v == 0) q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
+      if (j == 0u || v == 4 * r.q0) q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
       const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
       k = fs_pack_key(fmaf(z, c.inv_t, fs_gumbel_fast(x)), tok);
     } else {
@@ -267,8 +387,8 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
     }
     best = k > best ? k : best;
   });
-  best = ft_max64(best, sh);
-  if (threadIdx.x == 0) {
+  best = ft_cmax64(best, sh, cs);
+  if (threadIdx.x == 0 && ft_rank() == 0u) {
     const int v = (int)(fs_key_token(best) - (unsigned)p.vocab_offset);
     const bool ok = !p.mask || (fs_mask_bits_n(p, r.b, fs_key_token(best), 1u) & 1u);
     ft_put(p, r.b, s, best, ok ? __ldcg(r.z + v) : FS_MASKED_LOGIT, lse);
@@ -307,21 +427,32 @@ __device__ __forceinline__ float ft_scan_sum(float x, ft_shared &sh) {
 extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     fsamp_filter(const fs_params p, const fs_filter f) {
   __shared__ ft_shared sh;
-  const ft_row r = {p.zout + (long long)blockIdx.x * p.zout_stride, (int)blockIdx.x};
-  const fs_col c = fs_col_load(p, r.b);
-  const float T = p.temperatures ? p.temperatures[r.b] : p.temperature;
+  /* grid (cs, B): the row's cluster of cs CTAs, this CTA its slice */
+  const unsigned cs = ft_ncta(), rank = ft_rank();
+  const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
+  const float *zrow = p.zout + (long long)b * p.zout_stride;
+  const ft_row r = {zrow, b, (int)((long long)nq * rank / cs),
+                    (int)((long long)nq * (rank + 1u) / cs)};
+  const ft_row whole = {zrow, b, 0, nq};
+  const fs_col c = fs_col_load(p, b);
+  const float T = p.temperatures ? p.temperatures[b] : p.temperature;
   /* the row's filters (flashsampling.h's per-row rules) */
-  const float mp = f.min_ps ? f.min_ps[r.b] : f.min_p;
-  const int k = f.top_ks ? f.top_ks[r.b] : f.top_k;
-  const float tp = f.top_ps ? f.top_ps[r.b] : f.top_p;
+  const float mp = f.min_ps ? f.min_ps[b] : f.min_p;
+  const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+  const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
   const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f && !c.greedy;
   const float c2 = c.inv_t * 1.4426950408889634f;
+  if (threadIdx.x == 0) { /* rank 0's count the row's (the first cluster barrier orders them) */
+    sh.nk = 0u;
+    sh.s1mass = 0ull;
+  }
 
   /* 1. the candidates' max, count and (top-p) mass; with logprobs the raw
   ** logits' log-sum-exp (NaN with a NaN or +inf logit, as the fused
-  ** kernels'); each a running value per thread, merged */
+  ** kernels'); each a running value per thread, merged over the block,
+  ** then over the cluster */
   float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f, wm = FT_NINF, ws = 0.0f;
-  unsigned long long n = 0ull, ninf = 0ull;
+  unsigned n = 0u, ninf = 0u;
   const bool lp = p.logprobs != nullptr;
   ft_scan(p, r, [&](int, float z, bool ok) {
     if (lp) ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
@@ -335,28 +466,31 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       }
     }
   });
-  const float zmax = ft_max(tmax, sh);
-  n = ft_sum(n, sh);
-  ninf = ft_sum(ninf, sh);
-  float lse = 0.0f;
+  ft_part part;
+  part.tmax = ft_max(tmax, sh);
+  part.n = (unsigned)ft_sum(n, sh);
+  part.ninf = (unsigned)ft_sum(ninf, sh);
+  part.lm = part.wm = FT_NINF;
+  part.ll = part.ws = 0.0f;
   if (lp) {
-    const float m = ft_max(lm, sh);
-    float l = ll == 0.0f ? 0.0f : ll * __expf(lm - m); /* NaN stays NaN */
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    if ((threadIdx.x & 31) == 0) sh.f2[threadIdx.x >> 5] = l;
-    __syncthreads();
-    l = 0.0f;
-    for (int w = 0; w < FT_WARPS; w++) l += sh.f2[w];
-    __syncthreads();
-    lse = m + logf(l);
+    part.lm = ft_max(lm, sh);
+    part.ll = ft_fsum(ll == 0.0f ? 0.0f : ll * __expf(lm - part.lm), sh); /* NaN stays NaN */
   }
+  if (on_p) {
+    part.wm = ft_max(wm, sh);
+    part.ws = ft_fsum(ws == 0.0f ? 0.0f : ws * exp2f((wm - part.wm) * c2), sh);
+  }
+  const ft_part row = ft_row_part(part, sh, cs, c2);
+  const float zmax = row.tmax;
+  const float lse = lp ? row.lm + logf(row.ll) : 0.0f;
 
-  const bool all = c.greedy || n == 0 || (!on_m && !on_p && (k <= 0 || (unsigned long long)k >= n));
+  const bool all = c.greedy || row.n == 0u ||
+                   (!on_m && !on_p && (k <= 0 || (unsigned)k >= row.n));
   if (all) { /* the draw without filters (a greedy row's samples are all the same) */
-    for (int s = 0; s < (c.greedy ? 1 : p.num_samples); s++) ft_draw_all(p, r, c, s, lse, sh);
-    if (c.greedy && threadIdx.x == 0) /* thread 0 wrote sample 0 */
+    for (int s = 0; s < (c.greedy ? 1 : p.num_samples); s++) ft_draw_all(p, r, c, s, lse, sh, cs);
+    if (c.greedy && threadIdx.x == 0 && rank == 0u) /* thread 0 wrote sample 0 */
       for (int s = 1; s < p.num_samples; s++) {
-        const size_t i0 = (size_t)r.b * p.num_samples, item = i0 + s;
+        const size_t i0 = (size_t)b * p.num_samples, item = i0 + s;
         p.tokens[item] = p.tokens[i0];
         if (p.logits) p.logits[item] = p.logits[i0];
         if (p.keys) p.keys[item] = p.keys[i0];
@@ -364,54 +498,68 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       }
     return;
   }
-  const bool on_k = k > 0;
+  const bool on_k = k > 0, ninf_ = row.ninf != 0u;
   float tau, lo;
-  if (ninf) {
+  if (ninf_) {
     tau = lo = -FT_NINF; /* the +inf candidates hold all the mass */
   } else {
     /* 2. min-p: z >= z_max + T ln(min_p); T = +inf weighs all alike */
     const float t = on_m ? zmax + T * logf(fminf(mp, 1.0f)) : FT_NINF;
     tau = lo = t == t ? t : FT_NINF;
     /* Lower bounds of the final threshold from the threads' maxima, which
-    ** are FT_THREADS distinct candidates: top-k's is the k-th largest of
-    ** them (k of them lie at or above it); top-p's (without top-k, whose
-    ** set it would have to be renormalised over) the least of the largest
-    ** ones whose masses, in fp32 with a 0.1% margin, already reach p of the
-    ** row's.  Everything at or above the bound fits in shared memory for
-    ** typical k and peaked rows: one pass gathers it. */
+    ** are distinct candidates: top-k's is the k-th largest of them (k of
+    ** them lie at or above it); top-p's (without top-k, whose set it would
+    ** have to be renormalised over) the least of the largest ones whose
+    ** masses, in fp32 with a 0.1% margin, already reach p of the row's.
+    ** A cluster's CTAs each sort their FT_THREADS maxima and give rank 0
+    ** their largest FT_THREADS / cs, from which it takes the bounds.
+    ** Everything at or above the bound fits in shared memory for typical k
+    ** and peaked rows: one pass gathers it. */
     if ((on_k && k <= FT_THREADS) || (on_p && !on_k)) {
       sh.kz[threadIdx.x] = tmax;
       __syncthreads();
       ft_sort_desc(sh.kz);
-      const float mine = sh.kz[threadIdx.x];
-      float bound = FT_NINF;
-      if (on_k) {
-        bound = sh.kz[k - 1];
-      } else {
-        /* the row's mass, and the thread maxima's from the largest down */
-        const float wsum = ft_scan_sum(ws == 0.0f ? 0.0f : ws * exp2f((wm - zmax) * c2), sh);
-        const float all_w = __shfl_sync(0xffffffffu, wsum, 31), want = tp * 1.001f;
-        if ((threadIdx.x & 31) == 31) sh.f[threadIdx.x >> 5] = all_w;
-        __syncthreads();
-        const float row_w = sh.f[FT_WARPS - 1];
-        const float cum = ft_scan_sum(mine > FT_NINF ? exp2f((mine - zmax) * c2) : 0.0f, sh);
-        if (threadIdx.x == 0) sh.nk = FT_THREADS;
-        __syncthreads();
-        if (cum >= want * row_w) atomicMin(&sh.nk, threadIdx.x); /* the first to reach it */
-        __syncthreads();
-        if (sh.nk < FT_THREADS) bound = sh.kz[sh.nk];
-        __syncthreads();
+      float *top = sh.kz;
+      if (cs > 1u) {
+        const unsigned per = FT_THREADS / cs;
+        if (threadIdx.x < per) *ft_peer(&sh.mx[rank * per + threadIdx.x], 0u) = sh.kz[threadIdx.x];
+        ft_csync();
+        if (rank == 0u) ft_sort_desc(sh.mx);
+        top = sh.mx;
       }
-      lo = fmaxf(lo, bound);
+      if (rank == 0u) {
+        float bound = FT_NINF;
+        if (on_k) {
+          bound = top[k - 1];
+        } else {
+          /* the thread maxima's masses from the largest down, against the row's */
+          const float mine = top[threadIdx.x], want = tp * 1.001f;
+          const float row_w = row.ws * exp2f((row.wm - zmax) * c2);
+          const float cum = ft_scan_sum(mine > FT_NINF ? exp2f((mine - zmax) * c2) : 0.0f, sh);
+          if (threadIdx.x == 0) sh.first = FT_THREADS;
+          __syncthreads();
+          if (cum >= want * row_w) atomicMin(&sh.first, threadIdx.x); /* the first to reach it */
+          __syncthreads();
+          if (sh.first < FT_THREADS) bound = top[sh.first];
+        }
+        if (threadIdx.x == 0) sh.bound = bound;
+      }
+      if (cs > 1u) ft_csync(); /* rank 0's bound is seen */
+      else __syncthreads();
+      lo = fmaxf(lo, *ft_peer(&sh.bound, 0u));
     }
   }
-  /* the candidates at or above lo into shared memory, where they fit; with
+  /* the candidates at or above lo into rank 0's shared memory, where they
+  ** fit (each slice's staged in its own CTA first, then copied over); with
   ** top-p and no top-k, the fixed-point mass of min-p's survivors too */
   bool gathered = false;
   unsigned long long s1mass = 0ull;
-  const bool s1 = on_p && !on_k && !ninf;
+  const bool s1 = on_p && !on_k && !ninf_;
   if (lo > FT_NINF && !FT_NO_GATHER) {
-    if (threadIdx.x == 0) sh.nk = 0u;
+    float *gz = cs > 1u ? sh.lz : sh.kz;
+    int *gv = cs > 1u ? sh.lv : sh.kv;
+    const unsigned cap = cs > 1u ? FT_LCAP : FT_CAP;
+    if (threadIdx.x == 0) sh.ln = 0u;
     __syncthreads();
     const float tm = tau;
     unsigned long long m = 0ull;
@@ -419,14 +567,38 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       if (!(ok && z != FT_NINF)) return;
       if (s1 && z >= tm) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
       if (!(z >= lo)) return;
-      const unsigned i = atomicAdd(&sh.nk, 1u);
-      if (i < FT_CAP) sh.kz[i] = z, sh.kv[i] = v;
+      const unsigned i = atomicAdd(&sh.ln, 1u);
+      if (i < cap) gz[i] = z, gv[i] = v;
     });
-    if (s1) s1mass = ft_sum(m, sh);
+    if (s1) m = ft_sum(m, sh);
     __syncthreads();
+    const unsigned ln = sh.ln;
+    if (cs == 1u) {
+      sh.nk = ln;
+      s1mass = m;
+    } else {
+      if (threadIdx.x == 0) {
+        /* a slice that overflowed its stage overflows the row's */
+        sh.off = atomicAdd(ft_peer(&sh.nk, 0u), ln <= FT_LCAP ? ln : FT_CAP + 1u);
+        if (s1) atomicAdd(ft_peer(&sh.s1mass, 0u), m);
+      }
+      __syncthreads();
+      const unsigned off = sh.off;
+      if (ln <= FT_LCAP && off + ln <= FT_CAP) {
+        float *kz0 = ft_peer(sh.kz, 0u);
+        int *kv0 = ft_peer(sh.kv, 0u);
+        for (unsigned i = threadIdx.x; i < ln; i += FT_THREADS) {
+          kz0[off + i] = gz[i];
+          kv0[off + i] = gv[i];
+        }
+      }
+      ft_csync(); /* rank 0 has the row's set */
+      s1mass = sh.s1mass;
+    }
     gathered = sh.nk <= FT_CAP;
   }
-  if (gathered && !ninf) {
+  if (rank != 0u) return; /* no peer reads this CTA's shared memory any more */
+  if (gathered && !ninf_) {
     /* 3. top-k: where lo is its bound, k of the gathered lie at or above it */
     const unsigned nk = sh.nk;
     auto kept = [&](auto g) { ft_scan_kept(sh, [&](float z, int) { g(z); }); };
@@ -455,10 +627,10 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       }
     }
   }
-  if (!gathered && !ninf) { /* the long way: passes over the row */
+  if (!gathered && !ninf_) { /* the long way: rank 0's passes over the whole row */
     const float t0 = tau;
     auto over = [&](auto g) {
-      ft_scan(p, r, [&](int, float z, bool ok) {
+      ft_scan(p, whole, [&](int, float z, bool ok) {
         if (ok && z >= t0 && z != FT_NINF) g(z);
       });
     };
@@ -471,7 +643,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     if (on_p) {
       const float t1 = tau;
       auto over1 = [&](auto g) {
-        ft_scan(p, r, [&](int, float z, bool ok) {
+        ft_scan(p, whole, [&](int, float z, bool ok) {
           if (ok && z >= t1 && z != FT_NINF) g(z);
         });
       };
@@ -495,13 +667,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     if (gathered) {
       ft_scan_kept(sh, [&](float z, int v) { offer(v, z); });
     } else {
-      ft_scan(p, r, [&](int v, float z, bool ok) {
+      ft_scan(p, whole, [&](int v, float z, bool ok) {
         if (ok && z != FT_NINF) offer(v, z);
       });
     }
     best = ft_max64(best, sh);
     if (threadIdx.x == 0)
-      ft_put(p, r.b, s, best, __ldcg(r.z + (int)(fs_key_token(best) - (unsigned)p.vocab_offset)),
+      ft_put(p, b, s, best, __ldcg(zrow + (int)(fs_key_token(best) - (unsigned)p.vocab_offset)),
              lse);
   }
 }
