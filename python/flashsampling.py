@@ -139,7 +139,7 @@ def library():
 
 
 def version():
-    """The linked library's version string, e.g. "0.3.4"."""
+    """The linked library's version string, e.g. "0.3.5"."""
     return _lib().fs_version_string().decode()
 
 

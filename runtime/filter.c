@@ -20,6 +20,7 @@
 #include "fs_nvrtc.h"
 #include "fs_params.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,13 +134,17 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
                     ctx->filter_module ? "at this size grows the workspace (B x V x 4 bytes)"
                                        : "on a context compiles its kernel");
     if (!ctx->filter_module) {
-      /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only */
+      /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only;
+      ** and FS_FILTER_UNROLL=N (measurements): N float4s in flight per thread */
       static const char *const names[] = {"fsamp_filter"};
-      const char *gather = getenv("FS_FILTER_GATHER");
-      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE,
-                           gather && !strcmp(gather, "0") ? "#define FT_NO_GATHER 1\n" : NULL,
-                           "the filters' kernel", names, 1, &ctx->filter_module,
-                           &ctx->filter_fn));
+      const char *gather = getenv("FS_FILTER_GATHER"), *unroll = getenv("FS_FILTER_UNROLL");
+      char head[96] = "";
+      if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
+      if (unroll && atoi(unroll) >= 1 && atoi(unroll) <= 16)
+        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_UNROLL %d\n",
+                 atoi(unroll));
+      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernel",
+                           names, 1, &ctx->filter_module, &ctx->filter_fn));
       FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));

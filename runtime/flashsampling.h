@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 4
+#define FS_VERSION_PATCH 5
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.4"
+#define FS_VERSION_STRING "0.3.5"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -279,8 +279,9 @@ typedef struct fs_outputs {
 **    keys and logprobs are as without filters (logprobs of the raw logits).
 **    How (0.3.4): the call's kernel writes the row's logits to the
 **    workspace (B x V x 4 bytes more: the filters need the whole row's
-**    order before any token can be kept), and one CTA per row finds tau by
-**    radix selection (counts for top-k; for top-p the masses, summed in
+**    order before any token can be kept), and one CTA per row (since 0.3.5,
+**    at small B on sm_90, a cluster of 2-8 CTAs) finds tau by radix
+**    selection (counts for top-k; for top-p the masses, summed in
 **    64-bit fixed point, 2^-32 of the largest weight a token, so that the
 **    sums do not depend on the order of the atomics) and draws, over the
 **    tokens above a bound gathered into shared memory where they fit

@@ -44,7 +44,9 @@
 
 #define FT_THREADS 512
 #define FT_WARPS (FT_THREADS / 32)
-#define FT_UNROLL 4   /* float4 loads in flight per thread */
+#ifndef FT_UNROLL
+#define FT_UNROLL 4   /* float4 loads in flight per thread (FS_FILTER_UNROLL, runtime/filter.c) */
+#endif
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_LCAP 1024  /* a slice's share of it, staged in its own CTA first */
@@ -64,7 +66,7 @@ struct ft_shared {
   int lv[FT_LCAP];
   float mx[FT_THREADS];           /* the cluster's largest thread maxima (rank 0) */
   unsigned long long u[FT_WARPS]; /* the block reductions' partials */
-  float f[FT_WARPS], f2[FT_WARPS];
+  float f2[FT_WARPS];             /* ft_scan_sum's */
   unsigned long long sel_above;   /* ft_select's result of a pass */
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
@@ -74,7 +76,7 @@ struct ft_shared {
   struct ft_part {                /* a slice's pass 1 (ft_merge) */
     float tmax, lm, ll, wm, ws;
     unsigned n, ninf;
-  } mine, row;
+  } mine, row, wpart[FT_WARPS];
 };
 typedef ft_shared::ft_part ft_part;
 
@@ -118,17 +120,7 @@ __device__ __forceinline__ T *ft_peer(T *x, unsigned rank) {
 #endif
 }
 
-/* The block's max / sum of x: every thread calls it and gets the result. */
-__device__ __forceinline__ float ft_max(float x, ft_shared &sh) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  if ((threadIdx.x & 31) == 0) sh.f[threadIdx.x >> 5] = x;
-  __syncthreads();
-  float m = sh.f[0];
-  for (int w = 1; w < FT_WARPS; w++) m = fmaxf(m, sh.f[w]);
-  __syncthreads();
-  return m;
-}
-
+/* The block's sum of x: every thread calls it and gets the result. */
 __device__ __forceinline__ unsigned long long ft_sum(unsigned long long x, ft_shared &sh) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   if ((threadIdx.x & 31) == 0) sh.u[threadIdx.x >> 5] = x;
@@ -139,6 +131,7 @@ __device__ __forceinline__ unsigned long long ft_sum(unsigned long long x, ft_sh
   return s;
 }
 
+/* The block's max of x: every thread calls it and gets the result. */
 __device__ __forceinline__ unsigned long long ft_max64(unsigned long long x, ft_shared &sh) {
   for (int o = 16; o > 0; o >>= 1) {
     const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, o);
@@ -150,17 +143,6 @@ __device__ __forceinline__ unsigned long long ft_max64(unsigned long long x, ft_
   for (int w = 0; w < FT_WARPS; w++) m = sh.u[w] > m ? sh.u[w] : m;
   __syncthreads();
   return m;
-}
-
-/* The block's sum of x, in warp order: every thread calls it. */
-__device__ __forceinline__ float ft_fsum(float x, ft_shared &sh) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  if ((threadIdx.x & 31) == 0) sh.f2[threadIdx.x >> 5] = x;
-  __syncthreads();
-  float s = 0.0f;
-  for (int w = 0; w < FT_WARPS; w++) s += sh.f2[w];
-  __syncthreads();
-  return s;
 }
 
 /* The cluster's max of x (each CTA's block max first): every thread of
@@ -197,12 +179,38 @@ __device__ __forceinline__ ft_part ft_merge(ft_part a, const ft_part &b, float c
   return a;
 }
 
+/* The block's pass 1 from every thread's: merged by shuffles within each
+** warp (the same bits in every lane: each merge is symmetric), then the
+** warps' in order by thread 0; every thread gets it. */
+__device__ __forceinline__ ft_part ft_block_part(ft_part t, ft_shared &sh, float c2) {
+  for (int o = 16; o > 0; o >>= 1) {
+    ft_part y;
+    y.tmax = __shfl_xor_sync(0xffffffffu, t.tmax, o);
+    y.lm = __shfl_xor_sync(0xffffffffu, t.lm, o);
+    y.ll = __shfl_xor_sync(0xffffffffu, t.ll, o);
+    y.wm = __shfl_xor_sync(0xffffffffu, t.wm, o);
+    y.ws = __shfl_xor_sync(0xffffffffu, t.ws, o);
+    y.n = __shfl_xor_sync(0xffffffffu, t.n, o);
+    y.ninf = __shfl_xor_sync(0xffffffffu, t.ninf, o);
+    t = ft_merge(t, y, c2);
+  }
+  if ((threadIdx.x & 31) == 0) sh.wpart[threadIdx.x >> 5] = t;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ft_part a = sh.wpart[0];
+    for (int w = 1; w < FT_WARPS; w++) a = ft_merge(a, sh.wpart[w], c2);
+    sh.mine = a;
+  }
+  __syncthreads();
+  return sh.mine;
+}
+
 /* The row's pass 1 from every slice's: merged in rank order by each CTA's
-** thread 0, so that every CTA has the same bits. */
+** thread 0, so that every CTA has the same bits.  m is sh.mine
+** (ft_block_part's). */
 __device__ __forceinline__ ft_part ft_row_part(const ft_part &m, ft_shared &sh, unsigned cs,
                                                float c2) {
   if (cs == 1u) return m;
-  if (threadIdx.x == 0) sh.mine = m;
   ft_csync();
   if (threadIdx.x == 0) {
     ft_part a = *ft_peer(&sh.mine, 0u);
@@ -395,19 +403,33 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
   }
 }
 
-/* a[0 .. FT_THREADS) sorted into descending order (no NaN), a bitonic sort:
-** every thread calls it. */
-__device__ __forceinline__ void ft_sort_desc(float *a) {
+/* x, one per thread, sorted into descending order (no NaN) in a[0 ..
+** FT_THREADS): a bitonic sort, its exchanges within a warp by shuffles, the
+** wider ones through a and spare (FT_THREADS floats each) in turn, one
+** barrier each.  Every thread calls it. */
+__device__ __forceinline__ void ft_sort_desc(float x, float *a, float *spare) {
   const unsigned i = threadIdx.x;
+  bool t = false;
+#pragma unroll 1
   for (unsigned k = 2; k <= FT_THREADS; k <<= 1)
+#pragma unroll 1
     for (unsigned j = k >> 1; j > 0; j >>= 1) {
-      const unsigned l = i ^ j;
-      if (l > i) {
-        const float x = a[i], y = a[l];
-        if ((x < y) == ((i & k) == 0u)) a[i] = y, a[l] = x;
+      float y;
+      if (j < 32u) {
+        y = __shfl_xor_sync(0xffffffffu, x, (int)j);
+      } else {
+        float *buf = t ? spare : a;
+        buf[i] = x;
+        __syncthreads();
+        y = buf[i ^ j];
+        t = !t; /* the next wide exchange writes the other buffer */
       }
-      __syncthreads();
+      /* the lower of a pair keeps the larger in a descending run */
+      x = ((i & j) == 0u) == ((i & k) == 0u) ? fmaxf(x, y) : fminf(x, y);
     }
+  __syncthreads(); /* every wide exchange's reads are done */
+  a[i] = x;
+  __syncthreads();
 }
 
 /* The block's inclusive prefix sum of x in thread order. */
@@ -466,20 +488,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       }
     }
   });
-  ft_part part;
-  part.tmax = ft_max(tmax, sh);
-  part.n = (unsigned)ft_sum(n, sh);
-  part.ninf = (unsigned)ft_sum(ninf, sh);
-  part.lm = part.wm = FT_NINF;
-  part.ll = part.ws = 0.0f;
-  if (lp) {
-    part.lm = ft_max(lm, sh);
-    part.ll = ft_fsum(ll == 0.0f ? 0.0f : ll * __expf(lm - part.lm), sh); /* NaN stays NaN */
-  }
-  if (on_p) {
-    part.wm = ft_max(wm, sh);
-    part.ws = ft_fsum(ws == 0.0f ? 0.0f : ws * exp2f((wm - part.wm) * c2), sh);
-  }
+  const ft_part part = ft_block_part({tmax, lm, ll, wm, ws, n, ninf}, sh, c2);
   const ft_part row = ft_row_part(part, sh, cs, c2);
   const float zmax = row.tmax;
   const float lse = lp ? row.lm + logf(row.ll) : 0.0f;
@@ -516,15 +525,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     ** Everything at or above the bound fits in shared memory for typical k
     ** and peaked rows: one pass gathers it. */
     if ((on_k && k <= FT_THREADS) || (on_p && !on_k)) {
-      sh.kz[threadIdx.x] = tmax;
-      __syncthreads();
-      ft_sort_desc(sh.kz);
+      ft_sort_desc(tmax, sh.kz, sh.lz);
       float *top = sh.kz;
       if (cs > 1u) {
         const unsigned per = FT_THREADS / cs;
         if (threadIdx.x < per) *ft_peer(&sh.mx[rank * per + threadIdx.x], 0u) = sh.kz[threadIdx.x];
         ft_csync();
-        if (rank == 0u) ft_sort_desc(sh.mx);
+        if (rank == 0u) ft_sort_desc(sh.mx[threadIdx.x], sh.mx, sh.lz);
         top = sh.mx;
       }
       if (rank == 0u) {
@@ -559,7 +566,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     float *gz = cs > 1u ? sh.lz : sh.kz;
     int *gv = cs > 1u ? sh.lv : sh.kv;
     const unsigned cap = cs > 1u ? FT_LCAP : FT_CAP;
-    if (threadIdx.x == 0) sh.ln = 0u;
+    unsigned *cnt = cs > 1u ? &sh.ln : &sh.nk; /* one CTA a row: its count is the row's */
+    if (threadIdx.x == 0) *cnt = 0u;
     __syncthreads();
     const float tm = tau;
     unsigned long long m = 0ull;
@@ -567,14 +575,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       if (!(ok && z != FT_NINF)) return;
       if (s1 && z >= tm) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
       if (!(z >= lo)) return;
-      const unsigned i = atomicAdd(&sh.ln, 1u);
+      const unsigned i = atomicAdd(cnt, 1u);
       if (i < cap) gz[i] = z, gv[i] = v;
     });
     if (s1) m = ft_sum(m, sh);
     __syncthreads();
-    const unsigned ln = sh.ln;
+    const unsigned ln = *cnt;
     if (cs == 1u) {
-      sh.nk = ln;
       s1mass = m;
     } else {
       if (threadIdx.x == 0) {
