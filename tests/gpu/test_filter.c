@@ -118,6 +118,10 @@
 ** of the buckets 1, 5, 33, 64 in two dtypes and the filter kernel, and ~2 s
 ** of GPU time.  Under the fake driver the whole test took 54 s here; well
 ** under the 300 s limit on an H200's host.
+**
+** cpu/fake_filter runs it under the fake driver (tests/CMakeLists.txt):
+** every call is made (the filter module compiled, its clusters asked of
+** the driver, capture and replay) and no draw is checked (~25 s).
 */
 #include "fs_reference.h"
 #include "fs_stats.h"
@@ -756,6 +760,10 @@ static void run_pathwise_part(fs_context *base, const char *part, const fc_case 
          t.mass, MASS_TOL, t.unexplained, t.differ, t.worst_lp, t.ref_s, gu_now() - t0);
   fflush(stdout);
   CHECK_MSG(t.draws >= min_draws, "%s: only %ld draws were compared", part, t.draws);
+  if (gu_fake_driver()) { /* every call was made; no kernel ran */
+    printf("%s: fake driver: the draws are not checked\n", part);
+    return;
+  }
   CHECK_MSG(agree >= AGREE_MIN, "%s: agreement %.4f%% is below %.1f%%", part, 100.0 * agree,
             100.0 * AGREE_MIN);
   CHECK_MSG(t.bad == 0, "%s: %ld draws wrong (%ld other tokens unexplained)", part, t.bad,
@@ -1132,11 +1140,13 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
       else counts[v]++, dropped += !keep[v];
     }
   }
-  CHECK_MSG(out_of_range == 0, "%s: %ld tokens outside the shard", c->name, out_of_range);
-  CHECK_MSG(dropped == 0, "%s: %ld draws of tokens the filters drop", c->name, dropped);
+  const int fake = gu_fake_driver(); /* every call was made; no kernel ran */
+  if (fake) printf("  fake driver: the draws are not checked\n");
+  CHECK_MSG(fake || out_of_range == 0, "%s: %ld tokens outside the shard", c->name, out_of_range);
+  CHECK_MSG(fake || dropped == 0, "%s: %ld draws of tokens the filters drop", c->name, dropped);
   int64_t N = 0;
   for (int v = 0; v < DV; v++) N += counts[v];
-  if (N > 0) {
+  if (N > 0 && !fake) {
     double p[DV], q_all[DV], q_plus[DV], q_broken[DV];
     kept_law(z, keep, T, p);
     kept_law(z, keep_all, T, q_all);
@@ -1303,8 +1313,8 @@ static void test_graph(void) {
               diffA, gA.n);
     CHECK_MSG(diffB == 0, "graph: with new per-row arrays the replay differs from the direct "
               "call in %ld of %zu draws (arrays read at capture, not at replay?)", diffB, gB.n);
-    CHECK_MSG(changed >= 8, "graph: only %ld of %zu draws changed with the new per-row arrays",
-              changed, gB.n);
+    CHECK_MSG(changed >= 8 || gu_fake_driver(), /* the fake runs no kernel */
+              "graph: only %ld of %zu draws changed with the new per-row arrays", changed, gB.n);
     CHECK_MSG(diffA2 == 0, "graph: the old arrays restored, the replay differs from the direct "
               "call in %ld of %zu draws", diffA2, gA2.n);
     printf("graph: the replay %s the direct call (%zu draws); with new per-row arrays it %s "
