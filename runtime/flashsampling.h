@@ -291,7 +291,7 @@ typedef struct fs_outputs {
 **    logit, may keep one token more or fewer than the exact rule.  Scalars:
 **    top_k >= 0, top_p in [0, 1], min_p in [0, 1].  Not with a logit bias,
 **    FS_NOISE_GROUP16 or the tensor-parallel calls (FS_INVALID_ARGUMENT).
-**    The first filtered call on a context compiles the filter kernel (5-10 s
+**    The first filtered call on a context compiles the filter kernel (2-6 s
 **    of NVRTC on a 2-core machine) and may grow the workspace: make one
 **    before capturing such calls in a CUDA
 **    graph (while capturing that first call returns FS_NOT_PREPARED). */
