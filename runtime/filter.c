@@ -30,6 +30,25 @@ int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errle
   return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
 }
 
+/* A launch of fsamp_filter on grid (cs, rows), a row a cluster of cs CTAs
+** (at points into it: the cluster attribute, set only where cs > 1). */
+static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs, unsigned rows,
+                          CUstream stream) {
+  memset(at, 0, sizeof *at);
+  at->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at->value.clusterDim.x = cs;
+  at->value.clusterDim.y = at->value.clusterDim.z = 1;
+  memset(lc, 0, sizeof *lc);
+  lc->gridDimX = cs; /* fsamp_filter's row is blockIdx.y */
+  lc->gridDimY = rows;
+  lc->gridDimZ = 1;
+  lc->blockDimX = FILTER_THREADS;
+  lc->blockDimY = lc->blockDimZ = 1;
+  lc->hStream = stream;
+  lc->attrs = at;
+  lc->numAttrs = cs > 1u ? 1 : 0;
+}
+
 /* After the module is loaded: how many clusters of each size (1, 2, 4, 8
 ** CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the GPU at
 ** once. */
@@ -40,18 +59,8 @@ static int filter_clusters(fs_context *ctx) {
   ctx->filter_clusters[0] = 1;
   for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
     CUlaunchAttribute at;
-    memset(&at, 0, sizeof at);
-    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    at.value.clusterDim.x = 1u << i;
-    at.value.clusterDim.y = at.value.clusterDim.z = 1;
     CUlaunchConfig lc;
-    memset(&lc, 0, sizeof lc);
-    lc.gridDimX = 1u << i;
-    lc.gridDimY = lc.gridDimZ = 1;
-    lc.blockDimX = FILTER_THREADS;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.attrs = &at;
-    lc.numAttrs = 1;
+    filter_config(&lc, &at, 1u << i, 1u, NULL);
     int n = 0;
     CUresult r = ctx->cu->cuOccupancyMaxActiveClusters(&n, ctx->filter_fn, &lc);
     if (r) return fs_cu_fail(ctx, r, "cuOccupancyMaxActiveClusters(fsamp_filter)", __FILE__,
@@ -177,22 +186,9 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   f.top_k = m->top_k;
   f.top_p = m->top_p;
   void *args[] = {&prm, &f};
-  const unsigned cs = cluster_size(ctx, p->batch);
   CUlaunchAttribute at;
-  memset(&at, 0, sizeof at);
-  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  at.value.clusterDim.x = cs;
-  at.value.clusterDim.y = at.value.clusterDim.z = 1;
   CUlaunchConfig lc;
-  memset(&lc, 0, sizeof lc);
-  lc.gridDimX = cs; /* grid (cs, B): fsamp_filter's row is blockIdx.y */
-  lc.gridDimY = (unsigned)p->batch;
-  lc.gridDimZ = 1;
-  lc.blockDimX = FILTER_THREADS;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.hStream = stream;
-  lc.attrs = &at;
-  lc.numAttrs = cs > 1u ? 1 : 0;
+  filter_config(&lc, &at, cluster_size(ctx, p->batch), (unsigned)p->batch, stream);
   CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
 }

@@ -71,7 +71,7 @@ struct ft_shared {
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
   unsigned long long s1mass;      /* rank 0: min-p's survivors' mass (top-p alone) */
-  unsigned long long best;        /* this CTA's draw, for the cluster's */
+  unsigned long long best, cbest; /* this CTA's draw, for the cluster's; the cluster's */
   float bound;                    /* rank 0: the gather's bound */
   struct ft_part {                /* a slice's pass 1 (ft_merge) */
     float tmax, lm, ll, wm, ws;
@@ -158,9 +158,9 @@ __device__ __forceinline__ unsigned long long ft_cmax64(unsigned long long x, ft
       const unsigned long long y = *ft_peer(&sh.best, r);
       x = y > x ? y : x;
     }
-  if (threadIdx.x == 0) sh.u[0] = x;
-  ft_csync(); /* the peers have read this CTA's best; sh.u[0] is seen */
-  return sh.u[0];
+  if (threadIdx.x == 0) sh.cbest = x; /* not sh.u: the next ft_max64 writes it unguarded */
+  ft_csync(); /* the peers have read this CTA's best; sh.cbest is seen */
+  return sh.cbest;
 }
 
 /* Two slices' pass 1 as one: the weights' sums (log-sum-exp l at m, top-p's
@@ -181,8 +181,8 @@ __device__ __forceinline__ ft_part ft_merge(ft_part a, const ft_part &b, float c
 
 /* The block's pass 1 from every thread's: merged by shuffles within each
 ** warp (the same bits in every lane: each merge is symmetric), then the
-** warps' in order by thread 0; every thread gets it. */
-__device__ __forceinline__ ft_part ft_block_part(ft_part t, ft_shared &sh, float c2) {
+** warps' in order by thread 0 into sh.mine. */
+__device__ __forceinline__ void ft_block_part(ft_part t, ft_shared &sh, float c2) {
   for (int o = 16; o > 0; o >>= 1) {
     ft_part y;
     y.tmax = __shfl_xor_sync(0xffffffffu, t.tmax, o);
@@ -202,15 +202,12 @@ __device__ __forceinline__ ft_part ft_block_part(ft_part t, ft_shared &sh, float
     sh.mine = a;
   }
   __syncthreads();
-  return sh.mine;
 }
 
-/* The row's pass 1 from every slice's: merged in rank order by each CTA's
-** thread 0, so that every CTA has the same bits.  m is sh.mine
-** (ft_block_part's). */
-__device__ __forceinline__ ft_part ft_row_part(const ft_part &m, ft_shared &sh, unsigned cs,
-                                               float c2) {
-  if (cs == 1u) return m;
+/* The row's pass 1 from every slice's sh.mine (ft_block_part's): merged in
+** rank order by each CTA's thread 0, so that every CTA has the same bits. */
+__device__ __forceinline__ ft_part ft_row_part(ft_shared &sh, unsigned cs, float c2) {
+  if (cs == 1u) return sh.mine;
   ft_csync();
   if (threadIdx.x == 0) {
     ft_part a = *ft_peer(&sh.mine, 0u);
@@ -256,6 +253,7 @@ struct ft_row {
 template <typename F>
 __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f) {
   const float4 *z4 = (const float4 *)r.z;
+  const int vend = min(p.V, 4 * r.q1); /* the slice's tokens end here */
   for (int i0 = r.q0 + (int)threadIdx.x; i0 < r.q1; i0 += FT_THREADS * FT_UNROLL) {
     float4 q[FT_UNROLL];
     unsigned allow[FT_UNROLL];
@@ -269,13 +267,11 @@ __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f
     }
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
-      const int i = i0 + u * FT_THREADS, v = 4 * i;
-      if (i >= r.q1) break;
+      const int v = 4 * (i0 + u * FT_THREADS);
       const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-      const bool full = v + 4 <= p.V;
 #pragma unroll
-      for (int e = 0; e < 4; e++)
-        if (full || v + e < p.V) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
+      for (int e = 0; e < 4; e++) /* one compare a token, as in 0.3.4 */
+        if (v + e < vend) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
     }
   }
 }
@@ -488,8 +484,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       }
     }
   });
-  const ft_part part = ft_block_part({tmax, lm, ll, wm, ws, n, ninf}, sh, c2);
-  const ft_part row = ft_row_part(part, sh, cs, c2);
+  ft_block_part({tmax, lm, ll, wm, ws, n, ninf}, sh, c2); /* into sh.mine */
+  const ft_part row = ft_row_part(sh, cs, c2);
   const float zmax = row.tmax;
   const float lse = lp ? row.lm + logf(row.ll) : 0.0f;
 
@@ -603,6 +599,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
       s1mass = sh.s1mass;
     }
     gathered = sh.nk <= FT_CAP;
+  } else if (cs > 1u) {
+    ft_csync(); /* the peers have read rank 0's bound: it may leave after this */
   }
   if (rank != 0u) return; /* no peer reads this CTA's shared memory any more */
   if (gathered && !ninf_) {
