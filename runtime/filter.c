@@ -144,14 +144,21 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
                                        : "on a context compiles its kernel");
     if (!ctx->filter_module) {
       /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only;
-      ** and FS_FILTER_UNROLL=N (measurements): N float4s in flight per thread */
+      ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
+      ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
+      ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM (fsamp_filter.cu) */
       static const char *const names[] = {"fsamp_filter"};
       const char *gather = getenv("FS_FILTER_GATHER"), *unroll = getenv("FS_FILTER_UNROLL");
-      char head[96] = "";
+      char head[160] = "";
       if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
       if (unroll && atoi(unroll) >= 1 && atoi(unroll) <= 16)
         snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_UNROLL %d\n",
                  atoi(unroll));
+      const char *pipe = getenv("FS_FILTER_PIPE"), *minb = getenv("FS_FILTER_MINB");
+      if (pipe && (!strcmp(pipe, "0") || !strcmp(pipe, "1")))
+        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_PIPE %s\n", pipe);
+      if (minb && (!strcmp(minb, "1") || !strcmp(minb, "2")))
+        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_MINB %s\n", minb);
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernel",
                            names, 1, &ctx->filter_module, &ctx->filter_fn));
       FS_TRY(filter_clusters(ctx));

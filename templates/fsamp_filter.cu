@@ -45,7 +45,17 @@
 #define FT_THREADS 512
 #define FT_WARPS (FT_THREADS / 32)
 #ifndef FT_UNROLL
-#define FT_UNROLL 4   /* float4 loads in flight per thread (FS_FILTER_UNROLL, runtime/filter.c) */
+#define FT_UNROLL 2   /* float4 loads a thread's scan takes at once (FS_FILTER_UNROLL,
+                         runtime/filter.c) */
+#endif
+#ifndef FT_PIPE
+#define FT_PIPE 1     /* 1: a scan's next FT_UNROLL loads issued before its current ones
+                         are used (FS_FILTER_PIPE; perf-notes 36b) */
+#endif
+#ifndef FT_MINB
+#define FT_MINB 2     /* CTAs an SM (__launch_bounds__: 64 registers; FS_FILTER_MINB,
+                         runtime/filter.c): at one CTA a row (large B), two CTAs an SM
+                         keep twice the loads in flight (perf-notes 36b) */
 #endif
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
@@ -248,15 +258,16 @@ struct ft_row {
 /* Calls f(v, z, allowed) for every token v of the row's float4s [q0, q1),
 ** the threads taking four consecutive tokens a float4 (the row is 16-byte
 ** aligned and padded to whole float4s), FT_UNROLL float4s of each thread in
-** flight before any is used: one at a time, the passes were bound by L2's
-** latency. */
+** flight before any is used (one at a time, the passes were bound by L2's
+** latency), and with FT_PIPE the next FT_UNROLL in flight while these are
+** used. */
 template <typename F>
 __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f) {
   const float4 *z4 = (const float4 *)r.z;
   const int vend = min(p.V, 4 * r.q1); /* the slice's tokens end here */
-  for (int i0 = r.q0 + (int)threadIdx.x; i0 < r.q1; i0 += FT_THREADS * FT_UNROLL) {
-    float4 q[FT_UNROLL];
-    unsigned allow[FT_UNROLL];
+  float4 q[FT_UNROLL];
+  unsigned allow[FT_UNROLL];
+  auto load = [&](int i0) {
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
       const int i = i0 + u * FT_THREADS;
@@ -265,13 +276,23 @@ __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f
                      ? 0xfu
                      : fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + 4 * i), 4u);
     }
+  };
+  if (FT_PIPE) load(r.q0 + (int)threadIdx.x);
+  for (int i0 = r.q0 + (int)threadIdx.x; i0 < r.q1; i0 += FT_THREADS * FT_UNROLL) {
+    float4 c[FT_UNROLL];
+    unsigned a[FT_UNROLL];
+    if (!FT_PIPE) load(i0);
+#pragma unroll
+    for (int u = 0; u < FT_UNROLL; u++) c[u] = q[u], a[u] = allow[u];
+    /* FT_PIPE: the next float4s in flight while these are used */
+    if (FT_PIPE && i0 + FT_THREADS * FT_UNROLL < r.q1) load(i0 + FT_THREADS * FT_UNROLL);
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
       const int v = 4 * (i0 + u * FT_THREADS);
-      const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+      const float zz[4] = {c[u].x, c[u].y, c[u].z, c[u].w};
 #pragma unroll
       for (int e = 0; e < 4; e++) /* one compare a token, as in 0.3.4 */
-        if (v + e < vend) f(v + e, zz[e], (allow[u] >> e & 1u) != 0u);
+        if (v + e < vend) f(v + e, zz[e], (a[u] >> e & 1u) != 0u);
     }
   }
 }
@@ -442,7 +463,7 @@ __device__ __forceinline__ float ft_scan_sum(float x, ft_shared &sh) {
   return x;
 }
 
-extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_filter(const fs_params p, const fs_filter f) {
   __shared__ ft_shared sh;
   /* grid (cs, B): the row's cluster of cs CTAs, this CTA its slice */
