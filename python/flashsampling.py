@@ -139,7 +139,7 @@ def library():
 
 
 def version():
-    """The linked library's version string, e.g. "0.3.5"."""
+    """The linked library's version string, e.g. "0.3.6"."""
     return _lib().fs_version_string().decode()
 
 
@@ -282,8 +282,9 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     B elements, give per-row values instead of the scalar (read by the kernel,
     so they may change between graph replays; a per-row value that keeps all
     may be <= 0, or NaN for min_ps / top_ps).  Greedy rows are unchanged; the
-    logits and logprobs returned stay raw.  Not with a logit bias or
-    NOISE_GROUP16 (the library refuses them); the first filtered call on a
+    logits and logprobs returned stay raw.  With a logit bias the filters
+    see the biased scores (since 0.3.6).  Not with NOISE_GROUP16 (the
+    library refuses it); the first filtered call on a
     context compiles the filter kernel, so make one before capturing."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch

@@ -15,6 +15,10 @@
 ** B a row's passes would leave most SMs idle, so on sm_90 a row takes a
 ** cluster of 2, 4 or 8 CTAs, the largest of which B clusters are
 ** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests).
+** With a logit bias, fsamp_filter_bias runs between the two: each biased
+** token's staged logit becomes its score (the logit plus its values), its
+** raw logit kept in the workspace for the outputs, and with logprobs the
+** raw log-sum-exp taken first; the filters then see the biased scores.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -25,6 +29,13 @@
 #include <string.h>
 
 #define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
+
+/* fsamp_filter's third argument (fsamp_filter.cu's ft_bias) */
+typedef struct filter_bias {
+  const int32_t *tokens; /* [B, count] device, or NULL with count 0 */
+  const float *raw;      /* [B, count] workspace: the entries' raw logits */
+  int32_t count;
+} filter_bias;
 
 int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
   return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
@@ -131,7 +142,11 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   FS_TRY(logits_kernel(ctx, p, &g, stream, &k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
   const size_t zat = (fs_workspace_need(ctx, k, p->batch, p->vocab, 1) + 15) / 16 * 16;
-  const size_t tat = zat + B * zs * 4, bytes = tat + B * 4; /* then the scratch tokens */
+  /* then the scratch tokens; with a bias its entries' raw logits and the
+  ** rows' raw log-sum-exps */
+  const size_t nb = m->bias_count > 0 ? (size_t)m->bias_count : 0u;
+  const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
+  const size_t bytes = nb ? lat + B * 4 : tat + B * 4;
   if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
     int cap;
     FS_TRY(capturing(ctx, stream, &cap));
@@ -147,7 +162,7 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
       ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
       ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter"};
+      static const char *const names[] = {"fsamp_filter", "fsamp_filter_bias"};
       const char *gather = getenv("FS_FILTER_GATHER"), *unroll = getenv("FS_FILTER_UNROLL");
       char head[160] = "";
       if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
@@ -159,8 +174,11 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
         snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_PIPE %s\n", pipe);
       if (minb && (!strcmp(minb, "1") || !strcmp(minb, "2")))
         snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_MINB %s\n", minb);
-      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernel",
-                           names, 1, &ctx->filter_module, &ctx->filter_fn));
+      CUfunction fns[2];
+      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
+                           names, 2, &ctx->filter_module, fns));
+      ctx->filter_fn = fns[0];
+      ctx->filter_bias_fn = fns[1];
       FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
@@ -192,7 +210,20 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   f.min_p = m->min_p;
   f.top_k = m->top_k;
   f.top_p = m->top_p;
-  void *args[] = {&prm, &f};
+  filter_bias fb = {NULL, NULL, 0};
+  float *lse = NULL;
+  if (nb) {
+    fb.tokens = m->bias_tokens;
+    fb.raw = (const float *)(uintptr_t)(ctx->workspace + rat);
+    fb.count = m->bias_count;
+    if (m->logprobs) lse = (float *)(uintptr_t)(ctx->workspace + lat);
+    float *raw = (float *)(uintptr_t)(ctx->workspace + rat);
+    int count = m->bias_count;
+    void *bargs[] = {&prm, (void *)&m->bias_tokens, (void *)&m->bias_values, &count, &raw, &lse};
+    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
+                                             FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
+  }
+  void *args[] = {&prm, &f, &fb, &lse};
   CUlaunchAttribute at;
   CUlaunchConfig lc;
   filter_config(&lc, &at, cluster_size(ctx, p->batch), (unsigned)p->batch, stream);

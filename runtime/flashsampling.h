@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 5
+#define FS_VERSION_PATCH 6
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.5"
+#define FS_VERSION_STRING "0.3.6"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -256,8 +256,8 @@ typedef struct fs_outputs {
 **    not NULL, is a device array of B entries (4-byte aligned) read by the
 **    kernels (it may change between graph replays); when NULL the scalar
 **    applies to every row.  A row's candidates are its tokens whose score z
-**    (the logit after the soft-cap and the token mask) is a number above
-**    -inf; p_i = softmax(z / T) over them.  The draw is exactly from p
+**    (the logit after the soft-cap, the logit bias and the token mask) is a
+**    number above -inf; p_i = softmax(z / T) over them.  The draw is exactly from p
 **    restricted to the kept set K below and renormalised, by the same noise
 **    as without filters: argmax over K of z / T + g(token), so that where a
 **    row's filters keep every candidate the draw is the unfiltered one.  K
@@ -289,8 +289,16 @@ typedef struct fs_outputs {
 **    are fp32 exponentials: a row whose top-p boundary lies within ~1e-5 of
 **    p (relative), or whose min-p boundary lies within fp32 rounding of a
 **    logit, may keep one token more or fewer than the exact rule.  Scalars:
-**    top_k >= 0, top_p in [0, 1], min_p in [0, 1].  Not with a logit bias,
-**    FS_NOISE_GROUP16 or the tensor-parallel calls (FS_INVALID_ARGUMENT).
+**    top_k >= 0, top_p in [0, 1], min_p in [0, 1].  With a logit bias
+**    (since 0.3.6; 0.3.4 and 0.3.5 refused it) the filters see the biased
+**    scores: a small kernel adds each row's values to the written logits
+**    of its biased tokens before the filters run (one more launch, a CTA a
+**    row; with logprobs it first takes the raw logits' log-sum-exp, one
+**    more pass over them), and the draws report raw logits; a biased
+**    score that is NaN is -inf there, before the temperature (so at a
+**    per-row T of +inf a +inf score ranks as an unbiased +inf logit does).
+**    Not with FS_NOISE_GROUP16 or the tensor-parallel calls
+**    (FS_INVALID_ARGUMENT).
 **    The first filtered call on a context compiles the filter kernel (2-6 s
 **    of NVRTC on a 2-core machine) and may grow the workspace: make one
 **    before capturing such calls in a CUDA

@@ -106,6 +106,7 @@ struct fs_context {
   CUfunction bias_merge_fn; /* fsamp_bias_merge */
   CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
   CUfunction filter_fn;     /* fsamp_filter */
+  CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
                                (0: that size is not used) */
   char errmsg[FS_ERRMSG_MAX];

@@ -38,9 +38,10 @@
 ** token's entries; ids outside the shard ignored), after the log-sum-exp and
 ** before the mask, so that the returned logits and logprobs stay raw; an
 ** allowed biased token whose score is NaN ranks as -inf.
-** Filters (fs_options.min_p / top_k / top_p; FS_NOISE_TOKEN, no bias):
+** Filters (fs_options.min_p / top_k / top_p; FS_NOISE_TOKEN):
 ** reference_filter.c finds a sampled row's kept set K = {candidates with
-** z >= tau} from the whole row's logits, and the winner is the argmax above
+** z >= tau} from the whole row's scores (biased; a biased score that is NaN
+** taken as -inf), and the winner is the argmax above
 ** over K alone (the same noise); greedy rows, rows without candidates and
 ** rows whose filter values are all "off" draw as without filters.
 **
@@ -172,10 +173,11 @@ static void ref_group(const double *z, int n, int32_t tok0, const ref_row *rp,
 }
 
 /* A biased row v of W (v - vocab_offset of the token) and the sum of its
-** values; `at` orders a token's entries as given. */
+** values; `at` orders a token's entries as given; raw, for a filtered call,
+** the logit it reports (-inf where the mask forbids it). */
 typedef struct ref_bias {
   int32_t v, at;
-  double sum;
+  double sum, raw;
 } ref_bias;
 
 static int ref_bias_cmp(const void *a, const void *b) {
@@ -192,6 +194,7 @@ static int ref_bias_row(const fs_problem *p, const fs_opts *m, int b, ref_bias *
     if (t < p->vocab_offset || t >= p->vocab_offset + p->vocab) continue;
     out[n].v = (int32_t)(t - p->vocab_offset);
     out[n].at = j;
+    out[n].raw = 0.0;
     out[n++].sum = (double)m->bias_values[(size_t)b * m->bias_count + j];
   }
   qsort(out, (size_t)n, sizeof *out, ref_bias_cmp);
@@ -446,28 +449,41 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
   ref_finish(s, b0, nb, ns, sc);
 }
 
-/* Rows of a filtered call (m->filter: FS_NOISE_TOKEN, no bias) are drawn in
-** two steps, because no token can be kept before the whole row's order is
+/* Rows of a filtered call (m->filter: FS_NOISE_TOKEN) are drawn in two
+** steps, because no token can be kept before the whole row's order is
 ** known: ref_block_logits keeps the logits of rows [b0, b1) (the scores:
-** capped, -inf where masked; the same sums, in the same order, as
-** ref_pass) in sc->z, their log-sum-exps and their filters
-** (fs_ref_filter_row); ref_block_draw then draws any range of samples from
-** them.  sc must hold b1 - b0 rows of V logits. */
+** capped, biased, -inf where masked or where a biased score is NaN, which
+** ranks as -inf; the same sums, in the same order, as ref_pass) in sc->z,
+** their log-sum-exps (of the raw logits), their biased tokens' raw logits
+** (sc->bias) and their filters (fs_ref_filter_row); ref_block_draw then
+** draws any range of samples from them, reporting raw logits.  sc must hold
+** b1 - b0 rows of V logits. */
 static void ref_block_logits(const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                              int b0, int b1, ref_scratch *sc) {
   const int D = p->hidden, V = p->vocab, nb = b1 - b0;
   int i, j, v0;
   ref_start(p, b0, nb, sc);
+  for (i = 0; i < nb; i++) {
+    sc->nbias[2 * i] = 0;
+    sc->nbias[2 * i + 1] = ref_bias_row(p, m, b0 + i, sc->bias + (size_t)i * m->bias_count);
+  }
   for (v0 = 0; v0 < V; v0 += REF_VT) {
     const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
     ref_w_tile(p, v0, nv, sc->wt);
     for (i = 0; i < nb; i++) {
       double acc[REF_VT], raw[REF_VT];
-      int hit[REF_VT];
+      int hit[REF_VT] = {0};
       ref_dot(sc->h + (size_t)i * D, sc->wt, D, m->softcap, nv, acc);
       ref_lse_add(sc->lse + 2 * i, acc, nv);
+      for (j = 0; j < nv; j++) raw[j] = acc[j];
+      ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
+      const int e0 = sc->nbias[2 * i];
+      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
+        acc[bi[*at].v - v0] += bi[*at].sum, hit[bi[*at].v - v0] = 1;
       ref_mask(m, b0 + i, (int32_t)(p->vocab_offset + v0), nv, acc, raw, hit);
-      for (j = 0; j < nv; j++) sc->z[(size_t)i * V + v0 + j] = acc[j];
+      for (int e = e0; e < sc->nbias[2 * i]; e++) bi[e].raw = raw[bi[e].v - v0];
+      for (j = 0; j < nv; j++)
+        sc->z[(size_t)i * V + v0 + j] = hit[j] && isnan(acc[j]) ? -INFINITY : acc[j];
     }
   }
   for (i = 0; i < nb; i++)
@@ -475,8 +491,23 @@ static void ref_block_logits(const fs_problem *p, const fs_sampling *s, const fs
                       b0 + i, sc->pairs, &sc->filt[i]);
 }
 
-static void ref_block_draw(const fs_problem *p, const fs_sampling *s, int b0, int b1, int s0,
-                           int s1, ref_scratch *sc) {
+/* A biased token's raw logit in place of its score z, where row i of the
+** block (its nbias[2 i + 1] entries, sorted by v) names token tok. */
+static double ref_unbias(const ref_scratch *sc, int i, int nbias, const fs_problem *p,
+                         int32_t tok, double z) {
+  const ref_bias *bi = sc->bias + (size_t)i * nbias;
+  int lo = 0, hi = sc->nbias[2 * i + 1];
+  const long long v = (long long)tok - p->vocab_offset;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (bi[mid].v < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return tok >= 0 && lo < sc->nbias[2 * i + 1] && bi[lo].v == v ? bi[lo].raw : z;
+}
+
+static void ref_block_draw(const fs_problem *p, const fs_sampling *s, const fs_opts *m, int b0,
+                           int b1, int s0, int s1, ref_scratch *sc) {
   const int V = p->vocab, nb = b1 - b0, ns = s1 - s0;
   for (int i = 0; i < nb; i++) {
     const ref_row rp = ref_row_params(s, b0 + i);
@@ -485,6 +516,11 @@ static void ref_block_draw(const fs_problem *p, const fs_sampling *s, int b0, in
     for (int t = 0; t < ns; t++) ref_result_init(&ri[t]);
     ref_offer_tokens(z, z, NULL, V, (int32_t)p->vocab_offset, &rp, s0, ns, ri,
                      sc->filt[i].draw_k ? &sc->filt[i] : NULL);
+    for (int t = 0; m->bias_count && t < ns; t++) { /* the outputs report raw logits */
+      ri[t].logit = ref_unbias(sc, i, m->bias_count, p, ri[t].token, ri[t].logit);
+      ri[t].second_logit =
+          ref_unbias(sc, i, m->bias_count, p, ri[t].second_token, ri[t].second_logit);
+    }
   }
   ref_finish(s, b0, nb, ns, sc);
 }
@@ -544,7 +580,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
     if (m.filter) ref_block_logits(problem, sampling, &m, b0, b1, &sc);
     for (int s0 = 0; s0 < S; s0 += samples) {
       const int s1 = S - s0 < samples ? S : s0 + samples;
-      if (m.filter) ref_block_draw(problem, sampling, b0, b1, s0, s1, &sc);
+      if (m.filter) ref_block_draw(problem, sampling, &m, b0, b1, s0, s1, &sc);
       else ref_pass(problem, sampling, noise, &m, b0, b1, s0, s1, &sc);
       for (int i = 0; i < b1 - b0; i++) {
         for (int t = 0; t < s1 - s0; t++) {
@@ -596,7 +632,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
   FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count, m.filter ? p->vocab : 0));
   if (m.filter) {
     ref_block_logits(p, s, &m, row, row + 1, &sc);
-    ref_block_draw(p, s, row, row + 1, sample, sample + 1, &sc);
+    ref_block_draw(p, s, &m, row, row + 1, sample, sample + 1, &sc);
   } else {
     ref_pass(p, s, noise, &m, row, row + 1, sample, sample + 1, &sc);
   }

@@ -98,7 +98,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
-  if (c) /* one GPU with a bias and filters: refused by fs_sample_ex first */
+  if (c) /* one GPU: fs_sample_ex sends sampled calls with filters to filter.c */
     FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m,
                                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex"));
   if (c && m.words && options->token_mask_stride == 0)

@@ -206,10 +206,6 @@ int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m, const c
   if (call)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
                   "the whole vocabulary's order, not yet in %s (one GPU: fs_sample_ex)", call);
-  if (m->bias_count)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d: not with min_p, "
-                  "top_k or top_p in this version (the filters run without the bias)",
-                  m->bias_count);
   if (noise == FS_NOISE_GROUP16)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
                   "FS_NOISE_TOKEN (a group of 16 ids may straddle the threshold; "

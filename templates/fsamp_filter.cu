@@ -80,6 +80,7 @@ struct ft_shared {
   unsigned long long sel_above;   /* ft_select's result of a pass */
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
+  unsigned bias_at;               /* ft_bias_raw's entry */
   unsigned long long s1mass;      /* rank 0: min-p's survivors' mass (top-p alone) */
   unsigned long long best, cbest; /* this CTA's draw, for the cluster's; the cluster's */
   float bound;                    /* rank 0: the gather's bound */
@@ -261,7 +262,7 @@ struct ft_row {
 ** flight before any is used (one at a time, the passes were bound by L2's
 ** latency), and with FT_PIPE the next FT_UNROLL in flight while these are
 ** used. */
-template <typename F>
+template <bool PIPE = (FT_PIPE != 0), typename F>
 __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f) {
   const float4 *z4 = (const float4 *)r.z;
   const int vend = min(p.V, 4 * r.q1); /* the slice's tokens end here */
@@ -277,15 +278,15 @@ __device__ __forceinline__ void ft_scan(const fs_params &p, const ft_row &r, F f
                      : fs_mask_bits_n(p, r.b, (unsigned)(p.vocab_offset + 4 * i), 4u);
     }
   };
-  if (FT_PIPE) load(r.q0 + (int)threadIdx.x);
+  if (PIPE) load(r.q0 + (int)threadIdx.x);
   for (int i0 = r.q0 + (int)threadIdx.x; i0 < r.q1; i0 += FT_THREADS * FT_UNROLL) {
     float4 c[FT_UNROLL];
     unsigned a[FT_UNROLL];
-    if (!FT_PIPE) load(i0);
+    if (!PIPE) load(i0);
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) c[u] = q[u], a[u] = allow[u];
-    /* FT_PIPE: the next float4s in flight while these are used */
-    if (FT_PIPE && i0 + FT_THREADS * FT_UNROLL < r.q1) load(i0 + FT_THREADS * FT_UNROLL);
+    /* PIPE: the next float4s in flight while these are used */
+    if (PIPE && i0 + FT_THREADS * FT_UNROLL < r.q1) load(i0 + FT_THREADS * FT_UNROLL);
 #pragma unroll
     for (int u = 0; u < FT_UNROLL; u++) {
       const int v = 4 * (i0 + u * FT_THREADS);
@@ -391,15 +392,39 @@ __device__ __forceinline__ void ft_put(const fs_params &p, int b, int s, unsigne
   if (p.logprobs) p.logprobs[item] = z - lse;
 }
 
+/* A logit bias with the filters (fsamp_filter_bias ran first): the row's
+** entries' global ids and the raw logits they had before it. */
+struct ft_bias {
+  const int *tokens; /* [B, count] */
+  const float *raw;  /* [B, count]: the entry's token's raw logit (in this call's ids) */
+  int count;         /* 0: no bias */
+};
+
+/* The raw logit of token tok of row b, whose zout value is z (biased where
+** an entry names it): every thread calls it, thread 0's result counts. */
+__device__ __forceinline__ float ft_bias_raw(const ft_bias &x, int b, unsigned tok, float z,
+                                             ft_shared &sh) {
+  if (x.count == 0) return z;
+  if (threadIdx.x == 0) sh.bias_at = 0xffffffffu;
+  __syncthreads();
+  const int *t = x.tokens + (size_t)b * x.count;
+  for (int j = (int)threadIdx.x; j < x.count; j += FT_THREADS)
+    if ((unsigned)t[j] == tok) atomicMin(&sh.bias_at, (unsigned)j);
+  __syncthreads();
+  const unsigned j = sh.bias_at;
+  __syncthreads(); /* read before the next call's store */
+  return j < (unsigned)x.count ? x.raw[(size_t)b * x.count + j] : z;
+}
+
 /* The row's draw of sample s over every token (masked ones at -inf, NaNs
 ** included), as the fused kernels draw it: one Philox call per four
 ** tokens where the row's quads are the noise's (vocab_offset % 4 == 0). */
 __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
-                            float lse, ft_shared &sh, unsigned cs) {
+                            float lse, const ft_bias &bias, ft_shared &sh, unsigned cs) {
   unsigned long long best = 0ull;
   const bool quads = !c.greedy && ((unsigned)p.vocab_offset & 3u) == 0u;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
-  ft_scan(p, r, [&](int v, float z, bool ok) {
+  ft_scan<false>(p, r, [&](int v, float z, bool ok) {
     if (!ok) z = FS_MASKED_LOGIT;
     unsigned long long k;
     if (quads) {
@@ -413,10 +438,12 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
     best = k > best ? k : best;
   });
   best = ft_cmax64(best, sh, cs);
+  const unsigned tok = fs_key_token(best);
+  const float z0 = __ldcg(r.z + (int)(tok - (unsigned)p.vocab_offset));
+  const float z = ft_bias_raw(bias, r.b, tok, z0, sh);
   if (threadIdx.x == 0 && ft_rank() == 0u) {
-    const int v = (int)(fs_key_token(best) - (unsigned)p.vocab_offset);
-    const bool ok = !p.mask || (fs_mask_bits_n(p, r.b, fs_key_token(best), 1u) & 1u);
-    ft_put(p, r.b, s, best, ok ? __ldcg(r.z + v) : FS_MASKED_LOGIT, lse);
+    const bool ok = !p.mask || (fs_mask_bits_n(p, r.b, tok, 1u) & 1u);
+    ft_put(p, r.b, s, best, ok ? z : FS_MASKED_LOGIT, lse);
   }
 }
 
@@ -464,7 +491,7 @@ __device__ __forceinline__ float ft_scan_sum(float x, ft_shared &sh) {
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_filter(const fs_params p, const fs_filter f) {
+    fsamp_filter(const fs_params p, const fs_filter f, const ft_bias bias, const float *lse_in) {
   __shared__ ft_shared sh;
   /* grid (cs, B): the row's cluster of cs CTAs, this CTA its slice */
   const unsigned cs = ft_ncta(), rank = ft_rank();
@@ -492,7 +519,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   ** then over the cluster */
   float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f, wm = FT_NINF, ws = 0.0f;
   unsigned n = 0u, ninf = 0u;
-  const bool lp = p.logprobs != nullptr;
+  const bool lp = p.logprobs != nullptr && !lse_in; /* else fsamp_filter_bias's */
   ft_scan(p, r, [&](int, float z, bool ok) {
     if (lp) ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
     if (ok && z > FT_NINF) {
@@ -508,12 +535,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   ft_block_part({tmax, lm, ll, wm, ws, n, ninf}, sh, c2); /* into sh.mine */
   const ft_part row = ft_row_part(sh, cs, c2);
   const float zmax = row.tmax;
-  const float lse = lp ? row.lm + logf(row.ll) : 0.0f;
+  const float lse = lse_in ? lse_in[b] : lp ? row.lm + logf(row.ll) : 0.0f;
 
   const bool all = c.greedy || row.n == 0u ||
                    (!on_m && !on_p && (k <= 0 || (unsigned)k >= row.n));
   if (all) { /* the draw without filters (a greedy row's samples are all the same) */
-    for (int s = 0; s < (c.greedy ? 1 : p.num_samples); s++) ft_draw_all(p, r, c, s, lse, sh, cs);
+    for (int s = 0; s < (c.greedy ? 1 : p.num_samples); s++)
+      ft_draw_all(p, r, c, s, lse, bias, sh, cs);
     if (c.greedy && threadIdx.x == 0 && rank == 0u) /* thread 0 wrote sample 0 */
       for (int s = 1; s < p.num_samples; s++) {
         const size_t i0 = (size_t)b * p.num_samples, item = i0 + s;
@@ -669,7 +697,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (on_p) {
       const float t1 = tau;
       auto over1 = [&](auto g) {
-        ft_scan(p, whole, [&](int, float z, bool ok) {
+        ft_scan<false>(p, whole, [&](int, float z, bool ok) {
           if (ok && z >= t1 && z != FT_NINF) g(z);
         });
       };
@@ -693,13 +721,63 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (gathered) {
       ft_scan_kept(sh, [&](float z, int v) { offer(v, z); });
     } else {
-      ft_scan(p, whole, [&](int v, float z, bool ok) {
+      ft_scan<false>(p, whole, [&](int v, float z, bool ok) {
         if (ok && z != FT_NINF) offer(v, z);
       });
     }
     best = ft_max64(best, sh);
-    if (threadIdx.x == 0)
-      ft_put(p, b, s, best, __ldcg(zrow + (int)(fs_key_token(best) - (unsigned)p.vocab_offset)),
-             lse);
+    const unsigned tok = fs_key_token(best);
+    const float z0 = __ldcg(zrow + (int)(tok - (unsigned)p.vocab_offset));
+    const float z = ft_bias_raw(bias, b, tok, z0, sh);
+    if (threadIdx.x == 0) ft_put(p, b, s, best, z, lse);
+  }
+}
+
+/* A logit bias with the filters (runtime/filter.c, before fsamp_filter), a
+** CTA a row of the staged logits: with lse_out, the row's raw log-sum-exp
+** as fsamp_filter's pass 1 takes it; then each entry's raw logit into raw
+** (entries outside the call's ids: 0, never read), and each biased token's
+** zout value becomes its score z + the sum of its values (in fp32, in entry
+** order, as fsamp_bias.cu sums them), -inf where that is NaN (such a token
+** ranks as -inf, flashsampling.h), written by its first entry. */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_filter_bias(const fs_params p, const int *tokens, const float *values, int count,
+                      float *raw, float *lse_out) {
+  __shared__ ft_shared sh;
+  const int b = (int)blockIdx.x;
+  float *zrow = p.zout + (long long)b * p.zout_stride;
+  if (lse_out) {
+    fs_params q = p;
+    q.mask = nullptr; /* raw: every token */
+    const ft_row whole = {zrow, b, 0, (p.V + 3) / 4};
+    float lm = FT_NINF, ll = 0.0f;
+    ft_scan(q, whole, [&](int, float z, bool) {
+      ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
+    });
+    ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
+    if (threadIdx.x == 0) lse_out[b] = sh.mine.lm + logf(sh.mine.ll);
+  }
+  const int *tk = tokens + (size_t)b * count;
+  const float *vl = values + (size_t)b * count;
+  for (int j = (int)threadIdx.x; j < count; j += FT_THREADS) {
+    const int t = tk[j];
+    const long long v = (long long)t - p.vocab_offset;
+    sh.kv[j] = t;
+    sh.kz[j] = vl[j];
+    raw[(size_t)b * count + j] = v >= 0 && v < p.V ? __ldcg(zrow + v) : 0.0f;
+  }
+  __syncthreads(); /* every raw logit read before any is biased */
+  for (int j = (int)threadIdx.x; j < count; j += FT_THREADS) {
+    const int t = sh.kv[j];
+    const long long v = (long long)t - p.vocab_offset;
+    if (v < 0 || v >= p.V) continue;
+    bool first = true;
+    for (int i = 0; i < j && first; i++) first = sh.kv[i] != t;
+    if (!first) continue;
+    float sum = 0.0f;
+    for (int i = j; i < count; i++)
+      if (sh.kv[i] == t) sum += sh.kz[i];
+    const float y = raw[(size_t)b * count + j] + sum;
+    zrow[v] = y == y ? y : FT_NINF;
   }
 }

@@ -59,8 +59,12 @@
 ** 3. Distribution: 2^20 draws each of V = 203, D = 64 heads whose B rows
 **    hold the same H row (one row in one case, 16384 samples a call),
 **    offsets varied per call: top-k, top-p (fp16, per-row seeds, offset
-**    37), min-p (one row) and, under a token mask of density 1/2 (offset
-**    48), all three as per-row arrays (with decoy scalars).  The parameters
+**    37), min-p (one row), under a token mask of density 1/2 (offset 48)
+**    all three as per-row arrays (with decoy scalars), and top-k + top-p
+**    with a logit bias (offset 16; every row: the largest raw logit -inf,
+**    the 20th lifted 0.3 above it, the 5th listed twice, -0.4 and -0.3, an
+**    id past the shard, a -1 pad), whose parameters are placed in gaps of
+**    the biased scores.  The parameters
 **    are placed in the middle of a logit gap of at least 0.02 (top-p: half
 **    way between two cumulative masses), so no fp32 rounding can move the
 **    kept set.  The kept set of the header's rule (computed here, in double,
@@ -71,7 +75,8 @@
 **    power by fs_stats_power above 0.999) the unfiltered softmax, the law
 **    with one candidate more (the largest dropped: top-(k+1) for top-k)
 **    and, for the combined case, top-p with its masses renormalised over
-**    every candidate instead of over what min-p and top-k kept.
+**    every candidate instead of over what min-p and top-k kept; for the
+**    bias case, the raw logits filtered and drawn (the bias ignored).
 ** 4. Combinations, as part 1: a token mask (ref_make_mask: density 1/2, row
 **    1 allows one id, row 2 none, which draws as without filters: the first
 **    id, logit and logprob -inf), logit_softcap 4 (the filters see capped
@@ -87,14 +92,25 @@
 **    a direct call with them, and other draws than before), and the old
 **    contents restore the old draw.
 ** 6. Bad input on the GPU path (FS_INVALID_ARGUMENT, the message naming the
-**    field or the rule, no output written): filters with a logit bias;
-**    filters under FS_NOISE_GROUP16 (scalar or per-row only); filters in
-**    fs_sample_tp_ex (one rank, a trivial all-reduce); scalars out of range
+**    field or the rule, no output written): filters under FS_NOISE_GROUP16
+**    (scalar or per-row only); filters in fs_sample_tp_ex (one rank, a
+**    trivial all-reduce); scalars out of range
 **    (min_p -0.1, 1.5, NaN; top_k -1; top_p -0.01, 1.01, NaN); misaligned
 **    per-row arrays.  Filters that are all off (min_p 0, top_k 0, top_p 1)
 **    make no filtered call, so those three accept them (fs_sample_tp_ex
-**    then draws as fs_sample_ex).
-** Parts 5 and 6 run only without FS_TEST_FAMILY (tests/gpu_family.h); parts
+**    then draws as fs_sample_ex).  Filters with a logit bias are accepted
+**    (0.3.4 and 0.3.5 refused them).
+** 7. Filters with a logit bias (since 0.3.6): min_p 0.02, top_k 50, top_p
+**    0.9 and 16 entries a row (two ids +8, one -inf, a repeated id, an id
+**    past the shard, a -1 pad, the rest in {-3 .. 3}), logprobs, B = 5 with
+**    a mask (D 256, V 32003, bf16, T = 1, 16 samples) and B = 64 (D 64, V
+**    151936, fp16, T = 0.7, 2 samples): at least 99.5% of the draws are
+**    fs_reference_sample_ex's, each with its raw logit and logprob within
+**    1e-4 (1 + |z|) (+ 2e-5 + 1e-6 |lse| for the logprob) or the same -inf;
+**    at least a quarter of the draws are of biased tokens (so a biased
+**    logit reported would fail) and a quarter differ from the same call
+**    without the bias.
+** Parts 5, 6 and 7 run only without FS_TEST_FAMILY (tests/gpu_family.h); parts
 ** 1 to 4 run once per family selection too, each case on the family's
 ** variant nearest its B.
 **
@@ -928,7 +944,7 @@ static void test_keep_all(fs_context *base) {
 #define DD 64
 #define GAP 0.02 /* the least logit gap a parameter is placed in */
 
-enum { DK_TOPK, DK_TOPP, DK_MINP, DK_ALL };
+enum { DK_TOPK, DK_TOPP, DK_MINP, DK_ALL, DK_BIAS };
 
 typedef struct dist_case {
   const char *name;
@@ -944,7 +960,11 @@ static const dist_case dcases[] = {
     {"min-p, bf16, T=1.5, one row", DK_MINP, FS_DTYPE_BF16, 1, 16384, 64, 0, 1.5f, 0},
     {"mask, per-row min-p + top-k + top-p, fp16, T=1, offset 48", DK_ALL, FS_DTYPE_FP16, 64, 1024,
      16, 0, 1.0f, 48},
+    {"logit bias, top-k + top-p, bf16, T=1, offset 16", DK_BIAS, FS_DTYPE_BF16, 64, 1024, 16, 0,
+     1.0f, 16},
 };
+
+#define DNB 6 /* DK_BIAS: entries a row */
 
 static int cmp_desc(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -1042,6 +1062,41 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
     if (z[v] > -INFINITY) zs[n++] = z[v];
   }
   qsort(zs, (size_t)n, sizeof(double), cmp_desc);
+  /* DK_BIAS: every row's entries by the raw logits' ranks: the largest
+  ** -inf, the 20th lifted 0.3 above the largest, the 5th listed twice
+  ** (-0.4, -0.3: summed), an id past the shard, a -1 pad; from here on z
+  ** holds the scores (the reference's: z + the fp32 sum), zraw the logits */
+  double zraw[DV];
+  memcpy(zraw, z, sizeof zraw);
+  int32_t bt[DNB * 64];
+  float bv[DNB * 64];
+  CUdeviceptr dbt = 0, dbv = 0;
+  if (c->kind == DK_BIAS) {
+    int rank[3] = {-1, -1, -1};
+    for (int v = 0; v < DV; v++) {
+      if (z[v] == zs[0] && rank[0] < 0) rank[0] = v;
+      if (z[v] == zs[19] && rank[1] < 0) rank[1] = v;
+      if (z[v] == zs[4] && rank[2] < 0) rank[2] = v;
+    }
+    const int64_t o0 = c->vocab_offset;
+    const int32_t t[DNB] = {(int32_t)(o0 + rank[0]), (int32_t)(o0 + rank[1]),
+                            (int32_t)(o0 + rank[2]), (int32_t)(o0 + DV + 3),
+                            (int32_t)(o0 + rank[2]), -1};
+    const float w[DNB] = {-INFINITY, (float)(zs[0] - zs[19] + 0.3), -0.4f, 9.0f, -0.3f, 5.0f};
+    for (int b = 0; b < B; b++) {
+      memcpy(bt + b * DNB, t, sizeof t);
+      memcpy(bv + b * DNB, w, sizeof w);
+    }
+    z[rank[0]] = -INFINITY;
+    z[rank[1]] += (double)w[1];
+    z[rank[2]] += (double)(-0.4f + -0.3f);
+    n = 0;
+    for (int v = 0; v < DV; v++)
+      if (z[v] > -INFINITY) zs[n++] = z[v];
+    qsort(zs, (size_t)n, sizeof(double), cmp_desc);
+    dbt = gu_upload_new(ctx, bt, sizeof(int32_t) * DNB * (size_t)B);
+    dbv = gu_upload_new(ctx, bv, sizeof(float) * DNB * (size_t)B);
+  }
   /* the parameters, each in the middle of a gap of the sorted logits */
   flt f;
   flt_init(ctx, &f, B);
@@ -1052,10 +1107,10 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
     want = pick_gap(zs, n, c->kind == DK_MINP ? 20 : 60);
     min_p = (float)exp(((zs[want - 1] + zs[want]) / 2.0 - zs[0]) / T);
   }
-  if (c->kind == DK_ALL) top_k = want = pick_gap(zs, n, 40);
-  if (c->kind == DK_TOPP || c->kind == DK_ALL) {
-    const int over = c->kind == DK_ALL ? top_k : n; /* top-p renormalises over these */
-    const int kp = pick_gap(zs, n, c->kind == DK_ALL ? 25 : 13);
+  if (c->kind == DK_ALL || c->kind == DK_BIAS) top_k = want = pick_gap(zs, n, 40);
+  if (c->kind == DK_TOPP || c->kind == DK_ALL || c->kind == DK_BIAS) {
+    const int over = c->kind == DK_TOPP ? n : top_k; /* top-p renormalises over these */
+    const int kp = pick_gap(zs, n, c->kind == DK_TOPP ? 13 : 25);
     double cum_prev = 0.0, cum = 0.0, total = 0.0;
     for (int j = 0; j < over; j++) total += exp((zs[j] - zs[0]) / T);
     for (int j = 0; j < kp; j++) cum_prev = cum, cum += exp((zs[j] - zs[0]) / T);
@@ -1093,6 +1148,8 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
   hs.seed = 1;
   fs_options hopt = base_options(mask, 0.0f, NULL);
   flt_set(&f, &hopt, 0);
+  if (c->kind == DK_BIAS)
+    hopt.logit_bias_tokens = bt, hopt.logit_bias_values = bv, hopt.logit_bias_count = DNB;
   fs_ref_result rr;
   const int rst = fs_reference_row_ex(&hp, &hs, FS_NOISE_TOKEN, &hopt, 0, 0, &rr);
   CHECK_MSG(rst == FS_OK, "%s: fs_reference_row_ex: %s", c->name, fs_last_error(NULL));
@@ -1119,6 +1176,11 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
   const CUdeviceptr dseeds = gu_upload_new(ctx, seeds, sizeof(uint64_t) * (size_t)B);
   fs_options dopt = base_options(mask ? (const uint32_t *)gu_ptr(dmask) : NULL, 0.0f, NULL);
   flt_set(&f, &dopt, 1);
+  if (c->kind == DK_BIAS) {
+    dopt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
+    dopt.logit_bias_values = (const float *)gu_ptr(dbv);
+    dopt.logit_bias_count = DNB;
+  }
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, (size_t)B * S, 0, 0);
   int64_t counts[DV] = {0};
@@ -1171,12 +1233,21 @@ static void run_dist(fs_context *ctx, const dist_case *c, int index) {
         CHECK_MSG(0, "%s: top-p over every candidate keeps the same %d: the case does not test "
                   "the renormalisation", c->name, kept);
     }
+    if (c->kind == DK_BIAS) { /* the raw logits filtered and drawn */
+      int keep_raw[DV];
+      double q_raw[DV];
+      oracle_keep(zraw, DV, T, (double)min_p, top_k, (double)top_p, 0, keep_raw);
+      kept_law(zraw, keep_raw, T, q_raw);
+      fs_stats_must_reject(c->name, counts, p, q_raw, DV, N, "the bias ignored");
+    }
   }
   fflush(stdout);
   free(seeds);
   free(mask);
   gu_free(ctx, dseeds);
   gu_free(ctx, dmask);
+  gu_free(ctx, dbt);
+  gu_free(ctx, dbv);
   gu_outputs_free(ctx, &o);
   flt_free(ctx, &f);
   gu_lmhead_free(ctx, &lm);
@@ -1413,14 +1484,12 @@ static void test_bad_input(fs_context *ctx) {
   o1.logit_bias_tokens = (const int32_t *)gu_ptr(dbtok);
   o1.logit_bias_values = (const float *)gu_ptr(dbval);
   o1.logit_bias_count = NB;
-  fs_options ob = o1;
+  fs_options ob = o1; /* accepted since 0.3.6 (part 7 checks the draws) */
   ob.top_k = 5;
-  expect(ctx, &p, &s, &ob, &o, 0, FS_INVALID_ARGUMENT, "logit_bias_count", NULL,
-         "top_k 5 with a logit bias");
+  expect(ctx, &p, &s, &ob, &o, 0, FS_OK, NULL, NULL, "top_k 5 with a logit bias");
   ob = o1;
   ob.top_ps = (const float *)gu_ptr(f.d_top_ps);
-  expect(ctx, &p, &s, &ob, &o, 0, FS_INVALID_ARGUMENT, "logit_bias_count", NULL,
-         "per-row top_ps with a logit bias");
+  expect(ctx, &p, &s, &ob, &o, 0, FS_OK, NULL, NULL, "per-row top_ps with a logit bias");
   ob = o1; /* off: no filtered call */
   expect(ctx, &p, &s, &ob, &o, 0, FS_OK, NULL, NULL, "filters off (top_p 1) with a logit bias");
 
@@ -1499,6 +1568,154 @@ static void test_bad_input(fs_context *ctx) {
   gu_lmhead_free(ctx, &lm);
 }
 
+/* ---- 7. filters with a logit bias ----------------------------------------------- */
+
+#define BNB 16 /* entries a row */
+
+/* One case of part 7: B rows of D x V, scalar T, S samples, a mask of
+** density 1/2 or none; min_p 0.02, top_k 50, top_p 0.9, logprobs. */
+typedef struct fb_case {
+  const char *name;
+  int B, D, V, dtype, S, masked;
+  float T;
+} fb_case;
+
+static const fb_case fbcases[] = {
+    {"bias_b5_d256_v32003_bf16_t1_s16_mask", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f},
+    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f},
+};
+
+/* Row b's BNB entries: two ids +8 (drawn often: their raw logits are
+** reported), one -inf, a repeat of an earlier entry's id, an id past the
+** shard, a -1 pad, the rest ids at random with values in {-3, .., 3}. */
+static void bias_row(int V, unsigned long long *rs, int32_t *t, float *w) {
+  static const float vals[] = {-3.0f, -2.0f, -1.0f, 1.0f, 2.0f, 3.0f};
+  for (int j = 0; j < BNB; j++) {
+    t[j] = (int32_t)(fs_test_rand(rs) % (unsigned)V);
+    w[j] = vals[fs_test_rand(rs) % NELEM(vals)];
+  }
+  w[0] = w[1] = 8.0f;
+  w[2] = -INFINITY;
+  t[3] = t[0];
+  t[4] = V + 5;
+  t[5] = -1;
+}
+
+static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
+  const int B = c->B, S = c->S;
+  const size_t n = (size_t)B * S, nb = (size_t)B * BNB;
+  gu_lmhead lm;
+  gu_lmhead_init(&lm, B, c->D, c->V, c->dtype, 0, 0, 0, gu_w_scale(c->D, 2.0),
+                 0xB1A5ull + (unsigned long long)index);
+  gu_lmhead_upload(ctx, &lm);
+  const fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
+  const long long stride = (c->V + 31) / 32;
+  unsigned long long ms = 0x3A5Dull + (unsigned long long)index;
+  uint32_t *mask = c->masked ? ref_make_mask(&hp, stride, 0.5, &ms) : NULL;
+  const CUdeviceptr dmask =
+      mask ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)B * (size_t)stride) : 0;
+  int32_t *bt = gu_malloc(sizeof(int32_t) * nb);
+  float *bv = gu_malloc(sizeof(float) * nb);
+  unsigned long long rs = 0xB1A50ull + (unsigned long long)index;
+  for (int b = 0; b < B; b++) bias_row(c->V, &rs, bt + b * BNB, bv + b * BNB);
+  const CUdeviceptr dbt = gu_upload_new(ctx, bt, sizeof(int32_t) * nb);
+  const CUdeviceptr dbv = gu_upload_new(ctx, bv, sizeof(float) * nb);
+  gu_outputs o, on;
+  gu_outputs_alloc(ctx, &o, n, 1, 1);
+  gu_outputs_alloc(ctx, &on, n, 1, 1);
+  const CUdeviceptr dlp = gu_alloc(ctx, (n + GU_GUARD) * sizeof(float));
+  float *lp = gu_malloc((n + GU_GUARD) * sizeof(float)), *rlp = gu_malloc(sizeof(float) * n);
+  float *rlogit = gu_malloc(sizeof(float) * n);
+  int32_t *rtok = gu_malloc(sizeof(int32_t) * n);
+  uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
+  fs_sampling s;
+  memset(&s, 0, sizeof s);
+  s.temperature = c->T;
+  s.num_samples = S;
+  s.seed = 0xB1A5EEDull + (unsigned long long)index;
+  s.offset = 77;
+  fs_options dopt = base_options(mask ? (const uint32_t *)gu_ptr(dmask) : NULL, 0.0f,
+                                 (float *)gu_ptr(dlp));
+  dopt.min_p = 0.02f, dopt.top_k = 50, dopt.top_p = 0.9f;
+  dopt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
+  dopt.logit_bias_values = (const float *)gu_ptr(dbv);
+  dopt.logit_bias_count = BNB;
+  fs_options nopt = dopt; /* the same filters without the bias */
+  nopt.logit_bias_count = 0;
+  nopt.logprobs = NULL;
+  fs_options hopt = dopt;
+  hopt.token_mask = mask;
+  hopt.logprobs = rlp;
+  hopt.logit_bias_tokens = bt, hopt.logit_bias_values = bv;
+  char what[160];
+  snprintf(what, sizeof what, "part 7 %s", c->name);
+  int ok = draw(ctx, &dp, &s, &dopt, &o, dlp, lp, what) == FS_OK;
+  snprintf(what, sizeof what, "part 7 %s without the bias", c->name);
+  ok = ok && draw(ctx, &dp, &s, &nopt, &on, 0, NULL, what) == FS_OK;
+  const int st = fs_reference_sample_ex(&hp, &s, FS_NOISE_TOKEN, &hopt, rtok, rlogit, rkey);
+  CHECK_MSG(st == FS_OK, "%s: fs_reference_sample_ex: %s", c->name, fs_last_error(NULL));
+  long same = 0, biased = 0, moved = 0, bad = 0;
+  double worst = 0.0;
+  for (size_t i = 0; ok && st == FS_OK && i < n; i++) {
+    const int b = (int)(i / (size_t)S);
+    const int32_t g = o.h_tokens[i];
+    moved += g != on.h_tokens[i];
+    for (int j = 0; j < BNB; j++) /* a token an entry names: its raw logit is reported */
+      if (bt[b * BNB + j] == g) {
+        biased++;
+        break;
+      }
+    if (g != rtok[i]) continue;
+    same++;
+    const double rl = (double)rlogit[i], tol = 1e-4 * (1.0 + fabs(rl));
+    const double lse = rl - (double)rlp[i];
+    const double el = fabs((double)o.h_logits[i] - rl);
+    const double ep = fabs((double)lp[i] - (double)rlp[i]);
+    if (isinf(rl) ? gu_float_bits(o.h_logits[i]) != gu_float_bits(rlogit[i])
+                  : !(el <= tol && ep <= tol + 2e-5 + 1e-6 * fabs(lse))) {
+      if (bad++ < 5)
+        fprintf(stderr, "%s row %d sample %d: token %d logit %.9g logprob %.9g, the reference's "
+                "%.9g %.9g\n", c->name, b, (int)(i % (size_t)S), (int)g, (double)o.h_logits[i],
+                (double)lp[i], rl, (double)rlp[i]);
+    } else if (!isinf(rl) && ep > worst) {
+      worst = ep;
+    }
+  }
+  printf("part 7 %s: %zu draws, %ld the reference's, %ld of biased tokens, %ld moved by the "
+         "bias; worst logprob error %.2g\n", c->name, n, same, biased, moved, worst);
+  fflush(stdout);
+  if (!gu_fake_driver()) { /* else every call was made; no kernel ran */
+    CHECK_MSG(same >= (long)(AGREE_MIN * (double)n), "%s: only %ld of %zu draws are the "
+              "reference's", c->name, same, n);
+    CHECK_MSG(bad == 0, "%s: %ld draws with the wrong logit or logprob", c->name, bad);
+    CHECK_MSG(biased * 4 >= (long)n && moved * 4 >= (long)n, "%s: %ld draws of biased tokens, "
+              "%ld moved: the bias does not bite", c->name, biased, moved);
+  }
+  free(bt);
+  free(bv);
+  free(lp);
+  free(rlp);
+  free(rlogit);
+  free(rtok);
+  free(rkey);
+  free(mask);
+  gu_free(ctx, dmask);
+  gu_free(ctx, dbt);
+  gu_free(ctx, dbv);
+  gu_free(ctx, dlp);
+  gu_outputs_free(ctx, &o);
+  gu_outputs_free(ctx, &on);
+  gu_lmhead_free(ctx, &lm);
+}
+
+static void test_bias(fs_context *base) {
+  for (int i = 0; i < (int)NELEM(fbcases); i++) {
+    fs_context *c = gu_family_context(base, fbcases[i].dtype, fbcases[i].B);
+    run_bias_case(c, &fbcases[i], i);
+    gu_family_release(base, c);
+  }
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   const double t0 = gu_now();
@@ -1509,6 +1726,7 @@ int main(void) {
   if (!gu_test_family()) {
     test_graph();
     test_bad_input(ctx);
+    test_bias(ctx);
   }
   printf("test_filter: %.1f s\n", gu_now() - t0);
   fs_context_destroy(ctx);
