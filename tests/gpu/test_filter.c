@@ -104,7 +104,7 @@
 **    0.9 and 16 entries a row (two ids +8, one -inf, a repeated id, an id
 **    past the shard, a -1 pad, the rest in {-3 .. 3}), logprobs, B = 5 with
 **    a mask (D 256, V 32003, bf16, T = 1, 16 samples) and B = 64 (D 64, V
-**    151936, fp16, T = 0.7, 2 samples): at least 99.5% of the draws are
+**    151936, fp16, T = 0.7, 2 samples): all but 1 + 1% of the draws are
 **    fs_reference_sample_ex's, each with its raw logit and logprob within
 **    1e-4 (1 + |z|) (+ 2e-5 + 1e-6 |lse| for the logprob) or the same -inf;
 **    at least a quarter of the draws are of biased tokens (so a biased
@@ -1685,7 +1685,10 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
          "bias; worst logprob error %.2g\n", c->name, n, same, biased, moved, worst);
   fflush(stdout);
   if (!gu_fake_driver()) { /* else every call was made; no kernel ran */
-    CHECK_MSG(same >= (long)(AGREE_MIN * (double)n), "%s: only %ld of %zu draws are the "
+    /* other tokens: at most 1 + 1% (an fp32 near-tie or a boundary in doubt,
+    ** which parts 1 and 4 explain one by one; a tuned logits kernel that sums
+    ** in another order may bring one) */
+    CHECK_MSG((long)n - same <= 1 + (long)n / 100, "%s: only %ld of %zu draws are the "
               "reference's", c->name, same, n);
     CHECK_MSG(bad == 0, "%s: %ld draws with the wrong logit or logprob", c->name, bad);
     CHECK_MSG(biased * 4 >= (long)n && moved * 4 >= (long)n, "%s: %ld draws of biased tokens, "
