@@ -241,7 +241,8 @@ typedef struct fs_outputs {
 **    words holding the call's ids) more, and 12 bytes an entry), and
 **    two small kernels take the biased tokens' logits from their W rows and
 **    score them with the same noise, keeping the larger key: exact, and
-**    pathwise the draw one fused kernel would make.  Cost: one W row (D x 2
+**    pathwise the draw one fused kernel would make (with min_p, top_k or
+**    top_p the filters' path takes the bias instead: see below).  Cost: one W row (D x 2
 **    bytes) read per entry, the mask copy and two small launches; count 0
 **    costs nothing.  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the pointers
 **    unread); else both arrays are 4-byte aligned device memory of B x count
