@@ -163,17 +163,19 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
       ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM (fsamp_filter.cu) */
       static const char *const names[] = {"fsamp_filter", "fsamp_filter_bias"};
-      const char *gather = getenv("FS_FILTER_GATHER"), *unroll = getenv("FS_FILTER_UNROLL");
+      static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
+          {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
+          {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
+          {"FS_FILTER_MINB", "FT_MINB", 1, 2}};
+      const char *gather = getenv("FS_FILTER_GATHER");
       char head[160] = "";
       if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
-      if (unroll && atoi(unroll) >= 1 && atoi(unroll) <= 16)
-        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_UNROLL %d\n",
-                 atoi(unroll));
-      const char *pipe = getenv("FS_FILTER_PIPE"), *minb = getenv("FS_FILTER_MINB");
-      if (pipe && (!strcmp(pipe, "0") || !strcmp(pipe, "1")))
-        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_PIPE %s\n", pipe);
-      if (minb && (!strcmp(minb, "1") || !strcmp(minb, "2")))
-        snprintf(head + strlen(head), sizeof head - strlen(head), "#define FT_MINB %s\n", minb);
+      for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *v = getenv(knobs[i].env);
+        if (v && *v && atoi(v) >= knobs[i].lo && atoi(v) <= knobs[i].hi)
+          snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
+                   knobs[i].macro, atoi(v));
+      }
       CUfunction fns[2];
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
                            names, 2, &ctx->filter_module, fns));
@@ -213,13 +215,13 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   filter_bias fb = {NULL, NULL, 0};
   float *lse = NULL;
   if (nb) {
+    float *raw = (float *)(uintptr_t)(ctx->workspace + rat);
     fb.tokens = m->bias_tokens;
-    fb.raw = (const float *)(uintptr_t)(ctx->workspace + rat);
+    fb.raw = raw;
     fb.count = m->bias_count;
     if (m->logprobs) lse = (float *)(uintptr_t)(ctx->workspace + lat);
-    float *raw = (float *)(uintptr_t)(ctx->workspace + rat);
-    int count = m->bias_count;
-    void *bargs[] = {&prm, (void *)&m->bias_tokens, (void *)&m->bias_values, &count, &raw, &lse};
+    void *bargs[] = {&prm, (void *)&m->bias_tokens, (void *)&m->bias_values, &fb.count, &raw,
+                     &lse};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }

@@ -229,6 +229,12 @@ __device__ __forceinline__ ft_part ft_row_part(ft_shared &sh, unsigned cs, float
   return sh.row;
 }
 
+/* A raw logit as a log-sum-exp term: +inf as NaN, as the fused kernels
+** take it (the row's log-sum-exp is then NaN). */
+__device__ __forceinline__ float ft_lse_term(float z) {
+  return z == -FT_NINF ? __int_as_float(0x7fffffff) : z;
+}
+
 /* A running log-sum-exp (m, l), merged: the fused kernels' fs_lse rules
 ** (fs_device.h: -inf adds nothing, NaN makes l NaN). */
 __device__ __forceinline__ void ft_lse_add(float &m, float &l, float z) {
@@ -521,7 +527,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   unsigned n = 0u, ninf = 0u;
   const bool lp = p.logprobs != nullptr && !lse_in; /* else fsamp_filter_bias's */
   ft_scan(p, r, [&](int, float z, bool ok) {
-    if (lp) ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
+    if (lp) ft_lse_add(lm, ll, ft_lse_term(z));
     if (ok && z > FT_NINF) {
       tmax = fmaxf(tmax, z);
       n++;
@@ -752,7 +758,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     const ft_row whole = {zrow, b, 0, (p.V + 3) / 4};
     float lm = FT_NINF, ll = 0.0f;
     ft_scan(q, whole, [&](int, float z, bool) {
-      ft_lse_add(lm, ll, z == -FT_NINF ? __int_as_float(0x7fffffff) : z);
+      ft_lse_add(lm, ll, ft_lse_term(z));
     });
     ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
     if (threadIdx.x == 0) lse_out[b] = sh.mine.lm + logf(sh.mine.ll);

@@ -107,9 +107,13 @@
 **    151936, fp16, T = 0.7, 2 samples): all but 1 + 1% of the draws are
 **    fs_reference_sample_ex's, each with its raw logit and logprob within
 **    1e-4 (1 + |z|) (+ 2e-5 + 1e-6 |lse| for the logprob) or the same -inf;
-**    at least a quarter of the draws are of biased tokens (so a biased
-**    logit reported would fail) and a quarter differ from the same call
-**    without the bias.
+**    the key's token and score (1e-4 relative, or the same bits where
+**    infinite); at least a quarter of the draws are of biased tokens (so a
+**    biased logit reported would fail) and a quarter differ from the same
+**    call without the bias.  The B = 5 case has edge rows: per-row
+**    temperatures (a greedy row, one at +inf with a NaN entry) and filters
+**    (one row all off, past decoy scalars), a row whose two allowed ids are
+**    biased -inf and NaN (no candidate), and a +inf entry (K that id).
 ** Parts 5, 6 and 7 run only without FS_TEST_FAMILY (tests/gpu_family.h); parts
 ** 1 to 4 run once per family selection too, each case on the family's
 ** variant nearest its B.
@@ -1578,12 +1582,41 @@ typedef struct fb_case {
   const char *name;
   int B, D, V, dtype, S, masked;
   float T;
+  int edges; /* rows 0-4 (masked cases): edge_rows() */
 } fb_case;
 
 static const fb_case fbcases[] = {
-    {"bias_b5_d256_v32003_bf16_t1_s16_mask", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f},
-    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f},
+    {"bias_b5_d256_v32003_bf16_t1_s16_mask_edges", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f, 1},
+    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f, 0},
 };
+
+/* The edge rows of a masked case (B >= 5): per-row temperatures (row 0
+** greedy, row 1 +inf, a NaN entry on an allowed id there) and filters (row 2
+** all off); row 3's mask allows two ids, whose entries are -inf and NaN (no
+** candidate: the unfiltered draw, the row's first id at -inf); row 4 a +inf
+** entry on an allowed id (K that id alone).  Entries 6 and 7 of each row. */
+static void edge_rows(int V, long long stride, uint32_t *mask, int32_t *bt, float *bv,
+                      float *temps, float T, float *min_ps, int32_t *top_ks, float *top_ps,
+                      int B) {
+  for (int b = 0; b < B; b++) {
+    temps[b] = b == 0 ? 0.0f : b == 1 ? INFINITY : T;
+    min_ps[b] = b == 2 ? 0.0f : 0.02f;
+    top_ks[b] = b == 2 ? 0 : 50;
+    top_ps[b] = b == 2 ? 1.0f : 0.9f;
+  }
+  uint32_t *m3 = mask + 3 * stride;
+  memset(m3, 0, sizeof(uint32_t) * (size_t)stride);
+  const int a0 = V / 3, a1 = V / 3 + 40;
+  m3[a0 / 32] |= 1u << (a0 % 32);
+  m3[a1 / 32] |= 1u << (a1 % 32);
+  bt[3 * BNB + 6] = a0, bv[3 * BNB + 6] = -INFINITY;
+  bt[3 * BNB + 7] = a1, bv[3 * BNB + 7] = NAN;
+  for (int b = 1; b <= 4; b += 3) { /* an allowed id of rows 1 and 4 */
+    int v = V / 2;
+    while (!(mask[b * stride + v / 32] >> (v % 32) & 1u)) v++;
+    bt[b * BNB + 6] = v, bv[b * BNB + 6] = b == 1 ? NAN : INFINITY;
+  }
+}
 
 /* Row b's BNB entries: two ids +8 (drawn often: their raw logits are
 ** reported), one -inf, a repeat of an earlier entry's id, an id past the
@@ -1612,14 +1645,22 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   const long long stride = (c->V + 31) / 32;
   unsigned long long ms = 0x3A5Dull + (unsigned long long)index;
   uint32_t *mask = c->masked ? ref_make_mask(&hp, stride, 0.5, &ms) : NULL;
-  const CUdeviceptr dmask =
-      mask ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)B * (size_t)stride) : 0;
   int32_t *bt = gu_malloc(sizeof(int32_t) * nb);
   float *bv = gu_malloc(sizeof(float) * nb);
   unsigned long long rs = 0xB1A50ull + (unsigned long long)index;
   for (int b = 0; b < B; b++) bias_row(c->V, &rs, bt + b * BNB, bv + b * BNB);
+  float temps[64], min_ps[64], top_ps[64];
+  int32_t top_ks[64];
+  if (c->edges)
+    edge_rows(c->V, stride, mask, bt, bv, temps, c->T, min_ps, top_ks, top_ps, B);
+  const CUdeviceptr dmask =
+      mask ? gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)B * (size_t)stride) : 0;
   const CUdeviceptr dbt = gu_upload_new(ctx, bt, sizeof(int32_t) * nb);
   const CUdeviceptr dbv = gu_upload_new(ctx, bv, sizeof(float) * nb);
+  const CUdeviceptr dt = c->edges ? gu_upload_new(ctx, temps, sizeof(float) * (size_t)B) : 0;
+  const CUdeviceptr dmp = c->edges ? gu_upload_new(ctx, min_ps, sizeof(float) * (size_t)B) : 0;
+  const CUdeviceptr dtk = c->edges ? gu_upload_new(ctx, top_ks, sizeof(int32_t) * (size_t)B) : 0;
+  const CUdeviceptr dtp = c->edges ? gu_upload_new(ctx, top_ps, sizeof(float) * (size_t)B) : 0;
   gu_outputs o, on;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   gu_outputs_alloc(ctx, &on, n, 1, 1);
@@ -1634,12 +1675,19 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   s.num_samples = S;
   s.seed = 0xB1A5EEDull + (unsigned long long)index;
   s.offset = 77;
+  fs_sampling hs = s; /* the reference's: host arrays */
+  if (c->edges) s.temperatures = (const float *)gu_ptr(dt), hs.temperatures = temps;
   fs_options dopt = base_options(mask ? (const uint32_t *)gu_ptr(dmask) : NULL, 0.0f,
                                  (float *)gu_ptr(dlp));
   dopt.min_p = 0.02f, dopt.top_k = 50, dopt.top_p = 0.9f;
   dopt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
   dopt.logit_bias_values = (const float *)gu_ptr(dbv);
   dopt.logit_bias_count = BNB;
+  if (c->edges) { /* decoy scalars stay: the arrays must win */
+    dopt.min_ps = (const float *)gu_ptr(dmp);
+    dopt.top_ks = (const int32_t *)gu_ptr(dtk);
+    dopt.top_ps = (const float *)gu_ptr(dtp);
+  }
   fs_options nopt = dopt; /* the same filters without the bias */
   nopt.logit_bias_count = 0;
   nopt.logprobs = NULL;
@@ -1647,12 +1695,13 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   hopt.token_mask = mask;
   hopt.logprobs = rlp;
   hopt.logit_bias_tokens = bt, hopt.logit_bias_values = bv;
+  if (c->edges) hopt.min_ps = min_ps, hopt.top_ks = top_ks, hopt.top_ps = top_ps;
   char what[160];
   snprintf(what, sizeof what, "part 7 %s", c->name);
   int ok = draw(ctx, &dp, &s, &dopt, &o, dlp, lp, what) == FS_OK;
   snprintf(what, sizeof what, "part 7 %s without the bias", c->name);
   ok = ok && draw(ctx, &dp, &s, &nopt, &on, 0, NULL, what) == FS_OK;
-  const int st = fs_reference_sample_ex(&hp, &s, FS_NOISE_TOKEN, &hopt, rtok, rlogit, rkey);
+  const int st = fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &hopt, rtok, rlogit, rkey);
   CHECK_MSG(st == FS_OK, "%s: fs_reference_sample_ex: %s", c->name, fs_last_error(NULL));
   long same = 0, biased = 0, moved = 0, bad = 0;
   double worst = 0.0;
@@ -1671,12 +1720,18 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
     const double lse = rl - (double)rlp[i];
     const double el = fabs((double)o.h_logits[i] - rl);
     const double ep = fabs((double)lp[i] - (double)rlp[i]);
-    if (isinf(rl) ? gu_float_bits(o.h_logits[i]) != gu_float_bits(rlogit[i])
-                  : !(el <= tol && ep <= tol + 2e-5 + 1e-6 * fabs(lse))) {
+    /* the key's score: the biased score (perturbed where sampled), fp32 */
+    const double gs = (double)fs_key_score(o.h_keys[i]), rsc = (double)fs_key_score(rkey[i]);
+    const int key_ok = fs_key_token(o.h_keys[i]) == (uint32_t)g &&
+                       (isinf(rsc) || isnan(rsc) ? gu_float_bits((float)gs) == gu_float_bits((float)rsc)
+                                                 : fabs(gs - rsc) <= 1e-4 * (1.0 + fabs(rsc)));
+    if (!key_ok ||
+        (isinf(rl) ? gu_float_bits(o.h_logits[i]) != gu_float_bits(rlogit[i])
+                   : !(el <= tol && ep <= tol + 2e-5 + 1e-6 * fabs(lse)))) {
       if (bad++ < 5)
-        fprintf(stderr, "%s row %d sample %d: token %d logit %.9g logprob %.9g, the reference's "
-                "%.9g %.9g\n", c->name, b, (int)(i % (size_t)S), (int)g, (double)o.h_logits[i],
-                (double)lp[i], rl, (double)rlp[i]);
+        fprintf(stderr, "%s row %d sample %d: token %d logit %.9g logprob %.9g key score %.9g, "
+                "the reference's %.9g %.9g %.9g\n", c->name, b, (int)(i % (size_t)S), (int)g,
+                (double)o.h_logits[i], (double)lp[i], gs, rl, (double)rlp[i], rsc);
     } else if (!isinf(rl) && ep > worst) {
       worst = ep;
     }
@@ -1706,6 +1761,10 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   gu_free(ctx, dbt);
   gu_free(ctx, dbv);
   gu_free(ctx, dlp);
+  gu_free(ctx, dt);
+  gu_free(ctx, dmp);
+  gu_free(ctx, dtk);
+  gu_free(ctx, dtp);
   gu_outputs_free(ctx, &o);
   gu_outputs_free(ctx, &on);
   gu_lmhead_free(ctx, &lm);
