@@ -131,22 +131,38 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
   return fs_kernel_load(ctx, &v, out);
 }
 
-int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                       const fs_opts *m, const fs_outputs *o, CUstream stream) {
+/* The steps of a filtered call before its filters: fsamp_filter's module
+** (compiled on a context's first filtered call), the workspace (`extra`
+** bytes more at fc->extra_at, 16-byte aligned: the tensor-parallel
+** buffers), the logits' pass, and with a logit bias fsamp_filter_bias;
+** the filters' arguments into fc, with o's outputs (o NULL: none). */
+typedef struct filter_call {
+  fs_kernel *k;   /* the logits' pass's kernel */
+  fs_params prm;  /* the call's, with zout */
+  fs_filter f;
+  filter_bias fb; /* count 0: no bias */
+  float *lse;     /* with a bias and logprobs: the rows' raw log-sum-exps, else NULL */
+  size_t extra_at;
+} filter_call;
+
+static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                        const fs_opts *m, const fs_outputs *o, size_t extra, CUstream stream,
+                        filter_call *fc) {
   /* the logits' pass: a greedy call of one sample, unmasked, no logprobs */
   fs_sampling g = *s;
   g.temperature = 0.0f;
   g.temperatures = NULL;
   g.num_samples = 1;
-  fs_kernel *k = NULL;
-  FS_TRY(logits_kernel(ctx, p, &g, stream, &k));
+  memset(fc, 0, sizeof *fc);
+  FS_TRY(logits_kernel(ctx, p, &g, stream, &fc->k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
-  const size_t zat = (fs_workspace_need(ctx, k, p->batch, p->vocab, 1) + 15) / 16 * 16;
+  const size_t zat = (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, 1) + 15) / 16 * 16;
   /* then the scratch tokens; with a bias its entries' raw logits and the
-  ** rows' raw log-sum-exps */
+  ** rows' raw log-sum-exps; then the extra bytes */
   const size_t nb = m->bias_count > 0 ? (size_t)m->bias_count : 0u;
   const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
-  const size_t bytes = nb ? lat + B * 4 : tat + B * 4;
+  fc->extra_at = ((nb ? lat + B * 4 : tat + B * 4) + 15) / 16 * 16;
+  const size_t bytes = fc->extra_at + extra;
   if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
     int cap;
     FS_TRY(capturing(ctx, stream, &cap));
@@ -162,7 +178,8 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
       ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
       ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter", "fsamp_filter_bias"};
+      static const char *const names[] = {"fsamp_filter", "fsamp_filter_bias", "fsamp_ftp_stats",
+                                          "fsamp_ftp_round", "fsamp_ftp_draw"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -176,11 +193,12 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, atoi(v));
       }
-      CUfunction fns[2];
+      CUfunction fns[5];
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 2, &ctx->filter_module, fns));
+                           names, 5, &ctx->filter_module, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
+      memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
@@ -194,41 +212,104 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   fs_outputs scratch;
   memset(&scratch, 0, sizeof scratch);
   scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
-  FS_TRY(fs_launch_masked(ctx, k, p, &g, &z, &scratch, stream));
+  FS_TRY(fs_launch_masked(ctx, fc->k, p, &g, &z, &scratch, stream));
 
-  fs_params prm;
-  fs_params_call(&prm, p, s, m);
-  prm.tokens = o->tokens;
-  prm.logits = o->logits;
-  prm.keys = (unsigned long long *)o->keys;
-  prm.logprobs = m->logprobs;
-  prm.zout = zout;
-  prm.zout_stride = (long long)zs;
-  fs_filter f;
-  memset(&f, 0, sizeof f);
-  f.min_ps = m->min_ps;
-  f.top_ks = m->top_ks;
-  f.top_ps = m->top_ps;
-  f.min_p = m->min_p;
-  f.top_k = m->top_k;
-  f.top_p = m->top_p;
-  filter_bias fb = {NULL, NULL, 0};
-  float *lse = NULL;
+  fs_params_call(&fc->prm, p, s, m);
+  if (o) { /* tensor parallelism (o NULL): the rank's draw goes to the workspace */
+    fc->prm.tokens = o->tokens;
+    fc->prm.logits = o->logits;
+    fc->prm.keys = (unsigned long long *)o->keys;
+  }
+  fc->prm.logprobs = m->logprobs;
+  fc->prm.zout = zout;
+  fc->prm.zout_stride = (long long)zs;
+  fc->f.min_ps = m->min_ps;
+  fc->f.top_ks = m->top_ks;
+  fc->f.top_ps = m->top_ps;
+  fc->f.min_p = m->min_p;
+  fc->f.top_k = m->top_k;
+  fc->f.top_p = m->top_p;
   if (nb) {
-    float *raw = (float *)(uintptr_t)(ctx->workspace + rat);
-    fb.tokens = m->bias_tokens;
-    fb.raw = raw;
-    fb.count = m->bias_count;
-    if (m->logprobs) lse = (float *)(uintptr_t)(ctx->workspace + lat);
-    void *bargs[] = {&prm, (void *)&m->bias_tokens, (void *)&m->bias_values, &fb.count, &raw,
-                     &lse};
+    fc->fb.tokens = m->bias_tokens;
+    fc->fb.raw = (float *)(uintptr_t)(ctx->workspace + rat);
+    fc->fb.count = m->bias_count;
+    if (m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
+    void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&m->bias_values, &fc->fb.count,
+                     (void *)&fc->fb.raw, &fc->lse};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }
-  void *args[] = {&prm, &f, &fb, &lse};
+  return FS_OK;
+}
+
+int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                       const fs_opts *m, const fs_outputs *o, CUstream stream) {
+  filter_call fc;
+  FS_TRY(filter_begin(ctx, p, s, m, o, 0, stream, &fc));
+  void *args[] = {&fc.prm, &fc.f, &fc.fb, &fc.lse};
   CUlaunchAttribute at;
   CUlaunchConfig lc;
   filter_config(&lc, &at, cluster_size(ctx, p->batch), (unsigned)p->batch, stream);
   CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
+}
+
+/* ---- tensor parallelism ----------------------------------------------------
+** fsamp_filter.cu's fsamp_ftp_* kernels, a CTA a row: the shard's largest
+** candidate and +inf flag, max-reduced; then a pass of top-k's radix
+** selection (counts, two 16-bit limbs a bin) and of top-p's (masses, four)
+** a launch each, the bins sum-reduced (exact over at most 256 ranks), each
+** launch taking the previous pass's digit; then the shard's draw.  Only the
+** selections the call's options can ask for run (the same on every rank:
+** their per-row values are read by the kernels). */
+#define FTP_STATE_BYTES 32 /* fsamp_filter.cu's ftp_state */
+#define FTP_HIST_FLOATS (2048 * 4) /* a row's largest histogram: 2048 bins of 4 limbs */
+
+static int ftp_launch(fs_context *ctx, int which, unsigned rows, void **args, CUstream stream) {
+  static const char *const what[] = {"cuLaunchKernel(fsamp_ftp_stats)",
+                                     "cuLaunchKernel(fsamp_ftp_round)",
+                                     "cuLaunchKernel(fsamp_ftp_draw)"};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->ftp_fn[which], rows, 1, 1, FILTER_THREADS, 1, 1, 0,
+                                       stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, what[which], __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                 const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
+                 CUdeviceptr *gk, CUdeviceptr *ll) {
+  const size_t B = (size_t)p->batch, n = B * (size_t)s->num_samples, len = n + B;
+  const size_t hist_bytes = B * FTP_HIST_FLOATS * 4;
+  /* keys local and global, logits [len]; st [2 B]; the rows' states; two histograms */
+  const size_t ll_at = len * 16, st_at = (ll_at + len * 4 + 15) / 16 * 16,
+               state_at = st_at + B * 16, h0_at = state_at + B * FTP_STATE_BYTES,
+               extra = h0_at + 2 * hist_bytes;
+  filter_call fc;
+  FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
+  const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base + st_at,
+                    state = base + state_at, hist[2] = {base + h0_at, base + h0_at + hist_bytes};
+  *k = fc.k;
+  *lk = base;
+  *gk = base + len * 8;
+  *ll = base + ll_at;
+  CUdeviceptr lse_keys = m->logprobs ? *lk + n * 8 : 0;
+  void *sargs[] = {&fc.prm, &fc.lse, (void *)&st, &lse_keys};
+  FS_TRY(ftp_launch(ctx, 0, (unsigned)B, sargs, stream));
+  FS_TRY(fs_tp_reduce(ctx, c, st, st, 2 * B, FS_REDUCE_MAX_U64, stream));
+  /* the rounds the options can ask for: top-k's passes 0-2, top-p's 3-5 */
+  const int with_k = m->top_ks || m->top_k > 0,
+            with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f);
+  int prev = -1;
+  for (int next = with_k ? 0 : 3; next < (with_p ? 6 : 3); next++) {
+    const CUdeviceptr hin = hist[(next + 1) & 1], hout = hist[next & 1];
+    void *args[] = {&fc.prm, &fc.f, (void *)&st, (void *)&hin, (void *)&hout, (void *)&state,
+                    &prev, &next};
+    FS_TRY(ftp_launch(ctx, 1, (unsigned)B, args, stream));
+    const size_t bins = next % 3 == 2 ? 1024 : 2048, limbs = next < 3 ? 2 : 4;
+    FS_TRY(fs_tp_reduce(ctx, c, hout, hout, B * bins * limbs, FS_REDUCE_SUM_F32, stream));
+    prev = next;
+  }
+  const CUdeviceptr hin = hist[prev & 1]; /* prev's (unread with prev -1) */
+  void *dargs[] = {&fc.prm, &fc.f, &fc.fb, (void *)&st, (void *)&hin, (void *)&state,
+                   &prev, (void *)lk, (void *)ll};
+  return ftp_launch(ctx, 2, (unsigned)B, dargs, stream);
 }

@@ -107,6 +107,7 @@ struct fs_context {
   CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
+  CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
                                (0: that size is not used) */
   char errmsg[FS_ERRMSG_MAX];
@@ -303,6 +304,24 @@ int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, co
 ** an NVRTC target (tests). */
 int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_outputs *o, CUstream stream);
+/* tp.c: the collective of one tensor-parallel call, the engine's in-place
+** all-reduce or NCCL's (nccl_comm set); fs_tp_reduce all-reduces count keys
+** (max) or floats (sum) from send into recv (which may be send) on stream. */
+typedef struct fs_tp_coll {
+  fs_allreduce_fn allreduce;
+  void *user;
+  void *nccl_comm;
+} fs_tp_coll;
+int fs_tp_reduce(fs_context *ctx, const fs_tp_coll *c, CUdeviceptr send, CUdeviceptr recv,
+                 size_t count, int op, void *stream);
+/* filter.c: one rank's part of a tensor-parallel call with filters, up to
+** its draw (through c's collectives): the shard's best keys of the n = B x
+** S items, then with logprobs the B rows' shard log-sum-exp keys, at *lk;
+** the items' logits at *ll; room for the reduced keys at *gk (n + B each,
+** tp.c's layout); *k the logits' pass's kernel (its fsamp_finalize). */
+int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
+                 const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
+                 CUdeviceptr *gk, CUdeviceptr *ll);
 int fs_filter_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
 /* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
 int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
@@ -316,10 +335,9 @@ struct fs_params;
 void fs_params_call(struct fs_params *prm, const fs_problem *p, const fs_sampling *s,
                     const fs_opts *m);
 
-/* Filters (m->filter) need FS_NOISE_TOKEN, no logit bias and one GPU: call
-** names the tensor-parallel function refusing them, NULL for fs_sample_ex
-** and the reference. */
-int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m, const char *call);
+/* Filters (m->filter) need FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under
+** FS_NOISE_GROUP16). */
+int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m);
 /* A logit bias needs FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under FS_NOISE_GROUP16). */
 int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs

@@ -548,7 +548,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   FS_TRY(fs_validate_noise(NULL, noise, problem));
   FS_TRY(fs_validate_options(NULL, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
-  FS_TRY(fs_validate_filter_use(NULL, noise, &m, NULL));
+  FS_TRY(fs_validate_filter_use(NULL, noise, &m));
   if (!tokens)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "tokens=NULL: a [B, num_samples] int32 host array is "
@@ -616,7 +616,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
   FS_TRY(fs_validate_noise(NULL, noise, p));
   FS_TRY(fs_validate_options(NULL, options, p, &m));
   FS_TRY(fs_validate_bias_noise(NULL, noise, &m));
-  FS_TRY(fs_validate_filter_use(NULL, noise, &m, NULL));
+  FS_TRY(fs_validate_filter_use(NULL, noise, &m));
   if (row < 0 || row >= p->batch)
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "row=%d: must be in 0..%d (B=%d)", row, (int)p->batch - 1,

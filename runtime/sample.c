@@ -470,7 +470,7 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
-  FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m, NULL));
+  FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   /* filters (with any bias: filter.c) unless the call is greedy, which they leave as it is */
   if (m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY)
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));

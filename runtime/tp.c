@@ -47,23 +47,13 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   return fs_sample_tp_ex(ctx, problem, sampling, NULL, outputs, allreduce, user, stream);
 }
 
-/* The collective of one call: the engine's in-place all-reduce, or NCCL's
-** (nccl_comm set), which reduces the keys out of place and so saves the
-** copy of the local keys that an in-place one needs. */
-typedef struct tp_coll {
-  fs_allreduce_fn allreduce;
-  void *user;
-  void *nccl_comm;
-} tp_coll;
-
 static int nccl_reduce(fs_context *ctx, void *comm, const void *send, void *recv, size_t count,
                        int op, void *stream);
 
-/* All-reduces count keys (max) or logits (sum) from send into recv on
-** stream through c's collective: NCCL's out of place, or the engine's in
-** place on recv after a copy of send there (none when send == recv). */
-static int tp_reduce(fs_context *ctx, const tp_coll *c, CUdeviceptr send, CUdeviceptr recv,
-                     size_t count, int op, void *stream) {
+/* Through NCCL out of place; through the engine's collective in place on
+** recv after a copy of send there (none when send == recv). */
+int fs_tp_reduce(fs_context *ctx, const fs_tp_coll *c, CUdeviceptr send, CUdeviceptr recv,
+                 size_t count, int op, void *stream) {
   if (c->nccl_comm)
     return nccl_reduce(ctx, c->nccl_comm, (void *)(uintptr_t)send, (void *)(uintptr_t)recv,
                        count, op, stream);
@@ -75,7 +65,7 @@ static int tp_reduce(fs_context *ctx, const tp_coll *c, CUdeviceptr send, CUdevi
   if (c->allreduce(c->user, (void *)(uintptr_t)recv, count, op, stream))
     return fs_err(ctx, FS_CUDA, "allreduce(%s of %zu %s) failed",
                   op == FS_REDUCE_MAX_U64 ? "max" : "sum", count,
-                  op == FS_REDUCE_MAX_U64 ? "keys" : "logits");
+                  op == FS_REDUCE_MAX_U64 ? "keys" : "floats");
   return FS_OK;
 }
 
@@ -87,20 +77,66 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
+/* The fused kernel's part of one rank's call (or with one_gpu, a call with
+** a logit bias on one GPU, whose merge then writes the outputs): the
+** shard's best keys and their logits (then with logprobs the rows'
+** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk. */
+static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    const fs_opts *m, const fs_outputs *outputs, int one_gpu, CUstream stream,
+                    fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp, CUdeviceptr *llp) {
+  const int S = sampling->num_samples, B = problem->batch;
+  const size_t n = (size_t)B * S;
+  const float *lp = m->logprobs;
+  int rows = lp ? B : 0; /* log-sum-exp terms after the items */
+  fs_kernel *k = NULL;
+  int st = fs_plan_kernel(ctx, problem, sampling, stream, &k);
+  CUdeviceptr lk = 0, gk = 0, ll = 0, mask_at = 0;
+  fs_opts fused = *m; /* with a bias: the mask without the biased ids */
+  if (!st && m->bias_count)
+    st = fs_bias_ready(ctx, problem, m->bias_count,
+                       fs_workspace_need(ctx, k, B, problem->vocab, S), stream, &mask_at);
+  if (!st && m->bias_count)
+    st = fs_bias_prep(ctx, problem, sampling, m, mask_at, &fused, stream);
+  if (!st) {
+    tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
+    fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
+    fs_opts pairs = fused; /* with logprobs: the pairs, not the shard's logprobs */
+    pairs.logprobs = NULL;
+    pairs.lse_pairs = lp != NULL;
+    st = fs_launch_masked(ctx, k, problem, sampling, &pairs, &local, stream);
+  }
+  if (!st && lp) {
+    CUdeviceptr lse = ctx->workspace + fs_workspace_lse_at(ctx, k, B, problem->vocab, S);
+    CUdeviceptr rk = lk + n * 8;
+    int G = fs_num_chunks(ctx, k, B, problem->vocab);
+    void *args[] = {&lse, &G, &rows, &rk};
+    st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
+                stream);
+  }
+  if (!st && m->bias_count)
+    st = fs_bias_merge(ctx, problem, sampling, m, mask_at, lk, ll, one_gpu ? outputs : NULL,
+                       stream);
+  *kp = k;
+  *lkp = lk;
+  *gkp = gk;
+  *llp = ll;
+  return st;
+}
+
 /* One rank's call through collective c, or with c NULL one GPU's call with a
 ** logit bias (fs_sample_ex): the same steps up to the bias's merge, which
-** then writes the outputs (no collective, no fsamp_finalize). */
+** then writes the outputs (no collective, no fsamp_finalize).  A sampled
+** call with filters takes filter.c's rank part (fs_filter_tp) instead of
+** the fused kernel's; the rest is the same. */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
-                     const fs_options *options, const fs_outputs *outputs, const tp_coll *c,
+                     const fs_options *options, const fs_outputs *outputs, const fs_tp_coll *c,
                      void *stream) {
   fs_opts m;
   FS_TRY(fs_validate_problem(ctx, problem, 1));
   FS_TRY(fs_validate_sampling(ctx, sampling, problem->batch));
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
-  if (c) /* one GPU: fs_sample_ex sends sampled calls with filters to filter.c */
-    FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m,
-                                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex"));
+  FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   if (c && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
@@ -117,39 +153,17 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   float *lp = m.logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
-  int st = fs_plan_kernel(ctx, problem, sampling, (CUstream)stream, &k);
-  CUdeviceptr lk, gk, ll, mask_at = 0;
-  fs_opts fused = m; /* with a bias: the mask without the biased ids */
-  if (!st && m.bias_count)
-    st = fs_bias_ready(ctx, problem, m.bias_count,
-                       fs_workspace_need(ctx, k, B, problem->vocab, S), (CUstream)stream,
-                       &mask_at);
-  if (!st && m.bias_count)
-    st = fs_bias_prep(ctx, problem, sampling, &m, mask_at, &fused, (CUstream)stream);
-  if (!st) {
-    tp_buffers(ctx, k, problem, S, &lk, &gk, &ll);
-    fs_outputs local = {outputs->tokens, (float *)(uintptr_t)ll, (uint64_t *)(uintptr_t)lk};
-    fs_opts pairs = fused; /* with logprobs: the pairs, not the shard's logprobs */
-    pairs.logprobs = NULL;
-    pairs.lse_pairs = lp != NULL;
-    st = fs_launch_masked(ctx, k, problem, sampling, &pairs, &local, (CUstream)stream);
-  }
-  if (!st && lp) {
-    CUdeviceptr lse = ctx->workspace + fs_workspace_lse_at(ctx, k, B, problem->vocab, S);
-    CUdeviceptr rk = lk + n * 8;
-    int G = fs_num_chunks(ctx, k, B, problem->vocab);
-    void *args[] = {&lse, &G, &rows, &rk};
-    st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
-                stream);
-  }
-  if (!st && m.bias_count)
-    st = fs_bias_merge(ctx, problem, sampling, &m, mask_at, lk, ll, c ? NULL : outputs,
-                       (CUstream)stream);
+  CUdeviceptr lk, gk, ll;
+  /* one GPU: fs_sample_ex sends sampled calls with filters to filter.c */
+  int st = c && m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY
+               ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll)
+               : tp_fused(ctx, problem, sampling, &m, outputs, !c, (CUstream)stream, &k, &lk,
+                          &gk, &ll);
   if (!c) { /* one GPU: the merge wrote the outputs */
     cu->cuCtxPopCurrent(&dummy);
     return st;
   }
-  if (!st) st = tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
+  if (!st) st = fs_tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
     CUdeviceptr sc = ll + n * 4;
@@ -161,7 +175,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                 (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
   }
   if (!st && lp) {
-    st = tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
+    st = fs_tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
     int nn = (int)n, ss = S;
     void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
     if (!st)
@@ -169,7 +183,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                   (unsigned)((n + 127) / 128), args, stream);
   } else if (!st && outputs->logits) {
     const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
-    st = tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
+    st = fs_tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
   }
   cu->cuCtxPopCurrent(&dummy);
   return st;
@@ -186,7 +200,7 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!allreduce)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
-  const tp_coll c = {allreduce, user, NULL};
+  const fs_tp_coll c = {allreduce, user, NULL};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -224,7 +238,7 @@ static int nccl_reduce(fs_context *ctx, void *comm, const void *send, void *recv
                                     (cudaStream_t)stream);
   if (r != ncclSuccess)
     return fs_err(ctx, FS_CUDA, "ncclAllReduce(%s of %zu %s) failed: %s", keys ? "max" : "sum",
-                  count, keys ? "keys" : "logits", g_nccl.errstr(r));
+                  count, keys ? "keys" : "floats", g_nccl.errstr(r));
   return FS_OK;
 }
 
@@ -242,6 +256,6 @@ int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampl
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  const tp_coll c = {NULL, NULL, nccl_comm};
+  const fs_tp_coll c = {NULL, NULL, nccl_comm};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }

@@ -201,11 +201,8 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   return FS_OK;
 }
 
-int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m, const char *call) {
+int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
   if (!m->filter) return FS_OK;
-  if (call)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
-                  "the whole vocabulary's order, not yet in %s (one GPU: fs_sample_ex)", call);
   if (noise == FS_NOISE_GROUP16)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "
                   "FS_NOISE_TOKEN (a group of 16 ids may straddle the threshold; "

@@ -310,62 +310,88 @@ __device__ __forceinline__ void ft_scan_kept(const ft_shared &sh, F f) {
   for (int i = threadIdx.x; i < (int)sh.nk; i += FT_THREADS) f(sh.kz[i], sh.kv[i]);
 }
 
+/* One pass of a radix selection: the histogram, into sh.h (counts, or with
+** MASS the weights 2^((z - zmax) c2) times 2^32, rounded, c2 = log2(e) / T),
+** of digit (key >> shift) & (nb - 1) over the elements of the set S (given
+** by scan, which calls its argument g(z) for each) whose key has `prefix`
+** in the bits `fixed`.  Every thread calls it; sh.h is seen on return. */
+template <bool MASS, typename Scan>
+__device__ void ft_hist(Scan scan, float zmax, float c2, unsigned prefix, unsigned fixed,
+                        int shift, unsigned nb, ft_shared &sh) {
+  for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
+    if (MASS) sh.h.mass[i] = 0ull;
+    else sh.h.cnt[i] = 0u;
+  }
+  __syncthreads();
+  scan([&](float z) {
+    const unsigned k = ft_key(z);
+    if ((k & fixed) != prefix) return;
+    const unsigned d = (k >> shift) & (nb - 1u);
+    if (MASS)
+      atomicAdd(&sh.h.mass[d], __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f));
+    else
+      atomicAdd(&sh.h.cnt[d], 1u);
+  });
+  __syncthreads();
+}
+
+/* The digit of a histogram of nb bins in sh.h (counts, or with MASS the
+** masses) at which the sum from the top bin down, plus `above` (what the
+** keys above the histogram's hold), first reaches target: into
+** sh.sel_digit, and the sum of the bins above it plus `above` into
+** sh.sel_above.  The thread whose bins hold the crossing writes them.
+** Every thread calls it; both are seen on return. */
+template <bool MASS>
+__device__ void ft_cross(unsigned nb, unsigned long long above, unsigned long long target,
+                         ft_shared &sh) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  /* thread t holds bins [t bpt, (t + 1) bpt); the bins above it, summed */
+  const unsigned bpt = nb / FT_THREADS;
+  unsigned long long mine = 0ull;
+  for (unsigned i = 0; i < bpt; i++)
+    mine += MASS ? sh.h.mass[tid * bpt + i] : sh.h.cnt[tid * bpt + i];
+  unsigned long long suf = mine; /* the warp's lanes >= lane */
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long y = __shfl_down_sync(0xffffffffu, suf, o);
+    if (lane + o < 32) suf += y;
+  }
+  if (lane == 0) sh.u[warp] = suf;
+  __syncthreads();
+  unsigned long long cum = above + suf - mine;
+  for (int w = warp + 1; w < FT_WARPS; w++) cum += sh.u[w];
+  for (int i = (int)bpt - 1; i >= 0; i--) {
+    const unsigned d = tid * bpt + (unsigned)i;
+    const unsigned long long h = MASS ? sh.h.mass[d] : sh.h.cnt[d];
+    if (cum < target && cum + h >= target) {
+      sh.sel_digit = d;
+      sh.sel_above = cum;
+    }
+    cum += h;
+  }
+  __syncthreads();
+}
+
+/* The radix selection's passes: 11, 11 and 10 bits. */
+__device__ __forceinline__ int ft_shift(int pass) { return pass == 0 ? 21 : pass == 1 ? 10 : 0; }
+__device__ __forceinline__ unsigned ft_nbins(int pass) { return pass == 2 ? 1024u : 2048u; }
+
 /* The key of the set S's elements (given by scan, which calls its argument
-** g(z) for each) at which the count (MASS false) or the weight (MASS true:
-** 2^((z - zmax) c2), c2 = log2(e) / T, times 2^32, rounded) summed from the
-** largest key down first reaches target (1 <= target <= S's total).  Three
-** passes of a radix selection: each histograms the digit below the bits
-** fixed so far, over the elements whose key has them; the thread whose bins
-** hold the crossing fixes the digit. */
+** g(z) for each) at which the count (MASS false) or the weight (MASS true)
+** summed from the largest key down first reaches target (1 <= target <=
+** S's total).  Three passes of a radix selection (ft_hist, ft_cross): each
+** histograms the digit below the bits fixed so far, over the elements whose
+** key has them, and fixes the digit where the sum crosses target. */
 template <bool MASS, typename Scan>
 __device__ unsigned ft_select(Scan scan, float zmax, float c2, unsigned long long target,
                               ft_shared &sh) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   unsigned prefix = 0u, fixed = 0u;
   unsigned long long above = 0ull; /* what the keys above the current bucket hold */
 #pragma unroll 1
   for (int pass = 0; pass < 3; pass++) {
-    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
-    const unsigned nb = pass == 2 ? 1024u : 2048u;
-    for (unsigned i = tid; i < nb; i += FT_THREADS) {
-      if (MASS) sh.h.mass[i] = 0ull;
-      else sh.h.cnt[i] = 0u;
-    }
-    __syncthreads();
-    scan([&](float z) {
-      const unsigned k = ft_key(z);
-      if ((k & fixed) != prefix) return;
-      const unsigned d = (k >> shift) & (nb - 1u);
-      if (MASS)
-        atomicAdd(&sh.h.mass[d], __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f));
-      else
-        atomicAdd(&sh.h.cnt[d], 1u);
-    });
-    __syncthreads();
-    /* thread t holds bins [t bpt, (t + 1) bpt); the bins above it, summed */
-    const unsigned bpt = nb / FT_THREADS;
-    unsigned long long mine = 0ull;
-    for (unsigned i = 0; i < bpt; i++)
-      mine += MASS ? sh.h.mass[tid * bpt + i] : sh.h.cnt[tid * bpt + i];
-    unsigned long long suf = mine; /* the warp's lanes >= lane */
-    for (int o = 1; o < 32; o <<= 1) {
-      const unsigned long long y = __shfl_down_sync(0xffffffffu, suf, o);
-      if (lane + o < 32) suf += y;
-    }
-    if (lane == 0) sh.u[warp] = suf;
-    __syncthreads();
-    unsigned long long cum = above + suf - mine;
-    for (int w = warp + 1; w < FT_WARPS; w++) cum += sh.u[w];
-    for (int i = (int)bpt - 1; i >= 0; i--) {
-      const unsigned d = tid * bpt + (unsigned)i;
-      const unsigned long long h = MASS ? sh.h.mass[d] : sh.h.cnt[d];
-      if (cum < target && cum + h >= target) {
-        sh.sel_digit = d;
-        sh.sel_above = cum;
-      }
-      cum += h;
-    }
-    __syncthreads();
+    const int shift = ft_shift(pass);
+    const unsigned nb = ft_nbins(pass);
+    ft_hist<MASS>(scan, zmax, c2, prefix, fixed, shift, nb, sh);
+    ft_cross<MASS>(nb, above, target, sh);
     prefix |= sh.sel_digit << shift;
     fixed |= (nb - 1u) << shift;
     above = sh.sel_above;
@@ -422,11 +448,12 @@ __device__ __forceinline__ float ft_bias_raw(const ft_bias &x, int b, unsigned t
   return j < (unsigned)x.count ? x.raw[(size_t)b * x.count + j] : z;
 }
 
-/* The row's draw of sample s over every token (masked ones at -inf, NaNs
-** included), as the fused kernels draw it: one Philox call per four
-** tokens where the row's quads are the noise's (vocab_offset % 4 == 0). */
-__device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
-                            float lse, const ft_bias &bias, ft_shared &sh, unsigned cs) {
+/* This thread's best key of sample s over every token of r (masked ones at
+** -inf, NaNs included), as the fused kernels score them: one Philox call
+** per four tokens where the row's quads are the noise's (vocab_offset % 4
+** == 0). */
+__device__ __forceinline__ unsigned long long ft_best_all(const fs_params &p, const ft_row &r,
+                                                          const fs_col &c, int s) {
   unsigned long long best = 0ull;
   const bool quads = !c.greedy && ((unsigned)p.vocab_offset & 3u) == 0u;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
@@ -443,7 +470,14 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
     }
     best = k > best ? k : best;
   });
-  best = ft_cmax64(best, sh, cs);
+  return best;
+}
+
+/* The row's draw of sample s over every token (ft_best_all), as the fused
+** kernels draw it. */
+__device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
+                            float lse, const ft_bias &bias, ft_shared &sh, unsigned cs) {
+  const unsigned long long best = ft_cmax64(ft_best_all(p, r, c, s), sh, cs);
   const unsigned tok = fs_key_token(best);
   const float z0 = __ldcg(r.z + (int)(tok - (unsigned)p.vocab_offset));
   const float z = ft_bias_raw(bias, r.b, tok, z0, sh);
@@ -785,5 +819,240 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       if (sh.kv[i] == t) sum += sh.kz[i];
     const float y = raw[(size_t)b * count + j] + sum;
     zrow[v] = y == y ? y : FT_NINF;
+  }
+}
+
+/* ---- tensor parallelism (runtime/filter.c's fs_filter_tp, for tp.c) -----
+** A rank holds its shard of each row; the thresholds need the whole row's
+** order, which the ranks agree on through the call's all-reduces, every
+** rank taking the same decisions from the same reduced values:
+**  fsamp_ftp_stats: the shard's candidates' largest logit and whether one
+**    is +inf, as keys whose max over ranks (FS_REDUCE_MAX_U64) is the row's;
+**    with logprobs the shard's raw log-sum-exp as fs_lse_key where tp.c's
+**    key all-reduce merges it;
+**  fsamp_ftp_round (one launch a pass, up to six): the radix selections of
+**    top-k (counts) and top-p (masses, weighed as fsamp_filter weighs them)
+**    of fsamp_filter's steps 3 and 4, each launch taking the digit of the
+**    previous pass from its histogram summed over the ranks and
+**    histogramming the next digit over the shard.  A bin's count or 64-bit
+**    mass goes out as 16-bit limbs in floats, whose sum over at most 256
+**    ranks (FS_REDUCE_SUM_F32) is exact in any order: the sums are the
+**    integers one GPU's would be, and so are the thresholds and the draw;
+**  fsamp_ftp_draw: the last digit, then the shard's best key of each (row,
+**    sample) over its kept tokens (or every token, as fsamp_filter draws
+**    the rows it leaves unfiltered) and the winner's raw logit, which tp.c's
+**    key all-reduce and fsamp_finalize make the outputs.
+** All take a CTA a row (grid B).  A row's state between launches is an
+** ftp_state in the workspace, written by the row's CTA on every rank alike. */
+#define FTP_ALL 1u /* the draw over every token (fsamp_filter's `all` rows) */
+#define FTP_K 2u   /* top-k's selection under way */
+#define FTP_P 4u   /* top-p's selection under way */
+#define FTP_INF 8u /* a +inf candidate: top-k's count only decides FTP_ALL */
+#define FTP_M 16u  /* min-p is on (so no count of top-k's makes the row FTP_ALL) */
+
+struct ftp_state { /* 32 bytes (runtime/filter.c's FTP_STATE_BYTES) */
+  float tau, zmax;              /* the threshold so far; the row's largest candidate */
+  unsigned flags, prefix, fixed; /* FTP_*; the selection's digits so far */
+  unsigned pad;
+  unsigned long long above, target; /* ft_cross's: the mass above the digits, the target */
+};
+
+/* Pass `pass` (0..2) of top-k (round 0..2) or top-p (round 3..5). */
+__device__ __forceinline__ bool ftp_is_k(int round) { return round < 3; }
+__device__ __forceinline__ unsigned ftp_limbs(int round) { return round < 3 ? 2u : 4u; }
+
+/* Row b's state before its first round (or its draw): fsamp_filter's
+** per-row rules, from the reduced largest logit and +inf flag at st. */
+__device__ ftp_state ftp_init(const fs_params &p, const fs_filter &f, const fs_col &c,
+                              const unsigned long long *st, int b) {
+  ftp_state s;
+  s.tau = FT_NINF;
+  s.flags = s.prefix = s.fixed = s.pad = 0u;
+  s.above = s.target = 0ull;
+  s.zmax = ft_unkey((unsigned)__ldcg(st + 2 * b));
+  const bool ninf = __ldcg(st + 2 * b + 1) != 0ull;
+  const float T = p.temperatures ? p.temperatures[b] : p.temperature;
+  const float mp = f.min_ps ? f.min_ps[b] : f.min_p;
+  const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+  const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
+  const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f && !c.greedy;
+  if (c.greedy || !(s.zmax > FT_NINF) || (!on_m && !on_p && k <= 0)) {
+    s.flags = FTP_ALL;
+  } else if (ninf) { /* the +inf candidates hold all the mass */
+    if (!on_m && !on_p) s.flags = FTP_K | FTP_INF; /* unless k keeps every candidate */
+    else s.tau = -FT_NINF;
+  } else {
+    const float t = on_m ? s.zmax + T * logf(fminf(mp, 1.0f)) : FT_NINF;
+    s.tau = t == t ? t : FT_NINF;
+    s.flags = (k > 0 ? FTP_K : 0u) | (on_p ? FTP_P : 0u) | (on_m ? FTP_M : 0u);
+  }
+  return s;
+}
+
+/* Row b's state after round `prev` (-1: none yet, ftp_init), whose
+** histogram, summed over the ranks, is at hist: the digit where the sum
+** crosses the target (top-k: k; top-p: ceil(p x the mass of pass 0's
+** histogram)), and after a selection's third pass its threshold.  Every
+** thread calls it and gets the same state. */
+__device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_col &c,
+                              const unsigned long long *st, const float *hist,
+                              const ftp_state *state, int b, int prev, ft_shared &sh) {
+  if (prev < 0) return ftp_init(p, f, c, st, b);
+  ftp_state s = state[b];
+  const bool kph = ftp_is_k(prev);
+  const unsigned fl = kph ? FTP_K : FTP_P;
+  if (!(s.flags & fl)) return s;
+  const int pass = prev % 3, shift = ft_shift(pass);
+  const unsigned nb = ft_nbins(pass), L = ftp_limbs(prev);
+  const float *h = hist + (size_t)b * nb * L;
+  unsigned long long tot = 0ull;
+  for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
+    unsigned long long v = 0ull;
+    for (unsigned l = 0; l < L; l++) v += (unsigned long long)__ldcg(h + l * nb + i) << (16u * l);
+    sh.h.mass[i] = v;
+    tot += v;
+  }
+  __syncthreads();
+  if (pass == 0) {
+    tot = ft_sum(tot, sh);
+    if (kph) {
+      const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+      if ((unsigned long long)k >= tot) { /* k keeps every candidate above tau */
+        s.flags &= ~(FTP_K | FTP_INF);
+        if (!(s.flags & (FTP_P | FTP_M))) s.flags = FTP_ALL; /* no filter left */
+        return s;
+      }
+      if (s.flags & FTP_INF) {
+        s.tau = -FT_NINF;
+        s.flags = 0u;
+        return s;
+      }
+      s.target = (unsigned long long)k;
+    } else {
+      const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
+      const double want = ceil((double)tp * (double)tot);
+      s.target = want < 1.0 ? 1ull : (unsigned long long)want;
+    }
+  }
+  ft_cross<true>(nb, s.above, s.target, sh);
+  s.prefix |= sh.sel_digit << shift;
+  s.fixed |= (nb - 1u) << shift;
+  s.above = sh.sel_above;
+  __syncthreads();
+  if (pass == 2) {
+    s.tau = kph ? fmaxf(s.tau, ft_unkey(s.prefix)) : ft_unkey(s.prefix);
+    s.flags &= ~fl;
+    s.prefix = s.fixed = 0u;
+    s.above = 0ull;
+  }
+  return s;
+}
+
+/* The shard's candidates' largest logit and +inf flag of row blockIdx.x into
+** st[2 b], st[2 b + 1] (keys, for a max over ranks); with lse_keys, the
+** shard's raw log-sum-exp (lse_in[b], fsamp_filter_bias's, where given) as
+** fs_lse_key into lse_keys[b]. */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_ftp_stats(const fs_params p, const float *lse_in, unsigned long long *st,
+                    unsigned long long *lse_keys) {
+  __shared__ ft_shared sh;
+  const int b = (int)blockIdx.x;
+  const ft_row whole = {p.zout + (long long)b * p.zout_stride, b, 0, (p.V + 3) / 4};
+  const bool lp = lse_keys && !lse_in;
+  float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f;
+  unsigned ninf = 0u;
+  ft_scan(p, whole, [&](int, float z, bool ok) {
+    if (lp) ft_lse_add(lm, ll, ft_lse_term(z));
+    if (ok && z > FT_NINF) {
+      tmax = fmaxf(tmax, z);
+      ninf |= z == -FT_NINF;
+    }
+  });
+  ft_block_part({tmax, lm, ll, FT_NINF, 0.0f, 0u, ninf}, sh, 0.0f); /* into sh.mine */
+  if (threadIdx.x == 0) {
+    st[2 * b] = ft_key(sh.mine.tmax);
+    st[2 * b + 1] = sh.mine.ninf != 0u;
+    if (lse_keys) lse_keys[b] = fs_lse_key(lse_in ? lse_in[b] : sh.mine.lm + logf(sh.mine.ll));
+  }
+}
+
+/* Round `next` (0..2: top-k's passes, 3..5: top-p's) of row blockIdx.x
+** after round `prev` (ftp_step, its histogram summed at hin): the histogram
+** of the shard's tokens above the threshold with the digits fixed so far,
+** bin d's limb l (16 bits of its count or mass, as a float) at hout[b nb L +
+** l nb + d]; rows without that selection under way write nothing (their
+** bins are never read).  hin and hout are apart: the rows' layouts differ
+** from round to round, and another row's CTA may still read hin. */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_ftp_round(const fs_params p, const fs_filter f, const unsigned long long *st,
+                    const float *hin, float *hout, ftp_state *state, int prev, int next) {
+  __shared__ ft_shared sh;
+  const int b = (int)blockIdx.x;
+  const fs_col c = fs_col_load(p, b);
+  const ftp_state s = ftp_step(p, f, c, st, hin, state, b, prev, sh);
+  const bool kph = ftp_is_k(next);
+  if (s.flags & (kph ? FTP_K : FTP_P)) {
+    const int pass = next % 3, shift = ft_shift(pass);
+    const unsigned nb = ft_nbins(pass), L = ftp_limbs(next);
+    const ft_row whole = {p.zout + (long long)b * p.zout_stride, b, 0, (p.V + 3) / 4};
+    const float t = s.tau;
+    auto over = [&](auto g) {
+      ft_scan(p, whole, [&](int, float z, bool ok) {
+        if (ok && z >= t && z != FT_NINF) g(z);
+      });
+    };
+    if (kph) ft_hist<false>(over, s.zmax, 0.0f, s.prefix, s.fixed, shift, nb, sh);
+    else ft_hist<true>(over, s.zmax, c.inv_t * 1.4426950408889634f, s.prefix, s.fixed, shift, nb,
+                       sh);
+    float *h = hout + (size_t)b * nb * L;
+    for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
+      const unsigned long long v = kph ? sh.h.cnt[i] : sh.h.mass[i];
+      for (unsigned l = 0; l < L; l++) h[l * nb + i] = (float)((v >> (16u * l)) & 0xffffu);
+    }
+  }
+  __syncthreads(); /* every thread has read state[b] */
+  if (threadIdx.x == 0) state[b] = s;
+}
+
+/* After round `prev` (ftp_step; -1: none): the shard's best key of each
+** sample of row blockIdx.x over its tokens z >= tau (FTP_ALL: over every
+** token, masked ones at -inf) into lk[b S + s], and the winner's raw logit
+** (-inf where FTP_ALL drew a masked one) into ll[b S + s]; 0 and 0 where the
+** shard offers none.  A greedy row's samples are all its first. */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_ftp_draw(const fs_params p, const fs_filter f, const ft_bias bias,
+                   const unsigned long long *st, const float *hist, const ftp_state *state,
+                   int prev, unsigned long long *lk, float *ll) {
+  __shared__ ft_shared sh;
+  const int b = (int)blockIdx.x;
+  const fs_col c = fs_col_load(p, b);
+  const ftp_state s = ftp_step(p, f, c, st, hist, state, b, prev, sh);
+  const float *zrow = p.zout + (long long)b * p.zout_stride;
+  const ft_row whole = {zrow, b, 0, (p.V + 3) / 4};
+  const int S = p.num_samples;
+  for (int smp = 0; smp < (c.greedy ? 1 : S); smp++) {
+    unsigned long long best = 0ull;
+    if (s.flags & FTP_ALL) {
+      best = ft_best_all(p, whole, c, smp);
+    } else {
+      const float t = s.tau;
+      ft_scan<false>(p, whole, [&](int v, float z, bool ok) {
+        if (!(ok && z != FT_NINF && z >= t)) return;
+        const unsigned long long key = ft_score_key(p, c, v, z, smp);
+        best = key > best ? key : best;
+      });
+    }
+    best = ft_max64(best, sh);
+    const unsigned tok = fs_key_token(best);
+    const long long v = (long long)tok - p.vocab_offset;
+    const bool here = best != 0ull && v >= 0 && v < p.V;
+    const float z = ft_bias_raw(bias, b, tok, here ? __ldcg(zrow + v) : 0.0f, sh);
+    if (threadIdx.x == 0) {
+      const bool ok = !(s.flags & FTP_ALL) || !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
+      for (int j = c.greedy ? 0 : smp; j < (c.greedy ? S : smp + 1); j++) {
+        lk[(size_t)b * S + j] = here ? best : 0ull;
+        ll[(size_t)b * S + j] = here ? (ok ? z : FS_MASKED_LOGIT) : 0.0f;
+      }
+    }
   }
 }

@@ -176,7 +176,12 @@ typedef struct tp_shared {
   int R;
   pthread_barrier_t bar;
   void *host[TP_MAXR]; /* each rank's staged buffer */
+  size_t maxcount;     /* elements an all-reduce may have (0: TP_MAXCOUNT) */
 } tp_shared;
+
+static inline size_t tp_maxcount(const tp_shared *sh) {
+  return sh->maxcount ? sh->maxcount : (size_t)TP_MAXCOUNT;
+}
 
 /* One rank: its own context and stream on GPU 0, its shard and outputs. */
 typedef struct tp_rank {
@@ -196,15 +201,15 @@ typedef struct tp_rank {
 /* All-reduce through the host (user is the calling tp_rank): correct, slow,
 ** and enough to exercise the library's TP logic with real concurrent ranks
 ** on one GPU.  Returns 0, or 1 if count is larger than a call of these tests
-** needs (TP_MAXCOUNT: the staging buffers' size; every rank then fails
+** needs (tp_maxcount: the staging buffers' size; every rank then fails
 ** alike, before the barrier) or a driver call or malloc failed. */
 static inline int tp_host_allreduce(void *user, void *buf, size_t count, int op, void *stream) {
   tp_rank *r = user;
   tp_shared *sh = r->sh;
   const fs_cu_api *cu = r->ctx->cu;
-  if (count > TP_MAXCOUNT) {
-    fprintf(stderr, "rank %d: an all-reduce of %zu elements, more than the %d a call needs\n",
-            r->rank, count, (int)TP_MAXCOUNT);
+  if (count > tp_maxcount(sh)) {
+    fprintf(stderr, "rank %d: an all-reduce of %zu elements, more than the %zu a call needs\n",
+            r->rank, count, tp_maxcount(sh));
     return 1;
   }
   size_t bytes = count * (op == FS_REDUCE_MAX_U64 ? 8 : 4);
@@ -241,7 +246,7 @@ static inline void tp_rank_open(tp_rank *r, tp_shared *sh, int k, const tp_unsha
   memset(r, 0, sizeof *r);
   r->sh = sh;
   r->rank = k;
-  sh->host[k] = gu_malloc(TP_MAXCOUNT * 8);
+  sh->host[k] = gu_malloc(tp_maxcount(sh) * 8);
   REQUIRE(fs_context_create(0, &r->ctx) == FS_OK);
   gu_push(r->ctx);
   GU_CU(r->ctx, r->ctx->cu->cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));

@@ -4,7 +4,9 @@
 ** the vocabulary (uneven shards).  Per rank count and batch size it times
 **   fused : fs_sample_nccl() on each rank's shard (O(B) bytes exchanged);
 **           with --logprobs 1, fs_sample_nccl_ex() writing each draw's
-**           logprob too (O(B) more)
+**           logprob too (O(B) more); with --top-k / --top-p, the filters
+**           (the shard's logits written, six more all-reduces at most of B x
+**           2048 bins; runtime/filter.c), the baselines staying unfiltered
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -14,11 +16,12 @@
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
-**               [--logprobs 0|1] [--csv FILE]
+**               [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
-** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs (the last
-** column since 0.3.1: rows appended to an older file have one more field).
+** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
+** top_p (logprobs since 0.3.1, top_k and top_p since 0.3.7: rows appended to an
+** older file have more fields).
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -38,7 +41,8 @@
 #define MAXR 8
 
 typedef struct rank_t {
-  int r, R, D, V, v0, vr, vpad, B, reps, logprobs;
+  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k;
+  float top_p;
   fs_context *ctx;
   ncclComm_t comm;
   CUstream stream;
@@ -78,7 +82,9 @@ static void run_method(rank_t *k, int m) {
     fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
     fs_outputs o = {(int32_t *)(uintptr_t)k->tokens, NULL, NULL};
     fs_options opt = {.size = sizeof opt,
-                      .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL};
+                      .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL,
+                      .top_k = k->top_k,
+                      .top_p = k->top_p};
     if (fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
       DIE(k, "fs_sample_nccl_ex: %s", fs_last_error(k->ctx));
     return;
@@ -127,6 +133,8 @@ static void *rank_main(void *arg) {
 
 int main(int argc, char **argv) {
   int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3, logprobs = 0;
+  int top_k = 0;
+  float top_p = 1.0f;
   const char *csv_path = NULL;
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -137,6 +145,16 @@ int main(int argc, char **argv) {
       if (strcmp(v, "0") && strcmp(v, "1"))
         return fprintf(stderr, "fs-bench-tp: --logprobs %s: must be 0 or 1\n", v), 2;
       logprobs = *v == '1';
+    }
+    else if (!strcmp(k, "--top-k")) {
+      char *e;
+      top_k = (int)strtol(v, &e, 10);
+      if (*e || top_k < 0) return fprintf(stderr, "fs-bench-tp: --top-k %s: must be an integer >= 0\n", v), 2;
+    } else if (!strcmp(k, "--top-p")) {
+      char *e;
+      top_p = strtof(v, &e);
+      if (*e || !(top_p >= 0.0f && top_p <= 1.0f))
+        return fprintf(stderr, "fs-bench-tp: --top-p %s: must be a number in [0, 1]\n", v), 2;
     }
     else if (!strcmp(k, "--csv")) csv_path = v;
     else if (!strcmp(k, "--model")) {
@@ -153,7 +171,7 @@ int main(int argc, char **argv) {
       }
     } else {
       return fprintf(stderr, "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] "
-                             "[--batch LIST] [--reps N] [--logprobs 0|1] [--csv FILE]\n"), 2;
+                             "[--batch LIST] [--reps N] [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]\n"), 2;
     }
   }
   fs_context *c0 = NULL;
@@ -170,14 +188,17 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
-      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs\n");
+      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
   for (int r = 0; r < R; r++) devs[r] = r;
   if (ncclCommInitAll(comms, R, devs) != ncclSuccess) return fprintf(stderr, "fs-bench-tp: ncclCommInitAll failed\n"), 1;
-  printf("tensor-parallel sampling, %d GPU(s), D=%d V=%d bf16, median of %d%s\n", R, D, V, reps,
+  printf("tensor-parallel sampling, %d GPU(s), D=%d V=%d bf16, median of %d%s", R, D, V, reps,
          logprobs ? ", fused with logprobs" : "");
+  if (top_k > 0 || (top_p > 0.0f && top_p < 1.0f))
+    printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
+  printf("\n");
   printf("%5s %5s %10s %12s %10s %9s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup");
   for (int bi = 0; bi < nb; bi++) {
     rank_t rk[MAXR];
@@ -190,6 +211,8 @@ int main(int argc, char **argv) {
       memset(k, 0, sizeof *k);
       k->r = r; k->R = R; k->D = D; k->V = V; k->B = batches[bi]; k->reps = reps; k->bar = &bar;
       k->logprobs = logprobs;
+      k->top_k = top_k;
+      k->top_p = top_p;
       k->v0 = (int)((long long)V * r / R);
       k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
       k->vpad = vpad;
@@ -231,8 +254,9 @@ int main(int argc, char **argv) {
     printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
            rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d\n", D, V, R, batches[bi], rk[0].us[0],
-              rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs);
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g\n", D, V, R, batches[bi],
+              rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs, top_k,
+              (double)top_p);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {

@@ -93,13 +93,13 @@
 **    contents restore the old draw.
 ** 6. Bad input on the GPU path (FS_INVALID_ARGUMENT, the message naming the
 **    field or the rule, no output written): filters under FS_NOISE_GROUP16
-**    (scalar or per-row only); filters in fs_sample_tp_ex (one rank, a
-**    trivial all-reduce); scalars out of range
+**    (scalar or per-row only, and in fs_sample_tp_ex); scalars out of range
 **    (min_p -0.1, 1.5, NaN; top_k -1; top_p -0.01, 1.01, NaN); misaligned
 **    per-row arrays.  Filters that are all off (min_p 0, top_k 0, top_p 1)
-**    make no filtered call, so those three accept them (fs_sample_tp_ex
-**    then draws as fs_sample_ex).  Filters with a logit bias are accepted
-**    (0.3.4 and 0.3.5 refused them).
+**    make no filtered call, so those three accept them.  Accepted: filters
+**    with a logit bias (0.3.4 and 0.3.5 refused them), and filters in
+**    fs_sample_tp_ex (one rank, a trivial all-reduce; 0.3.4 to 0.3.6
+**    refused them), drawing what fs_sample_ex draws, bitwise.
 ** 7. Filters with a logit bias (since 0.3.6): min_p 0.02, top_k 50, top_p
 **    0.9 and 16 entries a row (two ids +8, one -inf, a repeated id, an id
 **    past the shard, a -1 pad, the rest in {-3 .. 3}), logprobs, B = 5 with
@@ -1456,6 +1456,22 @@ static void expect(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
   }
 }
 
+/* fs_sample_tp_ex with one rank and opt must be accepted and draw what
+** fs_sample_ex draws (into ref): tokens, keys and logits bitwise. */
+static void tp_one_rank(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                        const fs_options *opt, gu_outputs *o, gu_outputs *ref, const char *what) {
+  expect(ctx, p, s, opt, o, 1, FS_OK, NULL, NULL, what);
+  if (gu_fake_driver() || gu_outputs_written(o) != (long)o->n) return;
+  const fs_outputs out = gu_outputs_api(ref);
+  CHECK(fs_sample_ex(ctx, p, s, opt, &out, NULL) == FS_OK);
+  gu_outputs_fetch(ctx, ref);
+  long d = 0;
+  for (size_t i = 0; i < o->n; i++)
+    d += o->h_tokens[i] != ref->h_tokens[i] || o->h_keys[i] != ref->h_keys[i] ||
+         memcmp(&o->h_logits[i], &ref->h_logits[i], 4) != 0;
+  CHECK_MSG(d == 0, "%s, one rank: %ld of %zu draws unlike fs_sample_ex's", what, d, o->n);
+}
+
 static void test_bad_input(fs_context *ctx) {
   const int B = 5, D = 64, V = 1000, S = 2, NB = 4;
   gu_lmhead lm;
@@ -1513,27 +1529,23 @@ static void test_bad_input(fs_context *ctx) {
          "filters off (top_p 0) under FS_NOISE_GROUP16");
   REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
 
-  /* filters in fs_sample_tp_ex (one rank) */
+  /* filters in fs_sample_tp_ex (one rank: since 0.3.7 fs_sample_ex's draw,
+  ** test_tp_filter has more ranks); refused under FS_NOISE_GROUP16 */
   o1 = none;
   o1.top_p = 0.9f;
-  expect(ctx, &p, &s, &o1, &o, 1, FS_INVALID_ARGUMENT, "fs_sample_tp_ex", "top_p",
-         "top_p 0.9 in fs_sample_tp_ex");
+  tp_one_rank(ctx, &p, &s, &o1, &o, &ref, "top_p 0.9 in fs_sample_tp_ex");
   o1 = none;
   o1.top_ks = (const int32_t *)gu_ptr(f.d_top_ks);
-  expect(ctx, &p, &s, &o1, &o, 1, FS_INVALID_ARGUMENT, "fs_sample_tp_ex", "top_k",
-         "per-row top_ks in fs_sample_tp_ex");
+  o1.min_p = 0.05f;
+  tp_one_rank(ctx, &p, &s, &o1, &o, &ref, "per-row top_ks, min_p 0.05 in fs_sample_tp_ex");
   o1 = none;
-  expect(ctx, &p, &s, &o1, &o, 1, FS_OK, NULL, NULL, "filters off in fs_sample_tp_ex");
-  if (gu_outputs_written(&o) == (long)o.n) { /* one rank: fs_sample_ex's draw */
-    const fs_outputs out = gu_outputs_api(&ref);
-    CHECK(fs_sample_ex(ctx, &p, &s, &o1, &out, NULL) == FS_OK);
-    gu_outputs_fetch(ctx, &ref);
-    long d = 0;
-    for (size_t i = 0; i < o.n; i++)
-      d += o.h_tokens[i] != ref.h_tokens[i] || o.h_keys[i] != ref.h_keys[i];
-    CHECK_MSG(d == 0, "fs_sample_tp_ex with filters off, one rank: %ld of %zu draws unlike "
-              "fs_sample_ex's", d, o.n);
-  }
+  tp_one_rank(ctx, &p, &s, &o1, &o, &ref, "filters off in fs_sample_tp_ex");
+  REQUIRE(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
+  o1 = none;
+  o1.top_k = 5;
+  expect(ctx, &p, &s, &o1, &o, 1, FS_INVALID_ARGUMENT, "FS_NOISE_TOKEN", NULL,
+         "top_k 5 in fs_sample_tp_ex under FS_NOISE_GROUP16");
+  REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
 
   /* scalars out of range */
   static const struct {

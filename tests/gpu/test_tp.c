@@ -146,7 +146,7 @@ int main(void) {
       CHECK_MSG(nans == (nan_row >= 0 ? B * S : 0), "case %zu: %d unsharded logprobs NaN", rl,
                 nans);
     }
-    tp_shared sh = {R, {{0}}, {0}};
+    tp_shared sh = {R, {{0}}, {0}, 0};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
     pthread_t th[MAXR];

@@ -1,0 +1,235 @@
+// fs-test-timeout: 600
+/*
+** test_tp_filter: filters (fs_options.min_p, top_k, top_p) in the
+** tensor-parallel calls, on one GPU.
+**
+** R = 2, 3, 4 and 8 "ranks" as threads on GPU 0 (tp_util.h: each its own
+** context, stream and uneven shard of W, a host-staged all-reduce) call
+** fs_sample_tp_ex with filters; every rank's tokens, keys and logits must
+** be bitwise those of one unsharded fs_sample_ex with the same options
+** (whose filters test_filter checks against the CPU reference): the ranks
+** sum their histograms' counts and masses exactly (16-bit limbs in
+** floats), so the thresholds are the unsharded call's.  With logprobs
+** every logprob within 2e-5 + 1e-6 |lse| of the unsharded call's (the
+** shards' log-sum-exps are merged in another order).  The cases: scalar
+** min-p, top-k and top-p alone and together; per-row arrays of each (rows
+** with the filter off, k = 1, k above the vocabulary, p near 0 and 1); a
+** token mask (the even ids); a logit bias (ids of every shard, a repeat, a
+** pad and a ban); a soft-cap; one sample a row.  The problem's rows mix
+** sampled and greedy temperatures (tp_util.h).
+** That the filters took effect: in the top_k 1 case every sampled row's
+** draws are its greedy token, and over the cases at least a third of the
+** sampled items differ from the unfiltered draw (else the comparison could
+** pass with filters ignored on both sides).
+*/
+#include "tp_util.h"
+
+#include <pthread.h>
+
+#define MAXR TP_MAXR
+enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
+
+/* An all-reduce of these calls: the histograms of B rows, 2048 bins of
+** four limbs. */
+enum { MAXCOUNT = B * 2048 * 4 };
+
+/* Per-row filter values (device arrays on GPU 0, read by every rank). */
+static const float row_min_p[B] = {0.2f, 0.0f, 0.5f, -1.0f, 0.01f, 0.3f};
+static const int32_t row_top_k[B] = {1, 40, 0, 100000, 7, 3};
+static const float row_top_p[B] = {0.5f, 0.95f, 0.999f, 0.02f, 1.0f, 0.7f};
+
+/* The logit bias: BIAS_N entries a row, as test_tp's. */
+enum { BIAS_N = 12 };
+
+typedef struct tpf_case {
+  int R, S;
+  float min_p;
+  int top_k;
+  float top_p;
+  int rows;  /* 1: the per-row arrays (scalars ignored) */
+  int mask;  /* the even ids allowed */
+  int bias;  /* the logit bias */
+  float cap; /* logit_softcap */
+  int lp;    /* logprobs */
+  const char *what;
+} tpf_case;
+
+static const tpf_case cases[] = {
+    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20"},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9"},
+    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1"},
+    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs"},
+    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1"},
+    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs"},
+    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask"},
+    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, a logit bias, logprobs"},
+    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, soft-cap 0.5, one sample"},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias"},
+};
+
+static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval;
+
+static void upload_inputs(fs_context *ctx) {
+  g_min_ps = gu_upload_new(ctx, row_min_p, sizeof row_min_p);
+  g_top_ks = gu_upload_new(ctx, row_top_k, sizeof row_top_k);
+  g_top_ps = gu_upload_new(ctx, row_top_p, sizeof row_top_p);
+  uint32_t mask[B * TP_MW];
+  for (int i = 0; i < B * TP_MW; i++) mask[i] = 0x55555555u; /* the even ids */
+  g_mask = gu_upload_new(ctx, mask, sizeof mask);
+  int32_t tok[B * BIAS_N];
+  float val[B * BIAS_N];
+  unsigned long long r = 777;
+  for (int i = 0; i < B * BIAS_N; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    tok[i] = (int32_t)((r >> 20) % (unsigned long long)V);
+    val[i] = (float)((double)((r >> 40) % 1201) / 100.0 - 4.0); /* [-4, 8] */
+    if (i % BIAS_N == 3) tok[i] = -1;         /* a pad */
+    if (i % BIAS_N == 7) tok[i] = tok[i - 2]; /* a repeat */
+    if (i % BIAS_N == 9) val[i] = -INFINITY;  /* a ban */
+  }
+  g_btok = gu_upload_new(ctx, tok, sizeof tok);
+  g_bval = gu_upload_new(ctx, val, sizeof val);
+}
+
+/* The options of case c (logprobs not set). */
+static fs_options case_options(const tpf_case *c) {
+  fs_options o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.logit_softcap = c->cap;
+  if (c->rows) {
+    o.min_ps = (const float *)gu_ptr(g_min_ps);
+    o.top_ks = (const int32_t *)gu_ptr(g_top_ks);
+    o.top_ps = (const float *)gu_ptr(g_top_ps);
+    o.top_p = 1.0f;
+  } else {
+    o.min_p = c->min_p;
+    o.top_k = c->top_k;
+    o.top_p = c->top_p;
+  }
+  if (c->mask) {
+    o.token_mask = (const uint32_t *)gu_ptr(g_mask);
+    o.token_mask_stride = TP_MW;
+  }
+  if (c->bias) {
+    o.logit_bias_tokens = (const int32_t *)gu_ptr(g_btok);
+    o.logit_bias_values = (const float *)gu_ptr(g_bval);
+    o.logit_bias_count = BIAS_N;
+  }
+  return o;
+}
+
+static void *rank_main(void *arg) {
+  tp_rank *r = arg;
+  r->status = fs_prepare(r->ctx, &r->p, &r->s);
+  if (!r->status)
+    r->status = fs_sample_tp_ex(r->ctx, &r->p, &r->s, r->opt, &r->o, tp_host_allreduce, r,
+                                (void *)r->stream);
+  if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
+  gu_sync(r->ctx);
+  return NULL;
+}
+
+/* Runs case c over its R ranks against the unsharded draw; returns how
+** many sampled items differ from the unfiltered draw `plain` (its S). */
+static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const gu_outputs *plain) {
+  const int R = c->R, S = c->S, n = B * S;
+  int start[MAXR + 1];
+  tp_shard_bounds(V, R, start);
+  /* the unsharded draw with these options (and its logprobs) */
+  tp_unsharded cu = *u;
+  cu.s.num_samples = S;
+  fs_options o = case_options(c);
+  gu_outputs ref;
+  float ref_lp[NITEMS];
+  if (c->lp) tp_unsharded_lp(ctx, &cu, &o, &ref, ref_lp);
+  else tp_unsharded_draw_ex(ctx, &cu, &o, &ref);
+
+  tp_shared sh = {R, {{0}}, {0}, MAXCOUNT};
+  pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+  tp_rank rk[MAXR];
+  pthread_t th[MAXR];
+  fs_options opt[MAXR];
+  CUdeviceptr dlp[MAXR];
+  for (int k = 0; k < R; k++) {
+    tp_rank_open(&rk[k], &sh, k, u, start);
+    rk[k].s.num_samples = S;
+    if (c->lp) dlp[k] = tp_lp_alloc(rk[k].ctx, &opt[k]);
+    const fs_options base = case_options(c);
+    float *lp = c->lp ? opt[k].logprobs : NULL;
+    opt[k] = base;
+    opt[k].logprobs = lp;
+    rk[k].opt = &opt[k];
+  }
+  for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk[k]) == 0);
+  for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
+  int mism = 0, lbad = 0;
+  for (int k = 0; k < R; k++) {
+    char who[96];
+    snprintf(who, sizeof who, "%s, R=%d rank %d", c->what, R, k);
+    if (c->lp) lbad += tp_lp_mismatches(rk[k].ctx, dlp[k], ref_lp, ref.h_logits, who);
+    mism += tp_rank_close(&rk[k], &ref, who);
+  }
+  pthread_barrier_destroy(&sh.bar);
+  CHECK_MSG(mism == 0, "%s, R=%d: %d items unlike the unsharded call's", c->what, R, mism);
+  CHECK_MSG(lbad == 0, "%s, R=%d: %d logprobs wrong", c->what, R, lbad);
+
+  /* the filters' effect: sampled items unlike the unfiltered draw (same
+  ** seed; a mask or bias changes draws too, so only cases without them
+  ** count), and top_k 1's sampled rows at their greedy token */
+  int moved = 0, off_greedy = 0;
+  for (int i = 0; i < n; i++) {
+    const int b = i / S;
+    if (tp_temps[b] == 0.0f) continue;
+    if (S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
+      moved += ref.h_tokens[i] != plain->h_tokens[i];
+  }
+  if (!c->rows && c->top_k == 1 && !gu_fake_driver()) {
+    /* every row's greedy token: the problem's draw at T = 0 */
+    tp_unsharded g = *u;
+    g.s.temperatures = NULL;
+    g.s.temperature = 0.0f;
+    gu_outputs greedy;
+    tp_unsharded_draw_ex(ctx, &g, NULL, &greedy);
+    for (int i = 0; i < n; i++) off_greedy += ref.h_tokens[i] != greedy.h_tokens[i];
+    gu_outputs_free(ctx, &greedy);
+    CHECK_MSG(off_greedy == 0, "top_k 1: %d draws are not their row's greedy token",
+              off_greedy);
+  }
+  printf("%-52s R=%d: %s; %d sampled items unlike the unfiltered draw\n", c->what, R,
+         mism || lbad ? "MISMATCH"
+         : c->lp      ? "tokens, keys, logits and logprobs as the unsharded call's"
+                      : "tokens, keys and logits equal the unsharded call",
+         moved);
+  gu_outputs_free(ctx, &ref);
+  return moved;
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  tp_unsharded u; /* the unsharded problem and its unfiltered draw, on GPU 0 */
+  tp_unsharded_init(ctx, &u);
+  upload_inputs(ctx);
+  int moved = 0, counted = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const tpf_case *c = &cases[i];
+    moved += run_case(ctx, &u, c, &u.ref);
+    if (c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
+      for (int b = 0; b < B; b++) counted += tp_temps[b] != 0.0f ? TP_S : 0;
+  }
+  if (!gu_fake_driver()) /* under the fake driver no kernel runs */
+    CHECK_MSG(3 * moved >= counted,
+            "only %d of %d sampled items moved by the filters: are they applied?", moved,
+            counted);
+  printf("filters moved %d of %d sampled items (cases without mask, bias or cap)\n", moved,
+         counted);
+  gu_free(ctx, g_min_ps);
+  gu_free(ctx, g_top_ks);
+  gu_free(ctx, g_top_ps);
+  gu_free(ctx, g_mask);
+  gu_free(ctx, g_btok);
+  gu_free(ctx, g_bval);
+  tp_unsharded_free(ctx, &u);
+  fs_context_destroy(ctx);
+  return fs_test_done("test_tp_filter");
+}
