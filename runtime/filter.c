@@ -255,22 +255,25 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 }
 
 /* ---- tensor parallelism ----------------------------------------------------
-** fsamp_filter.cu's fsamp_ftp_* kernels, a CTA a row: the shard's largest
-** candidate and +inf flag, max-reduced; then a pass of top-k's radix
-** selection (counts, two 16-bit limbs a bin) and of top-p's (masses, four)
-** a launch each, the bins sum-reduced (exact over at most 256 ranks), each
-** launch taking the previous pass's digit; then the shard's draw.  Only the
-** selections the call's options can ask for run (the same on every rank:
-** their per-row values are read by the kernels). */
-#define FTP_STATE_BYTES 32 /* fsamp_filter.cu's ftp_state */
-#define FTP_HIST_FLOATS (2048 * 4) /* a row's largest histogram: 2048 bins of 4 limbs */
+** fsamp_filter.cu's fsamp_ftp_* kernels, a row over G CTAs (G <= 32, so
+** that the ranks' sums of 12-bit limbs stay exact up to 128 ranks): the
+** shard's largest candidate and +inf flag, max-reduced; then a pass of
+** top-k's radix selection (counts, two limbs a bin) and of top-p's
+** (masses, five) a launch each, the bins sum-reduced, each launch taking
+** the previous pass's digit; then the shard's draw.  Only the selections
+** the call's options can ask for run (the same on every rank: their
+** per-row values are read by the kernels). */
+#define FTP_STATE_BYTES 40         /* fsamp_filter.cu's ftp_state (asserted there) */
+#define FTP_HIST_FLOATS (2048 * 5) /* a row's largest histogram: 2048 bins of 5 limbs */
+#define FTP_MAX_SLICES 32
 
-static int ftp_launch(fs_context *ctx, int which, unsigned rows, void **args, CUstream stream) {
+static int ftp_launch(fs_context *ctx, int which, unsigned slices, unsigned rows, void **args,
+                      CUstream stream) {
   static const char *const what[] = {"cuLaunchKernel(fsamp_ftp_stats)",
                                      "cuLaunchKernel(fsamp_ftp_round)",
                                      "cuLaunchKernel(fsamp_ftp_draw)"};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->ftp_fn[which], rows, 1, 1, FILTER_THREADS, 1, 1, 0,
-                                       stream, args, NULL);
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->ftp_fn[which], slices, rows, 1, FILTER_THREADS, 1, 1,
+                                       0, stream, args, NULL);
   return r ? fs_cu_fail(ctx, r, what[which], __FILE__, __LINE__) : FS_OK;
 }
 
@@ -278,38 +281,52 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
                  CUdeviceptr *gk, CUdeviceptr *ll) {
   const size_t B = (size_t)p->batch, n = B * (size_t)s->num_samples, len = n + B;
+  /* slices a row: about two CTAs an SM in all */
+  size_t G = (2 * (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) + B - 1) / B;
+  G = G > FTP_MAX_SLICES ? FTP_MAX_SLICES : G;
   const size_t hist_bytes = B * FTP_HIST_FLOATS * 4;
-  /* keys local and global, logits [len]; st [2 B]; the rows' states; two histograms */
-  const size_t ll_at = len * 16, st_at = (ll_at + len * 4 + 15) / 16 * 16,
-               state_at = st_at + B * 16, h0_at = state_at + B * FTP_STATE_BYTES,
+  /* st [2 B] and the rows' counters [B], then the keys local and global
+  ** [len] (zeroed with st and the counters), the logits [len], the slices'
+  ** log-sum-exp pairs [B G], two states a row and two histograms */
+  const size_t lk_at = (B * 20 + 15) / 16 * 16, ll_at = lk_at + len * 16,
+               lsep_at = (ll_at + len * 4 + 15) / 16 * 16, state_at = lsep_at + B * G * 8,
+               h0_at = (state_at + 2 * B * FTP_STATE_BYTES + 15) / 16 * 16,
                extra = h0_at + 2 * hist_bytes;
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
-  const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base + st_at,
-                    state = base + state_at, hist[2] = {base + h0_at, base + h0_at + hist_bytes};
+  const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 16,
+                    lsep = base + lsep_at,
+                    state[2] = {base + state_at, base + state_at + B * FTP_STATE_BYTES},
+                    hist[2] = {base + h0_at, base + h0_at + hist_bytes};
   *k = fc.k;
-  *lk = base;
-  *gk = base + len * 8;
+  *lk = base + lk_at;
+  *gk = *lk + len * 8;
   *ll = base + ll_at;
-  CUdeviceptr lse_keys = m->logprobs ? *lk + n * 8 : 0;
-  void *sargs[] = {&fc.prm, &fc.lse, (void *)&st, &lse_keys};
-  FS_TRY(ftp_launch(ctx, 0, (unsigned)B, sargs, stream));
+  const unsigned g = (unsigned)G, rows = (unsigned)B;
+  FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(st, 0, (lk_at + n * 8) / 4, stream));
+  CUdeviceptr pairs = m->logprobs && !fc.lse ? lsep : 0;
+  void *sargs[] = {&fc.prm, (void *)&st, &pairs};
+  FS_TRY(ftp_launch(ctx, 0, g, rows, sargs, stream));
   FS_TRY(fs_tp_reduce(ctx, c, st, st, 2 * B, FS_REDUCE_MAX_U64, stream));
   /* the rounds the options can ask for: top-k's passes 0-2, top-p's 3-5 */
   const int with_k = m->top_ks || m->top_k > 0,
             with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f);
   int prev = -1;
   for (int next = with_k ? 0 : 3; next < (with_p ? 6 : 3); next++) {
-    const CUdeviceptr hin = hist[(next + 1) & 1], hout = hist[next & 1];
-    void *args[] = {&fc.prm, &fc.f, (void *)&st, (void *)&hin, (void *)&hout, (void *)&state,
-                    &prev, &next};
-    FS_TRY(ftp_launch(ctx, 1, (unsigned)B, args, stream));
-    const size_t bins = next % 3 == 2 ? 1024 : 2048, limbs = next < 3 ? 2 : 4;
-    FS_TRY(fs_tp_reduce(ctx, c, hout, hout, B * bins * limbs, FS_REDUCE_SUM_F32, stream));
+    const CUdeviceptr hin = hist[prev & 1], hout = hist[next & 1], sin = state[prev & 1],
+                      sout = state[next & 1];
+    const size_t count = B * (next % 3 == 2 ? 1024 : 2048) * (next < 3 ? 2 : 5);
+    FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(hout, 0, count, stream));
+    void *args[] = {&fc.prm, &fc.f, (void *)&st, (void *)&hin, (void *)&hout, (void *)&sin,
+                    (void *)&sout, &prev, &next};
+    FS_TRY(ftp_launch(ctx, 1, g, rows, args, stream));
+    FS_TRY(fs_tp_reduce(ctx, c, hout, hout, count, FS_REDUCE_SUM_F32, stream));
     prev = next;
   }
-  const CUdeviceptr hin = hist[prev & 1]; /* prev's (unread with prev -1) */
-  void *dargs[] = {&fc.prm, &fc.f, &fc.fb, (void *)&st, (void *)&hin, (void *)&state,
-                   &prev, (void *)lk, (void *)ll};
-  return ftp_launch(ctx, 2, (unsigned)B, dargs, stream);
+  /* prev's histogram and state (unread with prev -1) */
+  const CUdeviceptr hin = hist[prev & 1], sin = state[prev & 1];
+  CUdeviceptr lse_keys = m->logprobs ? *lk + n * 8 : 0;
+  void *dargs[] = {&fc.prm, &fc.f,     &fc.fb, (void *)&st, (void *)&hin, (void *)&sin, &prev,
+                   (void *)lk, (void *)ll, (void *)&cnt, &fc.lse, &pairs, &lse_keys};
+  return ftp_launch(ctx, 2, g, rows, dargs, stream);
 }

@@ -12,14 +12,14 @@
 # exits 1 if a sanitizer run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}; mkdir -p "$out"
+out=${OUT:-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
 log=$out/tp-filter.log; : > "$log"
 model=${MODEL:-qwen3-8b} batches=${BATCHES:-1,16,64,256}
 bad=0
 for tool in ${TOOLS:-memcheck racecheck synccheck}; do
   ( cd build/tests && FS_TEST_SOURCE_DIR=$PWD/../.. FS_TEST_BINARY_DIR=$PWD/.. timeout 400 \
       compute-sanitizer --tool "$tool" --error-exitcode 99 ./gpu_test_tp_filter \
-      > "../../$out/san-$tool.txt" 2>&1; echo "sanitize $tool rc=$?" >> "../../$out/san-rc.txt" ) &
+      > "$out/san-$tool.txt" 2>&1; echo "sanitize $tool rc=$?" >> "$out/san-rc.txt" ) &
 done
 wait
 cat "$out/san-rc.txt" >> "$log"

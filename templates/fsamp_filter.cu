@@ -825,41 +825,55 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 /* ---- tensor parallelism (runtime/filter.c's fs_filter_tp, for tp.c) -----
 ** A rank holds its shard of each row; the thresholds need the whole row's
 ** order, which the ranks agree on through the call's all-reduces, every
-** rank taking the same decisions from the same reduced values:
+** rank taking the same decisions from the same reduced values.  Each kernel
+** takes a row over G CTAs (grid (G, B), each a slice of the shard's row):
 **  fsamp_ftp_stats: the shard's candidates' largest logit and whether one
-**    is +inf, as keys whose max over ranks (FS_REDUCE_MAX_U64) is the row's;
-**    with logprobs the shard's raw log-sum-exp as fs_lse_key where tp.c's
-**    key all-reduce merges it;
+**    is +inf, as keys max-combined into st (zeroed first) whose max over
+**    ranks (FS_REDUCE_MAX_U64) is the row's; with logprobs each slice's
+**    raw log-sum-exp pair;
 **  fsamp_ftp_round (one launch a pass, up to six): the radix selections of
 **    top-k (counts) and top-p (masses, weighed as fsamp_filter weighs them)
 **    of fsamp_filter's steps 3 and 4, each launch taking the digit of the
-**    previous pass from its histogram summed over the ranks and
-**    histogramming the next digit over the shard.  A bin's count or 64-bit
-**    mass goes out as 16-bit limbs in floats, whose sum over at most 256
-**    ranks (FS_REDUCE_SUM_F32) is exact in any order: the sums are the
-**    integers one GPU's would be, and so are the thresholds and the draw;
-**  fsamp_ftp_draw: the last digit, then the shard's best key of each (row,
-**    sample) over its kept tokens (or every token, as fsamp_filter draws
-**    the rows it leaves unfiltered) and the winner's raw logit, which tp.c's
-**    key all-reduce and fsamp_finalize make the outputs.
-** All take a CTA a row (grid B).  A row's state between launches is an
-** ftp_state in the workspace, written by the row's CTA on every rank alike. */
+**    previous pass from its histogram summed over the ranks and adding the
+**    next digit's histogram of its slice into hout (zeroed first).  A bin's
+**    count or 64-bit mass goes as 12-bit limbs in floats, whose sums over G
+**    slices and R ranks are exact in any order while G R <= 4096 (runtime/
+**    filter.c takes G <= 32, so R <= 128): the sums are the integers one
+**    GPU's would be, and so are the thresholds and the draw;
+**  fsamp_ftp_draw: the last digit, then each slice's best key of each
+**    sample over its kept tokens (or every token, as fsamp_filter draws the
+**    rows it leaves unfiltered), max-combined into lk (zeroed first); the
+**    row's last CTA writes the winners' raw logits into ll and with
+**    logprobs the shard's log-sum-exp key after the items (tp.c's layout),
+**    which tp.c's key all-reduce and fsamp_finalize make the outputs.
+** A row's state between launches is an ftp_state in the workspace, two of
+** them a row (a launch reads one and its slice 0 writes the other). */
 #define FTP_ALL 1u /* the draw over every token (fsamp_filter's `all` rows) */
 #define FTP_K 2u   /* top-k's selection under way */
 #define FTP_P 4u   /* top-p's selection under way */
 #define FTP_INF 8u /* a +inf candidate: top-k's count only decides FTP_ALL */
 #define FTP_M 16u  /* min-p is on (so no count of top-k's makes the row FTP_ALL) */
+#define FTP_LIMB 12 /* bits a limb */
 
-struct ftp_state { /* 32 bytes (runtime/filter.c's FTP_STATE_BYTES) */
-  float tau, zmax;              /* the threshold so far; the row's largest candidate */
-  unsigned flags, prefix, fixed; /* FTP_*; the selection's digits so far */
-  unsigned pad;
+struct ftp_state {
   unsigned long long above, target; /* ft_cross's: the mass above the digits, the target */
+  float tau, zmax;                  /* the threshold so far; the row's largest candidate */
+  unsigned flags, prefix, fixed;    /* FTP_*; the selection's digits so far */
+  unsigned pad;
 };
+static_assert(sizeof(ftp_state) == 40, "runtime/filter.c's FTP_STATE_BYTES");
 
-/* Pass `pass` (0..2) of top-k (round 0..2) or top-p (round 3..5). */
+/* Round 0..2: top-k's passes (counts, two limbs); 3..5: top-p's (masses,
+** five limbs: a slice's bin holds at most 2^24 tokens of weight <= 2^32). */
 __device__ __forceinline__ bool ftp_is_k(int round) { return round < 3; }
-__device__ __forceinline__ unsigned ftp_limbs(int round) { return round < 3 ? 2u : 4u; }
+__device__ __forceinline__ unsigned ftp_limbs(int round) { return round < 3 ? 2u : 5u; }
+
+/* Slice blockIdx.x of gridDim.x of row blockIdx.y of the shard's logits. */
+__device__ __forceinline__ ft_row ftp_slice(const fs_params &p) {
+  const int b = (int)blockIdx.y, nq = (p.V + 3) / 4, G = (int)gridDim.x, g = (int)blockIdx.x;
+  return {p.zout + (long long)b * p.zout_stride, b, (int)((long long)nq * g / G),
+          (int)((long long)nq * (g + 1) / G)};
+}
 
 /* Row b's state before its first round (or its draw): fsamp_filter's
 ** per-row rules, from the reduced largest logit and +inf flag at st. */
@@ -889,16 +903,17 @@ __device__ ftp_state ftp_init(const fs_params &p, const fs_filter &f, const fs_c
   return s;
 }
 
-/* Row b's state after round `prev` (-1: none yet, ftp_init), whose
-** histogram, summed over the ranks, is at hist: the digit where the sum
-** crosses the target (top-k: k; top-p: ceil(p x the mass of pass 0's
-** histogram)), and after a selection's third pass its threshold.  Every
-** thread calls it and gets the same state. */
+/* Row b's state after round `prev` (-1: none yet, ftp_init; else its state
+** at sin and its histogram, summed over slices and ranks, at hist): the
+** digit where the sum crosses the target (top-k: k; top-p: ceil(p x the
+** mass of pass 0's histogram)), and after a selection's third pass its
+** threshold.  Every thread of every CTA of the row calls it and gets the
+** same state. */
 __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_col &c,
                               const unsigned long long *st, const float *hist,
-                              const ftp_state *state, int b, int prev, ft_shared &sh) {
+                              const ftp_state *sin, int b, int prev, ft_shared &sh) {
   if (prev < 0) return ftp_init(p, f, c, st, b);
-  ftp_state s = state[b];
+  ftp_state s = sin[b];
   const bool kph = ftp_is_k(prev);
   const unsigned fl = kph ? FTP_K : FTP_P;
   if (!(s.flags & fl)) return s;
@@ -908,7 +923,8 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
   unsigned long long tot = 0ull;
   for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
     unsigned long long v = 0ull;
-    for (unsigned l = 0; l < L; l++) v += (unsigned long long)__ldcg(h + l * nb + i) << (16u * l);
+    for (unsigned l = 0; l < L; l++)
+      v += (unsigned long long)__ldcg(h + l * nb + i) << (FTP_LIMB * l);
     sh.h.mass[i] = v;
     tot += v;
   }
@@ -948,21 +964,17 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
   return s;
 }
 
-/* The shard's candidates' largest logit and +inf flag of row blockIdx.x into
-** st[2 b], st[2 b + 1] (keys, for a max over ranks); with lse_keys, the
-** shard's raw log-sum-exp (lse_in[b], fsamp_filter_bias's, where given) as
-** fs_lse_key into lse_keys[b]. */
+/* The slice's candidates' largest logit and +inf flag max-combined into
+** st[2 b], st[2 b + 1] (zeroed before the launch); with lsep (logprobs and
+** no lse_in), the slice's raw log-sum-exp pair (m, l) at lsep[2 (b G + g)]. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_ftp_stats(const fs_params p, const float *lse_in, unsigned long long *st,
-                    unsigned long long *lse_keys) {
+    fsamp_ftp_stats(const fs_params p, unsigned long long *st, float *lsep) {
   __shared__ ft_shared sh;
-  const int b = (int)blockIdx.x;
-  const ft_row whole = {p.zout + (long long)b * p.zout_stride, b, 0, (p.V + 3) / 4};
-  const bool lp = lse_keys && !lse_in;
+  const ft_row r = ftp_slice(p);
   float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f;
   unsigned ninf = 0u;
-  ft_scan(p, whole, [&](int, float z, bool ok) {
-    if (lp) ft_lse_add(lm, ll, ft_lse_term(z));
+  ft_scan(p, r, [&](int, float z, bool ok) {
+    if (lsep) ft_lse_add(lm, ll, ft_lse_term(z));
     if (ok && z > FT_NINF) {
       tmax = fmaxf(tmax, z);
       ninf |= z == -FT_NINF;
@@ -970,34 +982,39 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   });
   ft_block_part({tmax, lm, ll, FT_NINF, 0.0f, 0u, ninf}, sh, 0.0f); /* into sh.mine */
   if (threadIdx.x == 0) {
-    st[2 * b] = ft_key(sh.mine.tmax);
-    st[2 * b + 1] = sh.mine.ninf != 0u;
-    if (lse_keys) lse_keys[b] = fs_lse_key(lse_in ? lse_in[b] : sh.mine.lm + logf(sh.mine.ll));
+    atomicMax(st + 2 * r.b, (unsigned long long)ft_key(sh.mine.tmax));
+    if (sh.mine.ninf) atomicMax(st + 2 * r.b + 1, 1ull);
+    if (lsep) {
+      float *e = lsep + 2 * ((size_t)r.b * gridDim.x + blockIdx.x);
+      e[0] = sh.mine.lm;
+      e[1] = sh.mine.ll;
+    }
   }
 }
 
-/* Round `next` (0..2: top-k's passes, 3..5: top-p's) of row blockIdx.x
-** after round `prev` (ftp_step, its histogram summed at hin): the histogram
-** of the shard's tokens above the threshold with the digits fixed so far,
-** bin d's limb l (16 bits of its count or mass, as a float) at hout[b nb L +
-** l nb + d]; rows without that selection under way write nothing (their
-** bins are never read).  hin and hout are apart: the rows' layouts differ
-** from round to round, and another row's CTA may still read hin. */
+/* Round `next` (0..2: top-k's passes, 3..5: top-p's) of row blockIdx.y
+** after round `prev` (ftp_step: its state at sin, its summed histogram at
+** hin): the histogram of the slice's tokens above the threshold with the
+** digits fixed so far, added bin d's limb l (12 bits of its count or mass,
+** as a float) into hout[b nb L + l nb + d] (zeroed before the launch), and
+** the row's state into sout by slice 0.  hin and hout, sin and sout are
+** apart: other CTAs of the launch may still read the former. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_ftp_round(const fs_params p, const fs_filter f, const unsigned long long *st,
-                    const float *hin, float *hout, ftp_state *state, int prev, int next) {
+                    const float *hin, float *hout, const ftp_state *sin, ftp_state *sout,
+                    int prev, int next) {
   __shared__ ft_shared sh;
-  const int b = (int)blockIdx.x;
+  const ft_row r = ftp_slice(p);
+  const int b = r.b;
   const fs_col c = fs_col_load(p, b);
-  const ftp_state s = ftp_step(p, f, c, st, hin, state, b, prev, sh);
+  const ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
   const bool kph = ftp_is_k(next);
   if (s.flags & (kph ? FTP_K : FTP_P)) {
     const int pass = next % 3, shift = ft_shift(pass);
     const unsigned nb = ft_nbins(pass), L = ftp_limbs(next);
-    const ft_row whole = {p.zout + (long long)b * p.zout_stride, b, 0, (p.V + 3) / 4};
     const float t = s.tau;
     auto over = [&](auto g) {
-      ft_scan(p, whole, [&](int, float z, bool ok) {
+      ft_scan(p, r, [&](int, float z, bool ok) {
         if (ok && z >= t && z != FT_NINF) g(z);
       });
     };
@@ -1007,52 +1024,112 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     float *h = hout + (size_t)b * nb * L;
     for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
       const unsigned long long v = kph ? sh.h.cnt[i] : sh.h.mass[i];
-      for (unsigned l = 0; l < L; l++) h[l * nb + i] = (float)((v >> (16u * l)) & 0xffffu);
+      if (v == 0ull) continue;
+      for (unsigned l = 0; l < L; l++) {
+        const unsigned x = (unsigned)(v >> (FTP_LIMB * l)) & ((1u << FTP_LIMB) - 1u);
+        if (x) atomicAdd(h + l * nb + i, (float)x);
+      }
     }
   }
-  __syncthreads(); /* every thread has read state[b] */
-  if (threadIdx.x == 0) state[b] = s;
+  if (blockIdx.x == 0 && threadIdx.x == 0) sout[b] = s;
 }
 
-/* After round `prev` (ftp_step; -1: none): the shard's best key of each
-** sample of row blockIdx.x over its tokens z >= tau (FTP_ALL: over every
-** token, masked ones at -inf) into lk[b S + s], and the winner's raw logit
-** (-inf where FTP_ALL drew a masked one) into ll[b S + s]; 0 and 0 where the
-** shard offers none.  A greedy row's samples are all its first. */
+/* This thread's best key of sample smp over the tokens of r that are kept
+** (ok, a number and z >= t) or with all every token (masked ones at -inf),
+** scored as ft_score_key scores them, one Philox call per quad of ids. */
+__device__ __forceinline__ unsigned long long ftp_best(const fs_params &p, const ft_row &r,
+                                                       const fs_col &c, int smp, float t,
+                                                       bool all) {
+  unsigned long long best = 0ull;
+  unsigned quad = 0xffffffffu;
+  fs_philox_out q = {{0u, 0u, 0u, 0u}};
+  ft_scan<false>(p, r, [&](int v, float z, bool ok) {
+    if (all) {
+      if (!ok) z = FS_MASKED_LOGIT;
+    } else if (!(ok && z != FT_NINF && z >= t)) {
+      return;
+    }
+    const unsigned tok = (unsigned)(p.vocab_offset + v);
+    float sc = z;
+    if (!c.greedy) {
+      if (tok >> 2 != quad) {
+        quad = tok >> 2;
+        q = fs_noise_quad(c.seed, c.off, quad, (unsigned)smp, c.tag);
+      }
+      const unsigned j = tok & 3u;
+      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
+      sc = fmaf(z, c.inv_t, fs_gumbel_fast(x));
+    }
+    const unsigned long long k = fs_pack_key(sc, tok);
+    best = k > best ? k : best;
+  });
+  return best;
+}
+
+/* After round `prev` (ftp_step; -1: none): each slice's best key of each
+** sample of row blockIdx.y over its tokens z >= tau (FTP_ALL: over every
+** token, masked ones at -inf) max-combined into lk[b S + s] (zeroed before
+** the launch); the row's last CTA to finish (cnt[b], left 0 for the next
+** call) then writes the winner's raw logit into ll[b S + s] (-inf where
+** FTP_ALL drew a masked one; 0, with key 0, where the shard offers none),
+** a greedy row's first sample over its others, and with lse_keys the
+** shard's raw log-sum-exp (lse_in[b], else the slices' pairs at lsep) as
+** fs_lse_key into lse_keys[b]. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_ftp_draw(const fs_params p, const fs_filter f, const ft_bias bias,
-                   const unsigned long long *st, const float *hist, const ftp_state *state,
-                   int prev, unsigned long long *lk, float *ll) {
+                   const unsigned long long *st, const float *hin, const ftp_state *sin,
+                   int prev, unsigned long long *lk, float *ll, unsigned *cnt,
+                   const float *lse_in, const float *lsep, unsigned long long *lse_keys) {
   __shared__ ft_shared sh;
-  const int b = (int)blockIdx.x;
+  __shared__ unsigned last;
+  const ft_row r = ftp_slice(p);
+  const int b = r.b, S = p.num_samples;
   const fs_col c = fs_col_load(p, b);
-  const ftp_state s = ftp_step(p, f, c, st, hist, state, b, prev, sh);
-  const float *zrow = p.zout + (long long)b * p.zout_stride;
-  const ft_row whole = {zrow, b, 0, (p.V + 3) / 4};
-  const int S = p.num_samples;
+  const ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
+  const bool all = (s.flags & FTP_ALL) != 0u;
   for (int smp = 0; smp < (c.greedy ? 1 : S); smp++) {
-    unsigned long long best = 0ull;
-    if (s.flags & FTP_ALL) {
-      best = ft_best_all(p, whole, c, smp);
-    } else {
-      const float t = s.tau;
-      ft_scan<false>(p, whole, [&](int v, float z, bool ok) {
-        if (!(ok && z != FT_NINF && z >= t)) return;
-        const unsigned long long key = ft_score_key(p, c, v, z, smp);
-        best = key > best ? key : best;
-      });
-    }
-    best = ft_max64(best, sh);
+    const unsigned long long best = ft_max64(ftp_best(p, r, c, smp, s.tau, all), sh);
+    if (threadIdx.x == 0 && best) atomicMax(lk + (size_t)b * S + smp, best);
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(cnt + b, 1u) == gridDim.x - 1u;
+  __syncthreads();
+  if (!last) return;
+  __threadfence(); /* every slice's keys are seen */
+  for (int smp = 0; smp < (c.greedy ? 1 : S); smp++) {
+    const size_t item = (size_t)b * S + smp;
+    const unsigned long long best = __ldcg(lk + item);
     const unsigned tok = fs_key_token(best);
     const long long v = (long long)tok - p.vocab_offset;
     const bool here = best != 0ull && v >= 0 && v < p.V;
-    const float z = ft_bias_raw(bias, b, tok, here ? __ldcg(zrow + v) : 0.0f, sh);
+    const float z = ft_bias_raw(bias, b, tok, here ? __ldcg(r.z + v) : 0.0f, sh);
     if (threadIdx.x == 0) {
-      const bool ok = !(s.flags & FTP_ALL) || !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
-      for (int j = c.greedy ? 0 : smp; j < (c.greedy ? S : smp + 1); j++) {
+      const bool ok = !all || !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
+      for (int j = smp; j < (c.greedy ? S : smp + 1); j++) {
         lk[(size_t)b * S + j] = here ? best : 0ull;
         ll[(size_t)b * S + j] = here ? (ok ? z : FS_MASKED_LOGIT) : 0.0f;
       }
     }
+  }
+  if (threadIdx.x == 0) {
+    if (lse_keys) {
+      float L;
+      if (lse_in) {
+        L = lse_in[b];
+      } else {
+        float m = FT_NINF, l = 0.0f; /* the slices' pairs merged as ft_merge merges them */
+        for (unsigned g = 0; g < gridDim.x; g++) {
+          const float gm = __ldcg(lsep + 2 * ((size_t)b * gridDim.x + g)),
+                      gl = __ldcg(lsep + 2 * ((size_t)b * gridDim.x + g) + 1);
+          const float mm = fmaxf(m, gm);
+          l = (l == 0.0f ? 0.0f : l * __expf(m - mm)) + (gl == 0.0f ? 0.0f : gl * __expf(gm - mm));
+          m = mm;
+        }
+        L = m + logf(l);
+      }
+      lse_keys[b] = fs_lse_key(L);
+    }
+    cnt[b] = 0u; /* for the next call */
   }
 }

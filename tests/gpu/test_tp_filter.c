@@ -8,7 +8,7 @@
 ** fs_sample_tp_ex with filters; every rank's tokens, keys and logits must
 ** be bitwise those of one unsharded fs_sample_ex with the same options
 ** (whose filters test_filter checks against the CPU reference): the ranks
-** sum their histograms' counts and masses exactly (16-bit limbs in
+** sum their histograms' counts and masses exactly (12-bit limbs in
 ** floats), so the thresholds are the unsharded call's.  With logprobs
 ** every logprob within 2e-5 + 1e-6 |lse| of the unsharded call's (the
 ** shards' log-sum-exps are merged in another order).  The cases: scalar
@@ -30,8 +30,8 @@
 enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
 
 /* An all-reduce of these calls: the histograms of B rows, 2048 bins of
-** four limbs. */
-enum { MAXCOUNT = B * 2048 * 4 };
+** five limbs (top-p's masses). */
+enum { MAXCOUNT = B * 2048 * 5 };
 
 /* Per-row filter values (device arrays on GPU 0, read by every rank). */
 static const float row_min_p[B] = {0.2f, 0.0f, 0.5f, -1.0f, 0.01f, 0.3f};
