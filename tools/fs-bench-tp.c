@@ -11,6 +11,8 @@
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
 **   mm    : cuBLAS mm on the shard alone
+**   one   : with --ranks 1 only, fs_sample_ex() with the same options (the
+**           one-GPU call: with filters, runtime/filter.c's one-GPU path)
 ** Each time is rank 0's median of --reps runs (CUDA events on its stream; the
 ** ranks start each run together).  NVLink multicast stays off
 ** (NCCL_NVLS_ENABLE=0).
@@ -52,7 +54,7 @@ typedef struct rank_t {
   CUdeviceptr H, W, logits, gathered, keys, tokens, lp;
   CUevent e0, e1;
   pthread_barrier_t *bar;
-  double us[3];
+  double us[4];
   int failed;
 } rank_t;
 
@@ -76,7 +78,7 @@ static void mm(rank_t *k) {
 }
 
 static void run_method(rank_t *k, int m) {
-  if (m == 0) {
+  if (m == 0 || m == 3) {
     fs_problem p = {k->B, k->D, k->vr, k->v0, FS_DTYPE_BF16, (void *)(uintptr_t)k->H, 0,
                     (void *)(uintptr_t)k->W, 0};
     fs_sampling s = {1.0f, NULL, 1, 7, NULL, 0, NULL};
@@ -85,8 +87,9 @@ static void run_method(rank_t *k, int m) {
                       .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL,
                       .top_k = k->top_k,
                       .top_p = k->top_p};
-    if (fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
-      DIE(k, "fs_sample_nccl_ex: %s", fs_last_error(k->ctx));
+    if (m == 3 ? fs_sample_ex(k->ctx, &p, &s, &opt, &o, (void *)k->stream)
+               : fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
+      DIE(k, "%s: %s", m == 3 ? "fs_sample_ex" : "fs_sample_nccl_ex", fs_last_error(k->ctx));
     return;
   }
   mm(k);
@@ -112,7 +115,7 @@ static void *rank_main(void *arg) {
   CU(k, cu->cuEventCreate(&k->e0, 0));
   CU(k, cu->cuEventCreate(&k->e1, 0));
   double *t = malloc(sizeof(double) * (size_t)k->reps);
-  for (int m = 0; m < 3; m++) {
+  for (int m = 0; m < (k->R == 1 ? 4 : 3); m++) {
     for (int i = -3; i < k->reps; i++) {
       pthread_barrier_wait(k->bar);
       CU(k, cu->cuEventRecord(k->e0, k->stream));
@@ -199,7 +202,8 @@ int main(int argc, char **argv) {
   if (top_k > 0 || (top_p > 0.0f && top_p < 1.0f))
     printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
   printf("\n");
-  printf("%5s %5s %10s %12s %10s %9s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup");
+  printf("%5s %5s %10s %12s %10s %9s%s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup",
+         R == 1 ? "     one_us" : "");
   for (int bi = 0; bi < nb; bi++) {
     rank_t rk[MAXR];
     pthread_t th[MAXR];
@@ -251,8 +255,10 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < R; r++) pthread_create(&th[r], NULL, rank_main, &rk[r]);
     for (int r = 0; r < R; r++) pthread_join(th[r], NULL);
-    printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx\n", R, batches[bi], rk[0].us[0], rk[0].us[1],
+    printf("%5d %5d %10.1f %12.1f %10.1f %8.2fx", R, batches[bi], rk[0].us[0], rk[0].us[1],
            rk[0].us[2], rk[0].us[1] / rk[0].us[0]);
+    if (R == 1) printf(" %10.1f", rk[0].us[3]);
+    printf("\n");
     if (csv) {
       fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g\n", D, V, R, batches[bi],
               rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs, top_k,

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Where a tensor-parallel filtered call's time goes (one GPU, NCCL with one
+# rank): ncu's duration of each kernel of the second fs_sample_nccl_ex call
+# of fs-bench-tp (the logits' pass, fsamp_ftp_*, fsamp_finalize), per
+# CASES="B:--top-k,50 ..." (filters as fs-bench-tp flags joined by commas).
+# MODEL (qwen3-8b).  Writes $OUT/tp-filter-prof.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-out}; mkdir -p "$out"
+model=${MODEL:-qwen3-8b}
+for c in ${CASES:-256:--top-p,0.9 256:--top-k,50 16:--top-p,0.9}; do
+  IFS=: read -r b f <<< "$c"
+  IFS=, read -r -a flags <<< "$f"
+  echo "== B=$b $f"
+  timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum \
+    -k regex:'fsamp_main|fsamp_ftp|fsamp_finalize|fsamp_filter' --launch-skip 8 --launch-count 8 \
+    ./build/fs-bench-tp --ranks 1 --model "$model" --batch "$b" --reps 1 "${flags[@]}" 2>&1 \
+    | grep -E "^  [a-z_]+.*\(|gpu__time_duration" | paste - - \
+    | sed -E 's/^ +//; s/\(([0-9]+, ?)+[0-9]+\)x\([0-9, ]+\).*gpu__time_duration.sum +[a-z]+ +/ /'
+done 2>&1 | tee "$out/tp-filter-prof.txt"
