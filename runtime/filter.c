@@ -258,12 +258,13 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 ** fsamp_filter.cu's fsamp_ftp_* kernels, a row over G CTAs (G <= 32, so
 ** that the ranks' sums of 12-bit limbs stay exact up to 128 ranks): the
 ** shard's largest candidate and +inf flag, max-reduced; then a pass of
-** top-k's radix selection (counts, two limbs a bin) and of top-p's
-** (masses, five) a launch each, the bins sum-reduced, each launch taking
-** the previous pass's digit; then the shard's draw.  Only the selections
+** top-k's radix selection (counts, two limbs a bin: rounds 0-2) and of
+** top-p's (masses, five: value bins, then the radix's three; rounds 3-6) a
+** launch each, the bins sum-reduced, each launch taking the previous
+** pass's digit; then the shard's draw.  Only the selections
 ** the call's options can ask for run (the same on every rank: their
 ** per-row values are read by the kernels). */
-#define FTP_STATE_BYTES 40         /* fsamp_filter.cu's ftp_state (asserted there) */
+#define FTP_STATE_BYTES 48         /* fsamp_filter.cu's ftp_state (asserted there) */
 #define FTP_HIST_FLOATS (2048 * 5) /* a row's largest histogram: 2048 bins of 5 limbs */
 #define FTP_MAX_SLICES 32
 
@@ -308,14 +309,14 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   void *sargs[] = {&fc.prm, (void *)&st, &pairs};
   FS_TRY(ftp_launch(ctx, 0, g, rows, sargs, stream));
   FS_TRY(fs_tp_reduce(ctx, c, st, st, 2 * B, FS_REDUCE_MAX_U64, stream));
-  /* the rounds the options can ask for: top-k's passes 0-2, top-p's 3-5 */
+  /* the rounds the options can ask for: top-k's 0-2, top-p's 3-6 */
   const int with_k = m->top_ks || m->top_k > 0,
             with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f);
   int prev = -1;
-  for (int next = with_k ? 0 : 3; next < (with_p ? 6 : 3); next++) {
+  for (int next = with_k ? 0 : 3; next < (with_p ? 7 : 3); next++) {
     const CUdeviceptr hin = hist[prev & 1], hout = hist[next & 1], sin = state[prev & 1],
                       sout = state[next & 1];
-    const size_t count = B * (next % 3 == 2 ? 1024 : 2048) * (next < 3 ? 2 : 5);
+    const size_t count = B * (next == 2 || next == 6 ? 1024 : 2048) * (next < 3 ? 2 : 5);
     FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(hout, 0, count, stream));
     void *args[] = {&fc.prm, &fc.f, (void *)&st, (void *)&hin, (void *)&hout, (void *)&sin,
                     (void *)&sout, &prev, &next};

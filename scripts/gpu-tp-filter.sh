@@ -6,8 +6,9 @@
 #     against the unsharded call);
 #  2. fs-bench-tp --ranks 1 (NCCL on one GPU): the fused call unfiltered,
 #     with top-k 50, top-p 0.9 and both, at BATCHES;
-#  3. fs-demo (one GPU, fs_sample_ex) with the same filters: the one-GPU
-#     filters' path, for comparison (another harness: back-to-back calls).
+#     (its one_us column: the one-GPU call, fs_sample_ex, on the same data);
+#  3. with DEMO=1 (the default), fs-demo (one GPU, fs_sample_ex) with the
+#     same filters on its peaked logits (another harness: back-to-back calls).
 # MODEL (qwen3-8b), BATCHES (1,16,64,256), REPS (50).  Writes $OUT/tp-filter.log;
 # exits 1 if a sanitizer run failed.
 set -uo pipefail
@@ -33,7 +34,7 @@ for f in "0 1" "50 1" "0 0.9" "50 0.9"; do
   timeout 300 ./build/fs-bench-tp --ranks 1 --model "$model" --batch "$batches" \
     --reps "${REPS:-50}" --top-k "$1" --top-p "$2" --csv "$out/tp-filter.csv" 2>&1 | tee -a "$log"
 done
-for b in ${batches//,/ }; do
+[ "${DEMO:-1}" = 1 ] && for b in ${batches//,/ }; do
   for f in "" "--top-k 50" "--top-p 0.9" "--top-k 50 --top-p 0.9"; do
     t=$(timeout 120 ./build/fs-demo --model "$model" --batch "$b" $f --iters 300 --check 0 2>&1 \
           | sed -n 's/.*: \([0-9.]*\) us per call.*/\1/p')

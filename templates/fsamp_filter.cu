@@ -831,15 +831,20 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    is +inf, as keys max-combined into st (zeroed first) whose max over
 **    ranks (FS_REDUCE_MAX_U64) is the row's; with logprobs each slice's
 **    raw log-sum-exp pair;
-**  fsamp_ftp_round (one launch a pass, up to six): the radix selections of
+**  fsamp_ftp_round (one launch a pass, up to seven): the selections of
 **    top-k (counts) and top-p (masses, weighed as fsamp_filter weighs them)
 **    of fsamp_filter's steps 3 and 4, each launch taking the digit of the
 **    previous pass from its histogram summed over the ranks and adding the
-**    next digit's histogram of its slice into hout (zeroed first).  A bin's
-**    count or 64-bit mass goes as 12-bit limbs in floats, whose sums over G
-**    slices and R ranks are exact in any order while G R <= 4096 (runtime/
-**    filter.c takes G <= 32, so R <= 128): the sums are the integers one
-**    GPU's would be, and so are the thresholds and the draw;
+**    next digit's histogram of its slice into hout (zeroed first).  Top-k's
+**    digits are the radix's (three passes); top-p's first is a bin of 2048
+**    in value below the row's largest logit (most of a row's logits share
+**    the few bins of the key's top 11 bits, and the 64-bit atomics on them
+**    queued: 401 us at B = 256, perf-notes 37), then the radix's three
+**    within that bin.  A bin's count or mass goes as 12-bit limbs in
+**    floats, whose sums over G slices and R ranks are exact in any order
+**    while G R <= 4096 (runtime/filter.c takes G <= 32, so R <= 128): the
+**    sums are the integers one GPU's would be, and so are the thresholds
+**    (every digit but the radix's last only narrows the set) and the draw;
 **  fsamp_ftp_draw: the last digit, then each slice's best key of each
 **    sample over its kept tokens (or every token, as fsamp_filter draws the
 **    rows it leaves unfiltered), max-combined into lk (zeroed first); the
@@ -858,15 +863,27 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 struct ftp_state {
   unsigned long long above, target; /* ft_cross's: the mass above the digits, the target */
   float tau, zmax;                  /* the threshold so far; the row's largest candidate */
-  unsigned flags, prefix, fixed;    /* FTP_*; the selection's digits so far */
+  float inv_w;                      /* top-p's value bins: 1 / their width (0: one bin) */
+  unsigned flags, prefix, fixed;    /* FTP_*; the radix's digits so far */
+  unsigned vbin;                    /* top-p's value bin (its digit) */
   unsigned pad;
 };
-static_assert(sizeof(ftp_state) == 40, "runtime/filter.c's FTP_STATE_BYTES");
+static_assert(sizeof(ftp_state) == 48, "runtime/filter.c's FTP_STATE_BYTES");
 
-/* Round 0..2: top-k's passes (counts, two limbs); 3..5: top-p's (masses,
-** five limbs: a slice's bin holds at most 2^24 tokens of weight <= 2^32). */
+/* Round 0..2: top-k's radix passes (counts, two limbs); 3: top-p's value
+** bins, 4..6 its radix passes (masses, five limbs: a slice's bin holds at
+** most 2^24 tokens of weight <= 2^32).  The radix pass of a round. */
 __device__ __forceinline__ bool ftp_is_k(int round) { return round < 3; }
 __device__ __forceinline__ unsigned ftp_limbs(int round) { return round < 3 ? 2u : 5u; }
+__device__ __forceinline__ int ftp_pass(int round) { return round < 3 ? round : round - 4; }
+
+/* Top-p's value digit of z <= zmax: 2047 for the bin of zmax, each bin
+** 1 / inv_w wide below it, the last one (0) holding the rest; monotone in
+** z, and the same on every rank for the same z. */
+__device__ __forceinline__ unsigned ftp_vdigit(float z, float zmax, float inv_w) {
+  const float t = (zmax - z) * inv_w;
+  return 2047u - (t < 2047.0f ? (unsigned)t : 2047u);
+}
 
 /* Slice blockIdx.x of gridDim.x of row blockIdx.y of the shard's logits. */
 __device__ __forceinline__ ft_row ftp_slice(const fs_params &p) {
@@ -881,7 +898,8 @@ __device__ ftp_state ftp_init(const fs_params &p, const fs_filter &f, const fs_c
                               const unsigned long long *st, int b) {
   ftp_state s;
   s.tau = FT_NINF;
-  s.flags = s.prefix = s.fixed = s.pad = 0u;
+  s.inv_w = 0.0f;
+  s.flags = s.prefix = s.fixed = s.vbin = s.pad = 0u;
   s.above = s.target = 0ull;
   s.zmax = ft_unkey((unsigned)__ldcg(st + 2 * b));
   const bool ninf = __ldcg(st + 2 * b + 1) != 0ull;
@@ -917,8 +935,9 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
   const bool kph = ftp_is_k(prev);
   const unsigned fl = kph ? FTP_K : FTP_P;
   if (!(s.flags & fl)) return s;
-  const int pass = prev % 3, shift = ft_shift(pass);
-  const unsigned nb = ft_nbins(pass), L = ftp_limbs(prev);
+  const bool vpass = prev == 3; /* top-p's value bins */
+  const int pass = vpass ? 0 : ftp_pass(prev), shift = ft_shift(pass);
+  const unsigned nb = vpass ? 2048u : ft_nbins(pass), L = ftp_limbs(prev);
   const float *h = hist + (size_t)b * nb * L;
   unsigned long long tot = 0ull;
   for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
@@ -929,7 +948,7 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
     tot += v;
   }
   __syncthreads();
-  if (pass == 0) {
+  if (prev == 0 || vpass) {
     tot = ft_sum(tot, sh);
     if (kph) {
       const int k = f.top_ks ? f.top_ks[b] : f.top_k;
@@ -951,9 +970,14 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
     }
   }
   ft_cross<true>(nb, s.above, s.target, sh);
+  s.above = sh.sel_above;
+  if (vpass) {
+    s.vbin = sh.sel_digit;
+    __syncthreads();
+    return s;
+  }
   s.prefix |= sh.sel_digit << shift;
   s.fixed |= (nb - 1u) << shift;
-  s.above = sh.sel_above;
   __syncthreads();
   if (pass == 2) {
     s.tau = kph ? fmaxf(s.tau, ft_unkey(s.prefix)) : ft_unkey(s.prefix);
@@ -992,7 +1016,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
 }
 
-/* Round `next` (0..2: top-k's passes, 3..5: top-p's) of row blockIdx.y
+/* Round `next` (0..2: top-k's passes, 3..6: top-p's) of row blockIdx.y
 ** after round `prev` (ftp_step: its state at sin, its summed histogram at
 ** hin): the histogram of the slice's tokens above the threshold with the
 ** digits fixed so far, added bin d's limb l (12 bits of its count or mass,
@@ -1007,20 +1031,39 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const ft_row r = ftp_slice(p);
   const int b = r.b;
   const fs_col c = fs_col_load(p, b);
-  const ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
+  ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
   const bool kph = ftp_is_k(next);
   if (s.flags & (kph ? FTP_K : FTP_P)) {
-    const int pass = next % 3, shift = ft_shift(pass);
-    const unsigned nb = ft_nbins(pass), L = ftp_limbs(next);
-    const float t = s.tau;
-    auto over = [&](auto g) {
+    const int pass = next == 3 ? 0 : ftp_pass(next), shift = ft_shift(pass);
+    const unsigned nb = next == 3 ? 2048u : ft_nbins(pass), L = ftp_limbs(next);
+    const float t = s.tau, c2 = c.inv_t * 1.4426950408889634f;
+    if (next == 3) {
+      /* value bins from zmax down to where the weights round to 0 (z <
+      ** zmax - 33 / c2) or to tau; one bin where that span is not a number
+      ** above 0 (T = +inf weighs all alike) */
+      const float span = s.zmax - fmaxf(t, s.zmax - 33.0f / c2);
+      s.inv_w = span > 0.0f && span < -FT_NINF ? 2047.0f / span : 0.0f;
+      if (!(s.inv_w < -FT_NINF)) s.inv_w = 0.0f;
+      for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) sh.h.mass[i] = 0ull;
+      __syncthreads();
+      const float zm = s.zmax, iw = s.inv_w;
       ft_scan(p, r, [&](int, float z, bool ok) {
-        if (ok && z >= t && z != FT_NINF) g(z);
+        if (!(ok && z >= t && z != FT_NINF)) return;
+        atomicAdd(&sh.h.mass[ftp_vdigit(z, zm, iw)],
+                  __float2ull_rn(exp2f((z - zm) * c2) * 4294967296.0f));
       });
-    };
-    if (kph) ft_hist<false>(over, s.zmax, 0.0f, s.prefix, s.fixed, shift, nb, sh);
-    else ft_hist<true>(over, s.zmax, c.inv_t * 1.4426950408889634f, s.prefix, s.fixed, shift, nb,
-                       sh);
+      __syncthreads();
+    } else {
+      const float zm = s.zmax, iw = s.inv_w;
+      const unsigned vb = s.vbin;
+      auto over = [&](auto g) {
+        ft_scan(p, r, [&](int, float z, bool ok) {
+          if (ok && z >= t && z != FT_NINF && (kph || ftp_vdigit(z, zm, iw) == vb)) g(z);
+        });
+      };
+      if (kph) ft_hist<false>(over, s.zmax, 0.0f, s.prefix, s.fixed, shift, nb, sh);
+      else ft_hist<true>(over, s.zmax, c2, s.prefix, s.fixed, shift, nb, sh);
+    }
     float *h = hout + (size_t)b * nb * L;
     for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
       const unsigned long long v = kph ? sh.h.cnt[i] : sh.h.mass[i];
@@ -1043,7 +1086,7 @@ __device__ __forceinline__ unsigned long long ftp_best(const fs_params &p, const
   unsigned long long best = 0ull;
   unsigned quad = 0xffffffffu;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
-  ft_scan<false>(p, r, [&](int v, float z, bool ok) {
+  ft_scan(p, r, [&](int v, float z, bool ok) {
     if (all) {
       if (!ok) z = FS_MASKED_LOGIT;
     } else if (!(ok && z != FT_NINF && z >= t)) {
