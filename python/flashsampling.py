@@ -283,7 +283,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     so they may change between graph replays; a per-row value that keeps all
     may be <= 0, or NaN for min_ps / top_ps).  Greedy rows are unchanged; the
     logits and logprobs returned stay raw.  With a logit bias the filters
-    see the biased scores (since 0.3.6).  Not with NOISE_GROUP16 (the
+    see the biased scores (since 0.3.6).  The library's tensor-parallel calls
+    take filters too (since 0.3.7).  Not with NOISE_GROUP16 (the
     library refuses it); the first filtered call on a
     context compiles the filter kernel, so make one before capturing."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch

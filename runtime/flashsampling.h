@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 6
+#define FS_VERSION_PATCH 7
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.6"
+#define FS_VERSION_STRING "0.3.7"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -298,7 +298,16 @@ typedef struct fs_outputs {
 **    more pass over them), and the draws report raw logits; a biased
 **    score that is NaN is -inf there, before the temperature (so at a
 **    per-row T of +inf a +inf score ranks as an unbiased +inf logit does).
-**    Not with FS_NOISE_GROUP16 or the tensor-parallel calls
+**    In the tensor-parallel calls (since 0.3.7; 0.3.4 to 0.3.6 refused
+**    them) each rank writes its shard's logits and the ranks agree on each
+**    row's thresholds through the call's collective: one more
+**    FS_REDUCE_MAX_U64 of 2 B keys (the row's largest logit), then one
+**    FS_REDUCE_SUM_F32 a pass of the selections the options can ask for
+**    (top-k: three, B x 2048 x 2 floats at most; top-p: four, B x 2048 x 5
+**    floats at most), histograms whose counts and masses travel as 12-bit
+**    limbs, so that their sums are exact in any order for up to 128 ranks:
+**    the draws are the unsharded call's, bit for bit (up to fp32 near-ties
+**    of the dot products, as without filters).  Not with FS_NOISE_GROUP16
 **    (FS_INVALID_ARGUMENT).
 **    The first filtered call on a context compiles the filter kernel (2-6 s
 **    of NVRTC on a 2-core machine) and may grow the workspace: make one
