@@ -257,7 +257,8 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 /* ---- tensor parallelism ----------------------------------------------------
 ** fsamp_filter.cu's fsamp_ftp_* kernels, a row over G CTAs (G <= 32, so
 ** that the ranks' sums of 12-bit limbs stay exact up to 128 ranks): the
-** shard's largest candidate and +inf flag, max-reduced; then a pass of
+** shard's largest candidate, +inf flag and top-k's list bound (ftp_list),
+** max-reduced; then a pass of
 ** top-k's radix selection (counts, two limbs a bin: rounds 0-2) and of
 ** top-p's (masses, five: value bins, then the radix's three; rounds 3-6) a
 ** launch each, the bins sum-reduced, each launch taking the previous
@@ -267,6 +268,7 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 #define FTP_STATE_BYTES 48         /* fsamp_filter.cu's ftp_state (asserted there) */
 #define FTP_HIST_FLOATS (2048 * 5) /* a row's largest histogram: 2048 bins of 5 limbs */
 #define FTP_MAX_SLICES 32
+#define FTP_LIST_CAP 4096          /* fsamp_filter.cu's FTP_CAP: top-k's list a row */
 
 static int ftp_launch(fs_context *ctx, int which, unsigned slices, unsigned rows, void **args,
                       CUstream stream) {
@@ -286,17 +288,18 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   size_t G = (2 * (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) + B - 1) / B;
   G = G > FTP_MAX_SLICES ? FTP_MAX_SLICES : G;
   const size_t hist_bytes = B * FTP_HIST_FLOATS * 4;
-  /* st [2 B] and the rows' counters [B], then the keys local and global
-  ** [len] (zeroed with st and the counters), the logits [len], the slices'
-  ** log-sum-exp pairs [B G], two states a row and two histograms */
-  const size_t lk_at = (B * 20 + 15) / 16 * 16, ll_at = lk_at + len * 16,
+  /* st [3 B], the rows' draw counters [B] and list counters [B], then the
+  ** keys local and global [len] (zeroed with st and the counters), the
+  ** logits [len], the slices' log-sum-exp pairs [B G], two states a row,
+  ** two histograms and the rows' lists (top-k's, FTP_LIST_CAP float2s) */
+  const size_t lk_at = (B * 32 + 15) / 16 * 16, ll_at = lk_at + len * 16,
                lsep_at = (ll_at + len * 4 + 15) / 16 * 16, state_at = lsep_at + B * G * 8,
                h0_at = (state_at + 2 * B * FTP_STATE_BYTES + 15) / 16 * 16,
-               extra = h0_at + 2 * hist_bytes;
+               list_at = h0_at + 2 * hist_bytes, extra = list_at + B * FTP_LIST_CAP * 8;
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
-  const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 16,
-                    lsep = base + lsep_at,
+  const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 24,
+                    lcnt = cnt + B * 4, list = base + list_at, lsep = base + lsep_at,
                     state[2] = {base + state_at, base + state_at + B * FTP_STATE_BYTES},
                     hist[2] = {base + h0_at, base + h0_at + hist_bytes};
   *k = fc.k;
@@ -306,9 +309,9 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   const unsigned g = (unsigned)G, rows = (unsigned)B;
   FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(st, 0, (lk_at + n * 8) / 4, stream));
   CUdeviceptr pairs = m->logprobs && !fc.lse ? lsep : 0;
-  void *sargs[] = {&fc.prm, (void *)&st, &pairs};
+  void *sargs[] = {&fc.prm, &fc.f, (void *)&st, &pairs};
   FS_TRY(ftp_launch(ctx, 0, g, rows, sargs, stream));
-  FS_TRY(fs_tp_reduce(ctx, c, st, st, 2 * B, FS_REDUCE_MAX_U64, stream));
+  FS_TRY(fs_tp_reduce(ctx, c, st, st, 3 * B, FS_REDUCE_MAX_U64, stream));
   /* the rounds the options can ask for: top-k's 0-2, top-p's 3-6 */
   const int with_k = m->top_ks || m->top_k > 0,
             with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f);
@@ -318,8 +321,8 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                       sout = state[next & 1];
     const size_t count = B * (next == 2 || next == 6 ? 1024 : 2048) * (next < 3 ? 2 : 5);
     FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(hout, 0, count, stream));
-    void *args[] = {&fc.prm, &fc.f, (void *)&st, (void *)&hin, (void *)&hout, (void *)&sin,
-                    (void *)&sout, &prev, &next};
+    void *args[] = {&fc.prm,      &fc.f, (void *)&st,   (void *)&hin,  (void *)&hout,
+                    (void *)&sin, (void *)&sout, &prev, &next, (void *)&list, (void *)&lcnt};
     FS_TRY(ftp_launch(ctx, 1, g, rows, args, stream));
     FS_TRY(fs_tp_reduce(ctx, c, hout, hout, count, FS_REDUCE_SUM_F32, stream));
     prev = next;
@@ -327,7 +330,8 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   /* prev's histogram and state (unread with prev -1) */
   const CUdeviceptr hin = hist[prev & 1], sin = state[prev & 1];
   CUdeviceptr lse_keys = m->logprobs ? *lk + n * 8 : 0;
-  void *dargs[] = {&fc.prm, &fc.f,     &fc.fb, (void *)&st, (void *)&hin, (void *)&sin, &prev,
-                   (void *)lk, (void *)ll, (void *)&cnt, &fc.lse, &pairs, &lse_keys};
+  void *dargs[] = {&fc.prm,      &fc.f,        &fc.fb,    (void *)&st,   (void *)&hin,
+                   (void *)&sin, &prev,        (void *)lk, (void *)ll,    (void *)&cnt,
+                   &fc.lse,      &pairs,       &lse_keys, (void *)&list, (void *)&lcnt};
   return ftp_launch(ctx, 2, g, rows, dargs, stream);
 }

@@ -3,7 +3,8 @@
 # fsamp_ftp_*, runtime/filter.c's fs_filter_tp):
 #  1. compute-sanitizer (TOOLS: memcheck racecheck synccheck, at once) over
 #     gpu_test_tp_filter (ranks as threads on GPU 0; every draw checked
-#     against the unsharded call);
+#     against the unsharded call; racecheck on RACE_CASES=0,6 only, whole it
+#     ran past 400 s);
 #  2. fs-bench-tp --ranks 1 (NCCL on one GPU): the fused call unfiltered,
 #     with top-k 50, top-p 0.9 and both, at BATCHES;
 #     (its one_us column: the one-GPU call, fs_sample_ex, on the same data);
@@ -18,7 +19,8 @@ log=$out/tp-filter.log; : > "$log"
 model=${MODEL:-qwen3-8b} batches=${BATCHES:-1,16,64,256}
 bad=0
 for tool in ${TOOLS:-memcheck racecheck synccheck}; do
-  ( cd build/tests && FS_TEST_SOURCE_DIR=$PWD/../.. FS_TEST_BINARY_DIR=$PWD/.. timeout 400 \
+  cases=""; [ "$tool" = racecheck ] && cases=${RACE_CASES:-0,6} # racecheck: two cases
+  ( cd build/tests && FS_TEST_CASES=$cases FS_TEST_SOURCE_DIR=$PWD/../.. FS_TEST_BINARY_DIR=$PWD/.. timeout 400 \
       compute-sanitizer --tool "$tool" --error-exitcode 99 ./gpu_test_tp_filter \
       > "$out/san-$tool.txt" 2>&1; echo "sanitize $tool rc=$?" >> "$out/san-rc.txt" ) &
 done

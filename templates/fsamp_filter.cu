@@ -858,7 +858,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #define FTP_P 4u   /* top-p's selection under way */
 #define FTP_INF 8u /* a +inf candidate: top-k's count only decides FTP_ALL */
 #define FTP_M 16u  /* min-p is on (so no count of top-k's makes the row FTP_ALL) */
+#define FTP_LISTED 32u /* top-k's round 0 listed the shard's tokens above a bound (ftp_list) */
 #define FTP_LIMB 12 /* bits a limb */
+#define FTP_CAP 4096 /* a row's list (runtime/filter.c's FTP_LIST_CAP) */
 
 struct ftp_state {
   unsigned long long above, target; /* ft_cross's: the mass above the digits, the target */
@@ -885,11 +887,53 @@ __device__ __forceinline__ unsigned ftp_vdigit(float z, float zmax, float inv_w)
   return 2047u - (t < 2047.0f ? (unsigned)t : 2047u);
 }
 
+/* Top-k's list of a row (where FTP_LISTED): round 0 puts each of the
+** shard's candidates at or above lo = max(tau, bound) in it, bound the
+** largest over slices and ranks of a slice's k-th largest thread maximum
+** (k tokens lie at or above it, so top-k's threshold does, when top-k
+** selects at all); the later rounds and the draw then read the list
+** instead of the row, every token they count or keep being in it: tokens
+** below top-k's threshold cannot move a crossing above it.  n < 0 where the
+** row has no list or this shard's overflowed FTP_CAP (each rank decides for
+** its own shard: a list or the row give the same sums). */
+struct ftp_list {
+  const float2 *e; /* (token as int bits, z) */
+  int n;
+};
+
 /* Slice blockIdx.x of gridDim.x of row blockIdx.y of the shard's logits. */
 __device__ __forceinline__ ft_row ftp_slice(const fs_params &p) {
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4, G = (int)gridDim.x, g = (int)blockIdx.x;
   return {p.zout + (long long)b * p.zout_stride, b, (int)((long long)nq * g / G),
           (int)((long long)nq * (g + 1) / G)};
+}
+
+/* Calls f(v, z, ok) for the slice's tokens (ft_scan) or, with a list, for
+** its share of the listed ones (ok true). */
+template <typename F>
+__device__ __forceinline__ void ftp_scan(const fs_params &p, const ft_row &r, const ftp_list &l,
+                                         F f) {
+  if (l.n < 0) {
+    ft_scan(p, r, f);
+    return;
+  }
+  const int G = (int)gridDim.x, g = (int)blockIdx.x;
+  const int i1 = (int)((long long)l.n * (g + 1) / G);
+  for (int i = (int)((long long)l.n * g / G) + (int)threadIdx.x; i < i1; i += FT_THREADS) {
+    const float2 e = __ldcg(l.e + i);
+    f(__float_as_int(e.x), e.y, true);
+  }
+}
+
+/* Row b's list, where its state says it has one and this shard's fit. */
+__device__ __forceinline__ ftp_list ftp_list_of(const ftp_state &s, const float2 *list,
+                                               const unsigned *lcnt, int b) {
+  ftp_list l = {list + (size_t)b * FTP_CAP, -1};
+  if (s.flags & FTP_LISTED) {
+    const unsigned n = __ldcg(lcnt + b);
+    if (n <= FTP_CAP) l.n = (int)n;
+  }
+  return l;
 }
 
 /* Row b's state before its first round (or its draw): fsamp_filter's
@@ -901,8 +945,8 @@ __device__ ftp_state ftp_init(const fs_params &p, const fs_filter &f, const fs_c
   s.inv_w = 0.0f;
   s.flags = s.prefix = s.fixed = s.vbin = s.pad = 0u;
   s.above = s.target = 0ull;
-  s.zmax = ft_unkey((unsigned)__ldcg(st + 2 * b));
-  const bool ninf = __ldcg(st + 2 * b + 1) != 0ull;
+  s.zmax = ft_unkey((unsigned)__ldcg(st + 3 * b));
+  const bool ninf = __ldcg(st + 3 * b + 1) != 0ull;
   const float T = p.temperatures ? p.temperatures[b] : p.temperature;
   const float mp = f.min_ps ? f.min_ps[b] : f.min_p;
   const int k = f.top_ks ? f.top_ks[b] : f.top_k;
@@ -963,6 +1007,8 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
         return s;
       }
       s.target = (unsigned long long)k;
+      if (k <= FT_THREADS && __ldcg(st + 3 * b + 2) != 0ull)
+        s.flags |= FTP_LISTED; /* round 0 listed the tokens above the bound */
     } else {
       const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
       const double want = ceil((double)tp * (double)tot);
@@ -989,10 +1035,13 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
 }
 
 /* The slice's candidates' largest logit and +inf flag max-combined into
-** st[2 b], st[2 b + 1] (zeroed before the launch); with lsep (logprobs and
-** no lse_in), the slice's raw log-sum-exp pair (m, l) at lsep[2 (b G + g)]. */
+** st[3 b], st[3 b + 1] (zeroed before the launch), and where the row's k is
+** 1..FT_THREADS the k-th largest of the threads' largest candidates (top-k's
+** list bound, ftp_list) into st[3 b + 2], all as keys; with lsep (logprobs
+** and no lse_in), the slice's raw log-sum-exp pair (m, l) at lsep[2 (b G +
+** g)]. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_ftp_stats(const fs_params p, unsigned long long *st, float *lsep) {
+    fsamp_ftp_stats(const fs_params p, const fs_filter f, unsigned long long *st, float *lsep) {
   __shared__ ft_shared sh;
   const ft_row r = ftp_slice(p);
   float tmax = FT_NINF, lm = FT_NINF, ll = 0.0f;
@@ -1005,9 +1054,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     }
   });
   ft_block_part({tmax, lm, ll, FT_NINF, 0.0f, 0u, ninf}, sh, 0.0f); /* into sh.mine */
+  const int k = f.top_ks ? f.top_ks[r.b] : f.top_k;
+  if (k > 0 && k <= FT_THREADS) { /* block-uniform */
+    ft_sort_desc(tmax, sh.kz, sh.lz);
+    if (threadIdx.x == 0 && sh.kz[k - 1] > FT_NINF)
+      atomicMax(st + 3 * r.b + 2, (unsigned long long)ft_key(sh.kz[k - 1]));
+  }
   if (threadIdx.x == 0) {
-    atomicMax(st + 2 * r.b, (unsigned long long)ft_key(sh.mine.tmax));
-    if (sh.mine.ninf) atomicMax(st + 2 * r.b + 1, 1ull);
+    atomicMax(st + 3 * r.b, (unsigned long long)ft_key(sh.mine.tmax));
+    if (sh.mine.ninf) atomicMax(st + 3 * r.b + 1, 1ull);
     if (lsep) {
       float *e = lsep + 2 * ((size_t)r.b * gridDim.x + blockIdx.x);
       e[0] = sh.mine.lm;
@@ -1026,12 +1081,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_ftp_round(const fs_params p, const fs_filter f, const unsigned long long *st,
                     const float *hin, float *hout, const ftp_state *sin, ftp_state *sout,
-                    int prev, int next) {
+                    int prev, int next, float2 *list, unsigned *lcnt) {
   __shared__ ft_shared sh;
   const ft_row r = ftp_slice(p);
   const int b = r.b;
   const fs_col c = fs_col_load(p, b);
   ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
+  const ftp_list l = ftp_list_of(s, list, lcnt, b);
   const bool kph = ftp_is_k(next);
   if (s.flags & (kph ? FTP_K : FTP_P)) {
     const int pass = next == 3 ? 0 : ftp_pass(next), shift = ft_shift(pass);
@@ -1047,7 +1103,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) sh.h.mass[i] = 0ull;
       __syncthreads();
       const float zm = s.zmax, iw = s.inv_w;
-      ft_scan(p, r, [&](int, float z, bool ok) {
+      ftp_scan(p, r, l, [&](int, float z, bool ok) {
         if (!(ok && z >= t && z != FT_NINF)) return;
         atomicAdd(&sh.h.mass[ftp_vdigit(z, zm, iw)],
                   __float2ull_rn(exp2f((z - zm) * c2) * 4294967296.0f));
@@ -1056,9 +1112,21 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     } else {
       const float zm = s.zmax, iw = s.inv_w;
       const unsigned vb = s.vbin;
+      /* round 0 lists the candidates at or above lo (ftp_list), where a
+      ** slice had k candidates for a bound */
+      const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+      const unsigned long long bk = __ldcg(st + 3 * b + 2);
+      const bool gather = next == 0 && k <= FT_THREADS && bk != 0ull;
+      const float lo = gather ? fmaxf(t, ft_unkey((unsigned)bk)) : 0.0f;
+      float2 *le = list + (size_t)b * FTP_CAP;
       auto over = [&](auto g) {
-        ft_scan(p, r, [&](int, float z, bool ok) {
-          if (ok && z >= t && z != FT_NINF && (kph || ftp_vdigit(z, zm, iw) == vb)) g(z);
+        ftp_scan(p, r, l, [&](int v, float z, bool ok) {
+          if (!(ok && z >= t && z != FT_NINF)) return;
+          if (gather && z >= lo) {
+            const unsigned i = atomicAdd(lcnt + b, 1u);
+            if (i < FTP_CAP) le[i] = make_float2(__int_as_float(v), z);
+          }
+          if (kph || ftp_vdigit(z, zm, iw) == vb) g(z);
         });
       };
       if (kph) ft_hist<false>(over, s.zmax, 0.0f, s.prefix, s.fixed, shift, nb, sh);
@@ -1081,12 +1149,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** (ok, a number and z >= t) or with all every token (masked ones at -inf),
 ** scored as ft_score_key scores them, one Philox call per quad of ids. */
 __device__ __forceinline__ unsigned long long ftp_best(const fs_params &p, const ft_row &r,
-                                                       const fs_col &c, int smp, float t,
-                                                       bool all) {
+                                                       const ftp_list &l, const fs_col &c,
+                                                       int smp, float t, bool all) {
   unsigned long long best = 0ull;
   unsigned quad = 0xffffffffu;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
-  ft_scan(p, r, [&](int v, float z, bool ok) {
+  ftp_scan(p, r, l, [&](int v, float z, bool ok) {
     if (all) {
       if (!ok) z = FS_MASKED_LOGIT;
     } else if (!(ok && z != FT_NINF && z >= t)) {
@@ -1122,16 +1190,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_ftp_draw(const fs_params p, const fs_filter f, const ft_bias bias,
                    const unsigned long long *st, const float *hin, const ftp_state *sin,
                    int prev, unsigned long long *lk, float *ll, unsigned *cnt,
-                   const float *lse_in, const float *lsep, unsigned long long *lse_keys) {
+                   const float *lse_in, const float *lsep, unsigned long long *lse_keys,
+                   const float2 *list, const unsigned *lcnt) {
   __shared__ ft_shared sh;
   __shared__ unsigned last;
   const ft_row r = ftp_slice(p);
   const int b = r.b, S = p.num_samples;
   const fs_col c = fs_col_load(p, b);
   const ftp_state s = ftp_step(p, f, c, st, hin, sin, b, prev, sh);
+  const ftp_list l = ftp_list_of(s, list, lcnt, b);
   const bool all = (s.flags & FTP_ALL) != 0u;
   for (int smp = 0; smp < (c.greedy ? 1 : S); smp++) {
-    const unsigned long long best = ft_max64(ftp_best(p, r, c, smp, s.tau, all), sh);
+    const unsigned long long best = ft_max64(ftp_best(p, r, l, c, smp, s.tau, all), sh);
     if (threadIdx.x == 0 && best) atomicMax(lk + (size_t)b * S + smp, best);
   }
   __threadfence();
