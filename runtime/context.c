@@ -41,6 +41,8 @@ static int new_context(fs_context **out) {
   ctx->cu = cu;
   const char *pr = getenv("FS_PRUNE");
   ctx->prune = !(pr && !strcmp(pr, "0"));
+  const char *fr = getenv("FS_FILTER_RANKS");
+  ctx->filter_ranks = fr && !strcmp(fr, "1");
   *out = ctx;
   return FS_OK;
 }

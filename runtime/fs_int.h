@@ -108,6 +108,8 @@ struct fs_context {
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
+  int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
+                               (FS_FILTER_RANKS=1 at creation; measurement) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
                                (0: that size is not used) */
   char errmsg[FS_ERRMSG_MAX];
@@ -311,7 +313,13 @@ typedef struct fs_tp_coll {
   fs_allreduce_fn allreduce;
   void *user;
   void *nccl_comm;
+  int one_gpu; /* fs_sample_ranks: one rank, the whole vocabulary */
 } fs_tp_coll;
+/* tp.c: fs_sample_ex() of a call with filters through the ranks' path with
+** one rank (a collective that does nothing): ctx->filter_ranks (measurement:
+** FS_FILTER_RANKS=1 at creation, perf-notes 37e). */
+int fs_sample_ranks(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    const fs_options *options, const fs_outputs *outputs, void *stream);
 int fs_tp_reduce(fs_context *ctx, const fs_tp_coll *c, CUdeviceptr send, CUdeviceptr recv,
                  size_t count, int op, void *stream);
 /* filter.c: one rank's part of a tensor-parallel call with filters, up to

@@ -472,8 +472,10 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   /* filters (with any bias: filter.c) unless the call is greedy, which they leave as it is */
-  if (m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY)
+  if (m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY) {
+    if (ctx->filter_ranks) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
+  }
   if (m.bias_count) return fs_sample_biased(ctx, problem, sampling, options, outputs, stream);
   WITH_CONTEXT(ctx, sample_locked(ctx, problem, sampling, &m, outputs, (CUstream)stream));
 }

@@ -137,7 +137,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
-  if (c && m.words && options->token_mask_stride == 0)
+  if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
                   "(at least ceil(the whole vocabulary / 32) words), the same on every rank: "
@@ -200,7 +200,19 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!allreduce)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
-  const fs_tp_coll c = {allreduce, user, NULL};
+  const fs_tp_coll c = {allreduce, user, NULL, 0};
+  return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
+}
+
+/* One rank's collective: every reduction leaves buf as it is. */
+static int one_rank(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)count, (void)op, (void)stream;
+  return 0;
+}
+
+int fs_sample_ranks(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
+                    const fs_options *options, const fs_outputs *outputs, void *stream) {
+  const fs_tp_coll c = {one_rank, NULL, NULL, 1};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -256,6 +268,6 @@ int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampl
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  const fs_tp_coll c = {NULL, NULL, nccl_comm};
+  const fs_tp_coll c = {NULL, NULL, nccl_comm, 0};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }

@@ -1105,8 +1105,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       const float zm = s.zmax, iw = s.inv_w;
       ftp_scan(p, r, l, [&](int, float z, bool ok) {
         if (!(ok && z >= t && z != FT_NINF)) return;
-        atomicAdd(&sh.h.mass[ftp_vdigit(z, zm, iw)],
-                  __float2ull_rn(exp2f((z - zm) * c2) * 4294967296.0f));
+        /* a weight of 0 adds nothing (a peaked row's tail: all in bin 0) */
+        const unsigned long long w = __float2ull_rn(exp2f((z - zm) * c2) * 4294967296.0f);
+        if (w) atomicAdd(&sh.h.mass[ftp_vdigit(z, zm, iw)], w);
       });
       __syncthreads();
     } else {
