@@ -301,7 +301,7 @@ typedef struct fs_outputs {
 **    In the tensor-parallel calls (since 0.3.7; 0.3.4 to 0.3.6 refused
 **    them) each rank writes its shard's logits and the ranks agree on each
 **    row's thresholds through the call's collective: one more
-**    FS_REDUCE_MAX_U64 of 2 B keys (the row's largest logit), then one
+**    FS_REDUCE_MAX_U64 of 3 B keys (the row's largest logit), then one
 **    FS_REDUCE_SUM_F32 a pass of the selections the options can ask for
 **    (top-k: three, B x 2048 x 2 floats at most; top-p: four, B x 2048 x 5
 **    floats at most), histograms whose counts and masses travel as 12-bit
