@@ -83,6 +83,21 @@ static inline void tp_unsharded_init(fs_context *ctx, tp_unsharded *u) {
   tp_unsharded_draw_ex(ctx, u, NULL, &u->ref);
 }
 
+/* A logit bias of n entries a row for TP_B rows (host arrays tok and val,
+** TP_B * n each) from seed: ids of every shard, values in [-4, 8], and in
+** each row a pad (entry 3), a repeat (entry 7 names entry 5's id) and a ban
+** (entry 9: -inf); n >= 10. */
+static inline void tp_bias_fill(int32_t *tok, float *val, int n, unsigned long long seed) {
+  for (int i = 0; i < TP_B * n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    tok[i] = (int32_t)((seed >> 20) % (unsigned long long)TP_V);
+    val[i] = (float)((double)((seed >> 40) % 1201) / 100.0 - 4.0);
+    if (i % n == 3) tok[i] = -1;
+    if (i % n == 7) tok[i] = tok[i - 2];
+    if (i % n == 9) val[i] = -INFINITY;
+  }
+}
+
 /* Token-mask words per row over the whole vocabulary: the stride every rank
 ** of a masked call gives (a shard cannot know it). */
 enum { TP_MW = (TP_V + 31) / 32 };

@@ -46,15 +46,7 @@ static CUdeviceptr g_bias_tok, g_bias_val;
 static void bias_upload(fs_context *ctx) {
   int32_t tok[B * BIAS_N];
   float val[B * BIAS_N];
-  unsigned long long r = 4242;
-  for (int i = 0; i < B * BIAS_N; i++) {
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    tok[i] = (int32_t)((r >> 20) % (unsigned long long)V);
-    val[i] = (float)((double)((r >> 40) % 1201) / 100.0 - 4.0); /* [-4, 8] */
-    if (i % BIAS_N == 3) tok[i] = -1;          /* a pad */
-    if (i % BIAS_N == 7) tok[i] = tok[i - 2];  /* a repeat */
-    if (i % BIAS_N == 9) val[i] = -INFINITY;   /* a ban */
-  }
+  tp_bias_fill(tok, val, BIAS_N, 4242);
   g_bias_tok = gu_upload_new(ctx, tok, sizeof tok);
   g_bias_val = gu_upload_new(ctx, val, sizeof val);
 }

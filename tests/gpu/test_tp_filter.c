@@ -82,15 +82,7 @@ static void upload_inputs(fs_context *ctx) {
   g_mask = gu_upload_new(ctx, mask, sizeof mask);
   int32_t tok[B * BIAS_N];
   float val[B * BIAS_N];
-  unsigned long long r = 777;
-  for (int i = 0; i < B * BIAS_N; i++) {
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    tok[i] = (int32_t)((r >> 20) % (unsigned long long)V);
-    val[i] = (float)((double)((r >> 40) % 1201) / 100.0 - 4.0); /* [-4, 8] */
-    if (i % BIAS_N == 3) tok[i] = -1;         /* a pad */
-    if (i % BIAS_N == 7) tok[i] = tok[i - 2]; /* a repeat */
-    if (i % BIAS_N == 9) val[i] = -INFINITY;  /* a ban */
-  }
+  tp_bias_fill(tok, val, BIAS_N, 777);
   g_btok = gu_upload_new(ctx, tok, sizeof tok);
   g_bval = gu_upload_new(ctx, val, sizeof val);
 }
