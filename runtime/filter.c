@@ -255,8 +255,9 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 }
 
 /* ---- tensor parallelism ----------------------------------------------------
-** fsamp_filter.cu's fsamp_ftp_* kernels, a row over G CTAs (G <= 32, so
-** that the ranks' sums of 12-bit limbs stay exact up to 128 ranks): the
+** fsamp_filter.cu's fsamp_ftp_* kernels, a row over G CTAs (G <= 32, and
+** G R <= 4096 where the rank count R is known (NCCL), so that the ranks'
+** sums of 12-bit limbs stay exact; an engine's collective: up to 128): the
 ** shard's largest candidate, +inf flag and top-k's list bound (ftp_list),
 ** max-reduced; then a pass of
 ** top-k's radix selection (counts, two limbs a bin: rounds 0-2) and of
@@ -266,7 +267,6 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
 ** the call's options can ask for run (the same on every rank: their
 ** per-row values are read by the kernels). */
 #define FTP_STATE_BYTES 48         /* fsamp_filter.cu's ftp_state (asserted there) */
-#define FTP_HIST_FLOATS (2048 * 5) /* a row's largest histogram: 2048 bins of 5 limbs */
 #define FTP_MAX_SLICES 32
 #define FTP_LIST_CAP 4096          /* fsamp_filter.cu's FTP_CAP: top-k's list a row */
 
@@ -284,10 +284,24 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
                  CUdeviceptr *gk, CUdeviceptr *ll) {
   const size_t B = (size_t)p->batch, n = B * (size_t)s->num_samples, len = n + B;
-  /* slices a row: about two CTAs an SM in all */
+  /* a slice's counts fit two limbs (24 bits) */
+  if (p->vocab > (1 << 24) - 8)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with filters the "
+                  "tensor-parallel calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
+  /* slices a row: about two CTAs an SM in all, and G R <= 4096 (exact sums) */
+  const size_t gmax = c->ranks > 0 ? (size_t)(4096 / c->ranks) : FTP_MAX_SLICES;
+  if (gmax == 0)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "the communicator has %d ranks: with filters the "
+                  "tensor-parallel calls take at most 4096 (exact histogram sums)", c->ranks);
   size_t G = (2 * (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) + B - 1) / B;
   G = G > FTP_MAX_SLICES ? FTP_MAX_SLICES : G;
-  const size_t hist_bytes = B * FTP_HIST_FLOATS * 4;
+  G = G > gmax ? gmax : G;
+  /* what the options can ask for: top-k's rounds (and its list where k <=
+  ** 512 can be), top-p's (five limbs a bin, top-k's two) */
+  const int with_k = m->top_ks || m->top_k > 0,
+            with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f),
+            with_list = m->top_ks || (m->top_k > 0 && m->top_k <= 512);
+  const size_t hist_bytes = B * 2048 * (with_p ? 5 : 2) * 4;
   /* st [3 B], the rows' draw counters [B] and list counters [B], then the
   ** keys local and global [len] (zeroed with st and the counters), the
   ** logits [len], the slices' log-sum-exp pairs [B G], two states a row,
@@ -295,7 +309,8 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   const size_t lk_at = (B * 32 + 15) / 16 * 16, ll_at = lk_at + len * 16,
                lsep_at = (ll_at + len * 4 + 15) / 16 * 16, state_at = lsep_at + B * G * 8,
                h0_at = (state_at + 2 * B * FTP_STATE_BYTES + 15) / 16 * 16,
-               list_at = h0_at + 2 * hist_bytes, extra = list_at + B * FTP_LIST_CAP * 8;
+               list_at = h0_at + 2 * hist_bytes,
+               extra = list_at + (with_list ? B * FTP_LIST_CAP * 8 : 0);
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
   const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 24,
@@ -313,8 +328,6 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   FS_TRY(ftp_launch(ctx, 0, g, rows, sargs, stream));
   FS_TRY(fs_tp_reduce(ctx, c, st, st, 3 * B, FS_REDUCE_MAX_U64, stream));
   /* the rounds the options can ask for: top-k's 0-2, top-p's 3-6 */
-  const int with_k = m->top_ks || m->top_k > 0,
-            with_p = m->top_ps || (m->top_p > 0.0f && m->top_p < 1.0f);
   int prev = -1;
   for (int next = with_k ? 0 : 3; next < (with_p ? 7 : 3); next++) {
     const CUdeviceptr hin = hist[prev & 1], hout = hist[next & 1], sin = state[prev & 1],

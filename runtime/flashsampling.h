@@ -422,7 +422,11 @@ typedef enum fs_reduce_op {
 
 /* An engine-provided collective: enqueue an in-place all-reduce of `count`
 ** elements at device pointer `buf` on `stream` and return 0, or nonzero on
-** failure.  It must be stream-ordered (no host synchronisation needed). */
+** failure.  It must be stream-ordered (no host synchronisation needed).
+** FS_REDUCE_SUM_F32 must add in fp32 (in any order, not in a narrower
+** type): with filters it carries histograms of integers whose sums stay
+** below 2^24, exact only so, for at most 128 ranks (fs_sample_nccl_ex
+** asks NCCL for the count and allows up to 4096). */
 typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
                                void *stream);
 

@@ -314,6 +314,7 @@ typedef struct fs_tp_coll {
   void *user;
   void *nccl_comm;
   int one_gpu; /* fs_sample_ranks: one rank, the whole vocabulary */
+  int ranks;   /* the rank count where known (NCCL, one_gpu), else 0 */
 } fs_tp_coll;
 /* tp.c: fs_sample_ex() of a call with filters through the ranks' path with
 ** one rank (a collective that does nothing): ctx->filter_ranks (measurement:

@@ -200,7 +200,7 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!allreduce)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
-  const fs_tp_coll c = {allreduce, user, NULL, 0};
+  const fs_tp_coll c = {allreduce, user, NULL, 0, 0};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -212,7 +212,7 @@ static int one_rank(void *user, void *buf, size_t count, int op, void *stream) {
 
 int fs_sample_ranks(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                     const fs_options *options, const fs_outputs *outputs, void *stream) {
-  const fs_tp_coll c = {one_rank, NULL, NULL, 1};
+  const fs_tp_coll c = {one_rank, NULL, NULL, 1, 1};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -220,6 +220,7 @@ int fs_sample_ranks(fs_context *ctx, const fs_problem *problem, const fs_samplin
 typedef struct fs_nccl_api {
   __typeof__(&ncclAllReduce) allreduce;
   __typeof__(&ncclGetErrorString) errstr;
+  __typeof__(&ncclCommCount) count; /* optional */
 } fs_nccl_api;
 
 static fs_nccl_api g_nccl;
@@ -233,6 +234,7 @@ static void load_nccl(void) {
   if (h) {
     *(void **)&g_nccl.allreduce = dlsym(h, "ncclAllReduce");
     *(void **)&g_nccl.errstr = dlsym(h, "ncclGetErrorString");
+    *(void **)&g_nccl.count = dlsym(h, "ncclCommCount");
     g_nccl_ok = g_nccl.allreduce && g_nccl.errstr;
     if (!g_nccl_ok) e = "it lacks ncclAllReduce or ncclGetErrorString";
   }
@@ -268,6 +270,8 @@ int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampl
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  const fs_tp_coll c = {NULL, NULL, nccl_comm, 0};
+  int ranks = 0; /* for the filters' slices (fs_filter_tp) */
+  if (g_nccl.count && g_nccl.count((ncclComm_t)nccl_comm, &ranks) != ncclSuccess) ranks = 0;
+  const fs_tp_coll c = {NULL, NULL, nccl_comm, 0, ranks};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }

@@ -339,12 +339,19 @@ __device__ void ft_hist(Scan scan, float zmax, float c2, unsigned prefix, unsign
 ** masses) at which the sum from the top bin down, plus `above` (what the
 ** keys above the histogram's hold), first reaches target: into
 ** sh.sel_digit, and the sum of the bins above it plus `above` into
-** sh.sel_above.  The thread whose bins hold the crossing writes them.
-** Every thread calls it; both are seen on return. */
+** sh.sel_above.  The thread whose bins hold the crossing writes them;
+** where the sum falls short of target (it cannot while the sums are exact:
+** target is at most the set's total), digit 0 and `above`, so that every
+** rank of a tensor-parallel call still takes the same digit.  Every thread
+** calls it; both are seen on return. */
 template <bool MASS>
 __device__ void ft_cross(unsigned nb, unsigned long long above, unsigned long long target,
                          ft_shared &sh) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (tid == 0) { /* before the barrier below, after which a crossing is written */
+    sh.sel_digit = 0u;
+    sh.sel_above = above;
+  }
   /* thread t holds bins [t bpt, (t + 1) bpt); the bins above it, summed */
   const unsigned bpt = nb / FT_THREADS;
   unsigned long long mine = 0ull;

@@ -22,8 +22,10 @@
 ** sampled items differ from the unfiltered draw (else the comparison could
 ** pass with filters ignored on both sides).  Top-k's list (fsamp_filter.cu's
 ** ftp_list) is used where k <= 512 and a slice has k candidates; with k
-** 500 none of these shards' slices has, so no list: the rounds read the
-** rows.  FS_TEST_CASES=i,j,... runs only those cases (compute-sanitizer).
+** 500 and a row over 32 slices (a GPU of 96 SMs or more) none of these
+** shards' slices has, so no list: the rounds read the rows.
+** FS_TEST_CASES=i,j,... runs only those cases (compute-sanitizer).
+** FS_FILTER_RANKS is unset first: the unsharded draws are fsamp_filter's.
 */
 #include "tp_util.h"
 
@@ -202,6 +204,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
 }
 
 int main(void) {
+  unsetenv("FS_FILTER_RANKS"); /* read at context creation */
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded problem and its unfiltered draw, on GPU 0 */
   tp_unsharded_init(ctx, &u);
