@@ -273,6 +273,29 @@ static inline void tp_rank_open(tp_rank *r, tp_shared *sh, int k, const tp_unsha
   r->o = gu_outputs_api(&r->go);
 }
 
+/* A rank's thread: fs_prepare, then fs_sample_tp_ex with r->opt (or
+** fs_sample_tp where it is NULL) through tp_host_allreduce; the status and
+** message into r, the stream synchronised. */
+static inline void *tp_rank_main(void *arg) {
+  tp_rank *r = arg;
+  r->status = fs_prepare(r->ctx, &r->p, &r->s);
+  if (!r->status)
+    r->status = r->opt ? fs_sample_tp_ex(r->ctx, &r->p, &r->s, r->opt, &r->o, tp_host_allreduce, r,
+                                         (void *)r->stream)
+                       : fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r,
+                                      (void *)r->stream);
+  if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
+  gu_sync(r->ctx);
+  return NULL;
+}
+
+/* The R ranks' threads (tp_rank_main), started and joined. */
+static inline void tp_run_ranks(tp_rank *rk, int R) {
+  pthread_t th[TP_MAXR];
+  for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, tp_rank_main, &rk[k]) == 0);
+  for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
+}
+
 /* After the rank's thread has joined: CHECKs its status, counts its
 ** mismatches against ref (tp_mismatches, reported as `who`), and frees
 ** what tp_rank_open made.  Returns the mismatches. */

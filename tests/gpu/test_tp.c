@@ -57,19 +57,6 @@ static void bias_set(fs_options *o, int on) {
   o->logit_bias_count = on ? BIAS_N : 0;
 }
 
-static void *rank_main(void *arg) {
-  tp_rank *r = arg;
-  r->status = fs_prepare(r->ctx, &r->p, &r->s);
-  if (!r->status)
-    r->status = r->opt ? fs_sample_tp_ex(r->ctx, &r->p, &r->s, r->opt, &r->o, tp_host_allreduce, r,
-                                         (void *)r->stream)
-                       : fs_sample_tp(r->ctx, &r->p, &r->s, &r->o, tp_host_allreduce, r,
-                                      (void *)r->stream);
-  if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
-  gu_sync(r->ctx);
-  return NULL;
-}
-
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u; /* the unsharded draw, on GPU 0 */
@@ -141,7 +128,6 @@ int main(void) {
     tp_shared sh = {R, {{0}}, {0}, 0};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
-    pthread_t th[MAXR];
     fs_options opt[MAXR];
     CUdeviceptr dlp[MAXR];
     for (int k = 0; k < R; k++) {
@@ -166,8 +152,7 @@ int main(void) {
         rk_[k].o = gu_outputs_api(&rk_[k].go);
       }
     }
-    for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk_[k]) == 0);
-    for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
+    tp_run_ranks(rk_, R);
     int mism = 0, lbad = 0;
     for (int k = 0; k < R; k++) {
       char who[48];

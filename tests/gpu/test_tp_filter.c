@@ -117,17 +117,6 @@ static fs_options case_options(const tpf_case *c) {
   return o;
 }
 
-static void *rank_main(void *arg) {
-  tp_rank *r = arg;
-  r->status = fs_prepare(r->ctx, &r->p, &r->s);
-  if (!r->status)
-    r->status = fs_sample_tp_ex(r->ctx, &r->p, &r->s, r->opt, &r->o, tp_host_allreduce, r,
-                                (void *)r->stream);
-  if (r->status) snprintf(r->err, sizeof r->err, "%s", fs_last_error(r->ctx));
-  gu_sync(r->ctx);
-  return NULL;
-}
-
 /* Runs case c over its R ranks against the unsharded draw; returns how
 ** many sampled items differ from the unfiltered draw `plain` (its S). */
 static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const gu_outputs *plain) {
@@ -146,21 +135,20 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   tp_shared sh = {R, {{0}}, {0}, MAXCOUNT};
   pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
   tp_rank rk[MAXR];
-  pthread_t th[MAXR];
   fs_options opt[MAXR];
   CUdeviceptr dlp[MAXR];
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
     rk[k].s.num_samples = S;
-    if (c->lp) dlp[k] = tp_lp_alloc(rk[k].ctx, &opt[k]);
-    const fs_options base = case_options(c);
-    float *lp = c->lp ? opt[k].logprobs : NULL;
-    opt[k] = base;
-    opt[k].logprobs = lp;
+    opt[k] = case_options(c);
+    if (c->lp) {
+      fs_options t; /* tp_lp_alloc's logprobs */
+      dlp[k] = tp_lp_alloc(rk[k].ctx, &t);
+      opt[k].logprobs = t.logprobs;
+    }
     rk[k].opt = &opt[k];
   }
-  for (int k = 0; k < R; k++) REQUIRE(pthread_create(&th[k], NULL, rank_main, &rk[k]) == 0);
-  for (int k = 0; k < R; k++) pthread_join(th[k], NULL);
+  tp_run_ranks(rk, R);
   int mism = 0, lbad = 0;
   for (int k = 0; k < R; k++) {
     char who[96];
