@@ -77,12 +77,12 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
-/* The fused kernel's part of one rank's call (or with one_gpu, a call with
-** a logit bias on one GPU, whose merge then writes the outputs): the
+/* The fused kernel's part of one rank's call (or with write_out, a call
+** with a logit bias on one GPU, whose merge then writes the outputs): the
 ** shard's best keys and their logits (then with logprobs the rows'
 ** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk. */
 static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
-                    const fs_opts *m, const fs_outputs *outputs, int one_gpu, CUstream stream,
+                    const fs_opts *m, const fs_outputs *outputs, int write_out, CUstream stream,
                     fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp, CUdeviceptr *llp) {
   const int S = sampling->num_samples, B = problem->batch;
   const size_t n = (size_t)B * S;
@@ -114,7 +114,7 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
                 stream);
   }
   if (!st && m->bias_count)
-    st = fs_bias_merge(ctx, problem, sampling, m, mask_at, lk, ll, one_gpu ? outputs : NULL,
+    st = fs_bias_merge(ctx, problem, sampling, m, mask_at, lk, ll, write_out ? outputs : NULL,
                        stream);
   *kp = k;
   *lkp = lk;

@@ -17,15 +17,18 @@
 **     the cluster's largest ones in rank 0's); a second pass over the
 **     slices gathers every candidate at or above them into rank 0's shared
 **     memory where they fit (FT_CAP), and rank 0 alone runs steps 3-5
-**     there; else (or with FS_FILTER_GATHER=0, runtime/filter.c) rank 0
-**     runs them as passes over the whole row, "the long way";
+**     there; else (or with FS_FILTER_GATHER=0, runtime/filter.c) every CTA
+**     runs them as passes over its slice, "the long way", each pass's
+**     histograms summed in rank 0's shared memory and its digit read back;
 **  3. top-k's: the k-th largest key by radix selection over the candidates
 **     above min-p's threshold (three passes of 11, 11 and 10 bits, counts
 **     in a shared histogram);
 **  4. top-p's: the same selection by mass, each candidate's weight
 **     2^((z - z_max) log2(e) / T) in 64-bit fixed point (2^32 for the
 **     largest), so that the sums are integers whose value does not depend on
-**     the order of the atomics: the draw is reproducible;
+**     the order of the atomics: the draw is reproducible; the long way's
+**     first digit is a bin of value below z_max (ft_vscale), the radix's
+**     three passes then run within it;
 **  5. the draw: the max over kept tokens (z >= tau) of the fused kernels' key
 **     fs_pack_key(fmaf(z, 1 / T, fs_gumbel_fast(word)), token), the same
 **     score and noise as theirs, so that a row whose filters keep every
@@ -60,6 +63,7 @@
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_LCAP 1024  /* a slice's share of it, staged in its own CTA first */
+#define FT_MAXCS 8    /* the largest cluster (runtime/filter.c's) */
 #define FT_NINF (-__int_as_float(0x7f800000))
 #ifndef FT_NO_GATHER
 #define FT_NO_GATHER 0 /* 1: never gather the kept set (runtime/filter.c, FS_FILTER_GATHER=0) */
@@ -80,9 +84,10 @@ struct ft_shared {
   unsigned long long sel_above;   /* ft_select's result of a pass */
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
+  unsigned cnts[FT_MAXCS];        /* the gather's slices' counts (every CTA's copy), */
+  unsigned long long s1m[FT_MAXCS], s1h[FT_MAXCS]; /* masses (gather_part)  */
   unsigned bias_at;               /* ft_bias_raw's entry */
-  unsigned long long s1mass;      /* rank 0: min-p's survivors' mass (top-p alone) */
-  unsigned long long best, cbest; /* this CTA's draw, for the cluster's; the cluster's */
+  unsigned long long best, cbest; /* ft_creduce's: this CTA's, for the cluster's; the cluster's */
   float bound;                    /* rank 0: the gather's bound */
   struct ft_part {                /* a slice's pass 1 (ft_merge) */
     float tmax, lm, ll, wm, ws;
@@ -156,20 +161,24 @@ __device__ __forceinline__ unsigned long long ft_max64(unsigned long long x, ft_
   return m;
 }
 
-/* The cluster's max of x (each CTA's block max first): every thread of
-** every CTA calls it and gets the result. */
-__device__ __forceinline__ unsigned long long ft_cmax64(unsigned long long x, ft_shared &sh,
-                                                        unsigned cs) {
-  x = ft_max64(x, sh);
+/* The cluster's max (MAX) or sum of x over its cs CTAs (each CTA's block
+** result first, then the CTAs' in rank order): every thread of every CTA
+** calls it and gets the result. */
+template <bool MAX>
+__device__ __forceinline__ unsigned long long ft_creduce(unsigned long long x, ft_shared &sh,
+                                                         unsigned cs) {
+  x = MAX ? ft_max64(x, sh) : ft_sum(x, sh);
   if (cs == 1u) return x;
   if (threadIdx.x == 0) sh.best = x;
   ft_csync();
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    x = 0ull;
     for (unsigned r = 0; r < cs; r++) {
       const unsigned long long y = *ft_peer(&sh.best, r);
-      x = y > x ? y : x;
+      x = MAX ? (y > x ? y : x) : x + y;
     }
-  if (threadIdx.x == 0) sh.cbest = x; /* not sh.u: the next ft_max64 writes it unguarded */
+    sh.cbest = x; /* not sh.u: the next ft_max64 writes it unguarded */
+  }
   ft_csync(); /* the peers have read this CTA's best; sh.cbest is seen */
   return sh.cbest;
 }
@@ -310,29 +319,62 @@ __device__ __forceinline__ void ft_scan_kept(const ft_shared &sh, F f) {
   for (int i = threadIdx.x; i < (int)sh.nk; i += FT_THREADS) f(sh.kz[i], sh.kv[i]);
 }
 
-/* One pass of a radix selection: the histogram, into sh.h (counts, or with
-** MASS the weights 2^((z - zmax) c2) times 2^32, rounded, c2 = log2(e) / T),
-** of digit (key >> shift) & (nb - 1) over the elements of the set S (given
-** by scan, which calls its argument g(z) for each) whose key has `prefix`
-** in the bits `fixed`.  Every thread calls it; sh.h is seen on return. */
-template <bool MASS, typename Scan>
-__device__ void ft_hist(Scan scan, float zmax, float c2, unsigned prefix, unsigned fixed,
-                        int shift, unsigned nb, ft_shared &sh) {
+/* One pass of a selection: the histogram, into sh.h (counts, or with MASS
+** the weights 2^((z - zmax) c2) times 2^32, rounded, c2 = log2(e) / T), of
+** digit(z) (a bin below nb; ~0u leaves z out) over the elements of the set
+** S (given by scan, which calls its argument g(z) for each).  Every thread
+** calls it; sh.h is seen on return. */
+template <bool MASS, typename Scan, typename Digit>
+__device__ void ft_hist(Scan scan, float zmax, float c2, Digit digit, unsigned nb,
+                        ft_shared &sh) {
   for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
     if (MASS) sh.h.mass[i] = 0ull;
     else sh.h.cnt[i] = 0u;
   }
   __syncthreads();
   scan([&](float z) {
-    const unsigned k = ft_key(z);
-    if ((k & fixed) != prefix) return;
-    const unsigned d = (k >> shift) & (nb - 1u);
-    if (MASS)
-      atomicAdd(&sh.h.mass[d], __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f));
-    else
+    const unsigned d = digit(z);
+    if (d == ~0u) return;
+    if (MASS) {
+      /* a weight of 0 adds nothing (a peaked row's tail) */
+      const unsigned long long w = __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+      if (w) atomicAdd(&sh.h.mass[d], w);
+    } else {
       atomicAdd(&sh.h.cnt[d], 1u);
+    }
   });
   __syncthreads();
+}
+
+/* The radix's digit of z: (key >> shift) & (nb - 1) where z's key has
+** `prefix` in the bits `fixed`, else ~0u. */
+struct ft_radix {
+  unsigned prefix, fixed, nb;
+  int shift;
+  __device__ __forceinline__ unsigned operator()(float z) const {
+    const unsigned k = ft_key(z);
+    return (k & fixed) == prefix ? (k >> shift) & (nb - 1u) : ~0u;
+  }
+};
+
+/* Top-p's value digit of z <= zmax: 2047 for the bin of zmax, each bin
+** 1 / inv_w wide below it, the last one (0) holding the rest; monotone in
+** z, and the same on every rank for the same z. */
+__device__ __forceinline__ unsigned ft_vdigit(float z, float zmax, float inv_w) {
+  const float t = (zmax - z) * inv_w;
+  return 2047u - (t < 2047.0f ? (unsigned)t : 2047u);
+}
+
+/* 1 / the width of top-p's value bins: 2047 of them from zmax down to
+** where the weights round to 0 (z < zmax - 33 / c2) or to the threshold t;
+** 0 (one bin) where that span is not a number above 0 (T = +inf weighs all
+** alike).  Value bins, not the key's top bits, make top-p's first digit:
+** most of a flat row's logits share a few of the key's 2048 bins, and the
+** 64-bit shared atomics on them queue (perf-notes 37c, 38a). */
+__device__ __forceinline__ float ft_vscale(float zmax, float t, float c2) {
+  const float span = zmax - fmaxf(t, zmax - 33.0f / c2);
+  const float iw = span > 0.0f && span < -FT_NINF ? 2047.0f / span : 0.0f;
+  return iw < -FT_NINF ? iw : 0.0f;
 }
 
 /* The digit of a histogram of nb bins in sh.h (counts, or with MASS the
@@ -378,33 +420,73 @@ __device__ void ft_cross(unsigned nb, unsigned long long above, unsigned long lo
   __syncthreads();
 }
 
+/* Top-p's target: ceil(p x total), at least 1 (the mass from the largest
+** logit down that the kept set reaches). */
+__device__ __forceinline__ unsigned long long ft_target(float tp, unsigned long long total) {
+  const double want = ceil((double)tp * (double)total);
+  return want < 1.0 ? 1ull : (unsigned long long)want;
+}
+
 /* The radix selection's passes: 11, 11 and 10 bits. */
 __device__ __forceinline__ int ft_shift(int pass) { return pass == 0 ? 21 : pass == 1 ? 10 : 0; }
 __device__ __forceinline__ unsigned ft_nbins(int pass) { return pass == 2 ? 1024u : 2048u; }
 
+/* A digit and what the elements above it hold (ft_cross's). */
+struct ft_crossing {
+  unsigned digit;
+  unsigned long long above;
+};
+
+/* One pass of a selection over the row's cluster of cs CTAs, each of whose
+** scan gives its slice's elements: the slices' histograms (ft_hist) summed
+** into rank 0's, its crossing (ft_cross, from `above` to target) returned
+** to every thread of every CTA.  With cs 1 the block's alone. */
+template <bool MASS, typename Scan, typename Digit>
+__device__ ft_crossing ft_cpass(Scan scan, float zmax, float c2, Digit digit, unsigned nb,
+                                unsigned long long above, unsigned long long target,
+                                ft_shared &sh, unsigned cs) {
+  ft_hist<MASS>(scan, zmax, c2, digit, nb, sh);
+  const bool lead = cs == 1u || ft_rank() == 0u;
+  if (cs > 1u) {
+    ft_csync(); /* every slice's histogram is complete */
+    if (lead) {
+      for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS)
+        for (unsigned r = 1; r < cs; r++) {
+          if (MASS) sh.h.mass[i] += *ft_peer(&sh.h.mass[i], r);
+          else sh.h.cnt[i] += *ft_peer(&sh.h.cnt[i], r);
+        }
+      __syncthreads();
+    }
+  }
+  if (lead) ft_cross<MASS>(nb, above, target, sh);
+  if (cs == 1u) return {sh.sel_digit, sh.sel_above};
+  /* rank 0's crossing is seen; its next one is written after the next
+  ** pass's first cluster barrier, which no CTA passes before reading this */
+  ft_csync();
+  return {*ft_peer(&sh.sel_digit, 0u), *ft_peer(&sh.sel_above, 0u)};
+}
+
 /* The key of the set S's elements (given by scan, which calls its argument
-** g(z) for each) at which the count (MASS false) or the weight (MASS true)
-** summed from the largest key down first reaches target (1 <= target <=
-** S's total).  Three passes of a radix selection (ft_hist, ft_cross): each
-** histograms the digit below the bits fixed so far, over the elements whose
-** key has them, and fixes the digit where the sum crosses target. */
+** g(z) for each; over a cluster of cs CTAs, each its slice's) at which the
+** count (MASS false) or the weight (MASS true) summed from the largest key
+** down, plus `above` (what lies above S), first reaches target (1 <= target
+** - above <= S's total).  Three passes of a radix selection (ft_cpass):
+** each histograms the digit below the bits fixed so far, over the elements
+** whose key has them, and fixes the digit where the sum crosses target. */
 template <bool MASS, typename Scan>
 __device__ unsigned ft_select(Scan scan, float zmax, float c2, unsigned long long target,
-                              ft_shared &sh) {
-  unsigned prefix = 0u, fixed = 0u;
-  unsigned long long above = 0ull; /* what the keys above the current bucket hold */
+                              unsigned long long above, ft_shared &sh, unsigned cs) {
+  ft_radix d = {0u, 0u, 0u, 0};
 #pragma unroll 1
   for (int pass = 0; pass < 3; pass++) {
-    const int shift = ft_shift(pass);
-    const unsigned nb = ft_nbins(pass);
-    ft_hist<MASS>(scan, zmax, c2, prefix, fixed, shift, nb, sh);
-    ft_cross<MASS>(nb, above, target, sh);
-    prefix |= sh.sel_digit << shift;
-    fixed |= (nb - 1u) << shift;
-    above = sh.sel_above;
-    __syncthreads();
+    d.shift = ft_shift(pass);
+    d.nb = ft_nbins(pass);
+    const ft_crossing x = ft_cpass<MASS>(scan, zmax, c2, d, d.nb, above, target, sh, cs);
+    d.prefix |= x.digit << d.shift;
+    d.fixed |= (d.nb - 1u) << d.shift;
+    above = x.above;
   }
-  return prefix;
+  return d.prefix;
 }
 
 /* Token v's score for sample s, as the fused kernels score it, and its key. */
@@ -455,36 +537,46 @@ __device__ __forceinline__ float ft_bias_raw(const ft_bias &x, int b, unsigned t
   return j < (unsigned)x.count ? x.raw[(size_t)b * x.count + j] : z;
 }
 
-/* This thread's best key of sample s over every token of r (masked ones at
-** -inf, NaNs included), as the fused kernels score them: one Philox call
-** per four tokens where the row's quads are the noise's (vocab_offset % 4
-** == 0). */
-__device__ __forceinline__ unsigned long long ft_best_all(const fs_params &p, const ft_row &r,
-                                                          const fs_col &c, int s) {
+/* This thread's best key of sample smp over the tokens that scan gives
+** (it calls its argument f(v, z, ok) for each) that are kept (ok, a number
+** and z >= t) or with all every token (masked ones at -inf), as
+** ft_score_key scores them, one Philox call per quad of ids in a row. */
+template <typename Scan>
+__device__ __forceinline__ unsigned long long ft_best(Scan scan, const fs_params &p,
+                                                      const fs_col &c, int smp, float t,
+                                                      bool all) {
   unsigned long long best = 0ull;
-  const bool quads = !c.greedy && ((unsigned)p.vocab_offset & 3u) == 0u;
+  unsigned quad = 0xffffffffu;
   fs_philox_out q = {{0u, 0u, 0u, 0u}};
-  ft_scan<false>(p, r, [&](int v, float z, bool ok) {
-    if (!ok) z = FS_MASKED_LOGIT;
-    unsigned long long k;
-    if (quads) {
-      const unsigned tok = (unsigned)(p.vocab_offset + v), j = tok & 3u;
-      if (j == 0u || v == 4 * r.q0) q = fs_noise_quad(c.seed, c.off, tok >> 2, (unsigned)s, c.tag);
-      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
-      k = fs_pack_key(fmaf(z, c.inv_t, fs_gumbel_fast(x)), tok);
-    } else {
-      k = ft_score_key(p, c, v, z, s);
+  scan([&](int v, float z, bool ok) {
+    if (all) {
+      if (!ok) z = FS_MASKED_LOGIT;
+    } else if (!(ok && z != FT_NINF && z >= t)) {
+      return;
     }
+    const unsigned tok = (unsigned)(p.vocab_offset + v);
+    float sc = z;
+    if (!c.greedy) {
+      if (tok >> 2 != quad) {
+        quad = tok >> 2;
+        q = fs_noise_quad(c.seed, c.off, quad, (unsigned)smp, c.tag);
+      }
+      const unsigned j = tok & 3u;
+      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
+      sc = fmaf(z, c.inv_t, fs_gumbel_fast(x));
+    }
+    const unsigned long long k = fs_pack_key(sc, tok);
     best = k > best ? k : best;
   });
   return best;
 }
 
-/* The row's draw of sample s over every token (ft_best_all), as the fused
-** kernels draw it. */
+/* The row's draw of sample s over every token (ft_best), as the fused
+** kernels draw it, each CTA of the row's cluster of cs over its slice r. */
 __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c, int s,
                             float lse, const ft_bias &bias, ft_shared &sh, unsigned cs) {
-  const unsigned long long best = ft_cmax64(ft_best_all(p, r, c, s), sh, cs);
+  const unsigned long long best = ft_creduce<true>(
+      ft_best([&](auto f) { ft_scan<false>(p, r, f); }, p, c, s, 0.0f, true), sh, cs);
   const unsigned tok = fs_key_token(best);
   const float z0 = __ldcg(r.z + (int)(tok - (unsigned)p.vocab_offset));
   const float z = ft_bias_raw(bias, r.b, tok, z0, sh);
@@ -492,6 +584,32 @@ __device__ void ft_draw_all(const fs_params &p, const ft_row &r, const fs_col &c
     const bool ok = !p.mask || (fs_mask_bits_n(p, r.b, tok, 1u) & 1u);
     ft_put(p, r.b, s, best, ok ? z : FS_MASKED_LOGIT, lse);
   }
+}
+
+/* Row b's filters (flashsampling.h's per-row rules): min-p, top-k and
+** top-p values, which are on, and T. */
+struct ft_rowf {
+  float mp, tp, T;
+  int k;
+  bool on_m, on_p;
+};
+__device__ __forceinline__ ft_rowf ft_row_filters(const fs_params &p, const fs_filter &f,
+                                                  const fs_col &c, int b) {
+  ft_rowf r;
+  r.mp = f.min_ps ? f.min_ps[b] : f.min_p;
+  r.k = f.top_ks ? f.top_ks[b] : f.top_k;
+  r.tp = f.top_ps ? f.top_ps[b] : f.top_p;
+  r.T = p.temperatures ? p.temperatures[b] : p.temperature;
+  r.on_m = r.mp > 0.0f;
+  r.on_p = r.tp > 0.0f && r.tp < 1.0f && !c.greedy;
+  return r;
+}
+
+/* min-p's threshold z >= z_max + T ln(min_p) (T = +inf weighs all alike: a
+** NaN threshold keeps all), -inf where min-p is off. */
+__device__ __forceinline__ float ft_minp_tau(const ft_rowf &r, float zmax) {
+  const float t = r.on_m ? zmax + r.T * logf(fminf(r.mp, 1.0f)) : FT_NINF;
+  return t == t ? t : FT_NINF;
 }
 
 /* x, one per thread, sorted into descending order (no NaN) in a[0 ..
@@ -546,19 +664,14 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const float *zrow = p.zout + (long long)b * p.zout_stride;
   const ft_row r = {zrow, b, (int)((long long)nq * rank / cs),
                     (int)((long long)nq * (rank + 1u) / cs)};
-  const ft_row whole = {zrow, b, 0, nq};
   const fs_col c = fs_col_load(p, b);
-  const float T = p.temperatures ? p.temperatures[b] : p.temperature;
-  /* the row's filters (flashsampling.h's per-row rules) */
-  const float mp = f.min_ps ? f.min_ps[b] : f.min_p;
-  const int k = f.top_ks ? f.top_ks[b] : f.top_k;
-  const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
-  const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f && !c.greedy;
+  const ft_rowf rf = ft_row_filters(p, f, c, b);
+  const int k = rf.k;
+  const float tp = rf.tp;
+  const bool on_m = rf.on_m, on_p = rf.on_p;
   const float c2 = c.inv_t * 1.4426950408889634f;
-  if (threadIdx.x == 0) { /* rank 0's count the row's (the first cluster barrier orders them) */
-    sh.nk = 0u;
-    sh.s1mass = 0ull;
-  }
+  if (threadIdx.x == 0) sh.nk = 0u; /* rank 0's count the row's (the first cluster barrier
+                                      ** orders it before the peers' adds) */
 
   /* 1. the candidates' max, count and (top-p) mass; with logprobs the raw
   ** logits' log-sum-exp (NaN with a NaN or +inf logit, as the fused
@@ -604,9 +717,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   if (ninf_) {
     tau = lo = -FT_NINF; /* the +inf candidates hold all the mass */
   } else {
-    /* 2. min-p: z >= z_max + T ln(min_p); T = +inf weighs all alike */
-    const float t = on_m ? zmax + T * logf(fminf(mp, 1.0f)) : FT_NINF;
-    tau = lo = t == t ? t : FT_NINF;
+    /* 2. min-p */
+    tau = lo = ft_minp_tau(rf, zmax);
     /* Lower bounds of the final threshold from the threads' maxima, which
     ** are distinct candidates: top-k's is the k-th largest of them (k of
     ** them lie at or above it); top-p's (without top-k, whose set it would
@@ -650,10 +762,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
   /* the candidates at or above lo into rank 0's shared memory, where they
   ** fit (each slice's staged in its own CTA first, then copied over); with
-  ** top-p and no top-k, the fixed-point mass of min-p's survivors too */
+  ** top-p and no top-k (s1), the fixed-point masses of min-p's survivors
+  ** (mrow) and of those gathered (hrow), from which every CTA sees whether
+  ** the bound held */
   bool gathered = false;
-  unsigned long long s1mass = 0ull;
   const bool s1 = on_p && !on_k && !ninf_;
+  unsigned long long mrow = 0ull, hrow = 0ull;
   if (lo > FT_NINF && !FT_NO_GATHER) {
     float *gz = cs > 1u ? sh.lz : sh.kz;
     int *gv = cs > 1u ? sh.lv : sh.kv;
@@ -662,24 +776,37 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (threadIdx.x == 0) *cnt = 0u;
     __syncthreads();
     const float tm = tau;
-    unsigned long long m = 0ull;
+    unsigned long long m = 0ull, mh = 0ull;
     ft_scan(p, r, [&](int v, float z, bool ok) {
       if (!(ok && z != FT_NINF)) return;
-      if (s1 && z >= tm) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+      if (s1 && z >= tm) {
+        const unsigned long long w = __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+        m += w;
+        if (z >= lo) mh += w;
+      }
       if (!(z >= lo)) return;
       const unsigned i = atomicAdd(cnt, 1u);
       if (i < cap) gz[i] = z, gv[i] = v;
     });
-    if (s1) m = ft_sum(m, sh);
+    if (s1) {
+      m = ft_sum(m, sh);
+      mh = ft_sum(mh, sh);
+    }
     __syncthreads();
     const unsigned ln = *cnt;
-    if (cs == 1u) {
-      s1mass = m;
-    } else {
+    unsigned nrow = ln; /* the row's count, as every CTA sees it */
+    mrow = m;
+    hrow = mh;
+    if (cs > 1u) {
       if (threadIdx.x == 0) {
         /* a slice that overflowed its stage overflows the row's */
-        sh.off = atomicAdd(ft_peer(&sh.nk, 0u), ln <= FT_LCAP ? ln : FT_CAP + 1u);
-        if (s1) atomicAdd(ft_peer(&sh.s1mass, 0u), m);
+        const unsigned add = ln <= FT_LCAP ? ln : FT_CAP + 1u;
+        sh.off = atomicAdd(ft_peer(&sh.nk, 0u), add);
+        for (unsigned q = 0; q < cs; q++) {
+          *ft_peer(&sh.cnts[rank], q) = add;
+          *ft_peer(&sh.s1m[rank], q) = m;
+          *ft_peer(&sh.s1h[rank], q) = mh;
+        }
       }
       __syncthreads();
       const unsigned off = sh.off;
@@ -691,72 +818,90 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
           kv0[off + i] = gv[i];
         }
       }
-      ft_csync(); /* rank 0 has the row's set */
-      s1mass = sh.s1mass;
+      ft_csync(); /* rank 0 has the row's set, every CTA the slices' counts */
+      nrow = 0u;
+      mrow = hrow = 0ull;
+      for (unsigned q = 0; q < cs; q++) {
+        nrow += sh.cnts[q];
+        mrow += sh.s1m[q];
+        hrow += sh.s1h[q];
+      }
     }
-    gathered = sh.nk <= FT_CAP;
-  } else if (cs > 1u) {
-    ft_csync(); /* the peers have read rank 0's bound: it may leave after this */
+    gathered = nrow <= FT_CAP;
+    /* top-p's target from min-p's survivors' mass; the bound missed where
+    ** the gathered fall short of it (it cannot: a 0.1% margin): the long way */
+    if (s1 && ft_target(tp, mrow) > hrow) gathered = false;
   }
-  if (rank != 0u) return; /* no peer reads this CTA's shared memory any more */
+  /* rank 0 alone: the gathered set; the peers have read its bound (before
+  ** the gather's cluster barrier) and read nothing of it any more */
+  if (gathered && rank != 0u) return;
   if (gathered && !ninf_) {
     /* 3. top-k: where lo is its bound, k of the gathered lie at or above it */
     const unsigned nk = sh.nk;
     auto kept = [&](auto g) { ft_scan_kept(sh, [&](float z, int) { g(z); }); };
     if (on_k && (lo > tau || (unsigned)k < nk))
-      tau = fmaxf(tau, ft_unkey(ft_select<false>(kept, zmax, 0.0f, (unsigned long long)k, sh)));
-    /* 4. top-p over what is left: its mass is min-p's survivors' (s1mass)
-    ** or, with top-k, the gathered ones above tau */
+      tau = fmaxf(tau, ft_unkey(ft_select<false>(kept, zmax, 0.0f, (unsigned long long)k, 0ull,
+                                                 sh, 1u)));
+    /* 4. top-p over what is left: its mass is min-p's survivors' (s1) or,
+    ** with top-k, the gathered ones above tau */
     if (on_p) {
       const float t0 = tau;
-      unsigned long long m = 0ull;
-      ft_scan_kept(sh, [&](float z, int) {
-        if (z >= t0) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
-      });
-      const unsigned long long here = ft_sum(m, sh), total = s1 ? s1mass : here;
-      const double want = ceil((double)tp * (double)total);
-      const unsigned long long target = want < 1.0 ? 1ull : (unsigned long long)want;
-      if (target <= here) {
-        auto above = [&](auto g) {
-          ft_scan_kept(sh, [&](float z, int) {
-            if (z >= t0) g(z);
-          });
-        };
-        tau = ft_unkey(ft_select<true>(above, zmax, c2, target, sh));
-      } else {
-        gathered = false; /* the bound missed (it cannot: a 0.1% margin); the long way */
+      unsigned long long total = mrow;
+      if (!s1) {
+        unsigned long long m = 0ull;
+        ft_scan_kept(sh, [&](float z, int) {
+          if (z >= t0) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+        });
+        total = ft_sum(m, sh);
       }
+      auto above = [&](auto g) {
+        ft_scan_kept(sh, [&](float z, int) {
+          if (z >= t0) g(z);
+        });
+      };
+      tau = ft_unkey(ft_select<true>(above, zmax, c2, ft_target(tp, total), 0ull, sh, 1u));
     }
   }
-  if (!gathered && !ninf_) { /* the long way: rank 0's passes over the whole row */
+  if (!gathered && !ninf_) { /* the long way: passes over the row */
     const float t0 = tau;
     auto over = [&](auto g) {
-      ft_scan(p, whole, [&](int, float z, bool ok) {
+      ft_scan(p, r, [&](int, float z, bool ok) {
         if (ok && z >= t0 && z != FT_NINF) g(z);
       });
     };
     if (on_k) {
       unsigned long long m = 0ull;
       over([&](float) { m++; });
-      if ((unsigned long long)k < ft_sum(m, sh))
-        tau = ft_unkey(ft_select<false>(over, zmax, 0.0f, (unsigned long long)k, sh));
+      if ((unsigned long long)k < ft_creduce<false>(m, sh, cs))
+        tau = ft_unkey(ft_select<false>(over, zmax, 0.0f, (unsigned long long)k, 0ull, sh, cs));
     }
     if (on_p) {
       const float t1 = tau;
       auto over1 = [&](auto g) {
-        ft_scan<false>(p, whole, [&](int, float z, bool ok) {
+        ft_scan<false>(p, r, [&](int, float z, bool ok) {
           if (ok && z >= t1 && z != FT_NINF) g(z);
         });
       };
       unsigned long long m = 0ull;
       over1([&](float z) { m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f); });
-      const unsigned long long total = ft_sum(m, sh);
-      const double want = ceil((double)tp * (double)total);
-      const unsigned long long target = want < 1.0 ? 1ull : (unsigned long long)want;
-      tau = ft_unkey(ft_select<true>(over1, zmax, c2, target, sh));
+      const unsigned long long total = ft_creduce<false>(m, sh, cs);
+      const unsigned long long target = ft_target(tp, total);
+      /* the value bin (ft_vscale) where the mass crosses target, then the
+      ** radix's passes within it */
+      const float iw = ft_vscale(zmax, t1, c2);
+      const ft_crossing vb = ft_cpass<true>(
+          over1, zmax, c2, [&](float z) { return ft_vdigit(z, zmax, iw); }, 2048u, 0ull, target,
+          sh, cs);
+      auto in_bin = [&](auto g) {
+        over1([&](float z) {
+          if (ft_vdigit(z, zmax, iw) == vb.digit) g(z);
+        });
+      };
+      tau = ft_unkey(ft_select<true>(in_bin, zmax, c2, target, vb.above, sh, cs));
     }
   }
-  /* 5. the draws over z >= tau: the fused kernels' scores and noise */
+  /* 5. the draws over z >= tau: the fused kernels' scores and noise (rank
+  ** 0 over the gathered set, else the long way's CTAs over their slices) */
   for (int s = 0; s < p.num_samples; s++) {
     unsigned long long best = 0ull;
     const float t = tau;
@@ -768,15 +913,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (gathered) {
       ft_scan_kept(sh, [&](float z, int v) { offer(v, z); });
     } else {
-      ft_scan<false>(p, whole, [&](int v, float z, bool ok) {
+      ft_scan<false>(p, r, [&](int v, float z, bool ok) {
         if (ok && z != FT_NINF) offer(v, z);
       });
     }
-    best = ft_max64(best, sh);
+    best = ft_creduce<true>(best, sh, gathered ? 1u : cs);
     const unsigned tok = fs_key_token(best);
     const float z0 = __ldcg(zrow + (int)(tok - (unsigned)p.vocab_offset));
     const float z = ft_bias_raw(bias, b, tok, z0, sh);
-    if (threadIdx.x == 0) ft_put(p, b, s, best, z, lse);
+    if (threadIdx.x == 0 && rank == 0u) ft_put(p, b, s, best, z, lse);
   }
 }
 
@@ -886,14 +1031,6 @@ __device__ __forceinline__ bool ftp_is_k(int round) { return round < 3; }
 __device__ __forceinline__ unsigned ftp_limbs(int round) { return round < 3 ? 2u : 5u; }
 __device__ __forceinline__ int ftp_pass(int round) { return round < 3 ? round : round - 4; }
 
-/* Top-p's value digit of z <= zmax: 2047 for the bin of zmax, each bin
-** 1 / inv_w wide below it, the last one (0) holding the rest; monotone in
-** z, and the same on every rank for the same z. */
-__device__ __forceinline__ unsigned ftp_vdigit(float z, float zmax, float inv_w) {
-  const float t = (zmax - z) * inv_w;
-  return 2047u - (t < 2047.0f ? (unsigned)t : 2047u);
-}
-
 /* Top-k's list of a row (where FTP_LISTED): round 0 puts each of the
 ** shard's candidates at or above lo = max(tau, bound) in it, bound the
 ** largest over slices and ranks of a slice's k-th largest thread maximum
@@ -954,19 +1091,16 @@ __device__ ftp_state ftp_init(const fs_params &p, const fs_filter &f, const fs_c
   s.above = s.target = 0ull;
   s.zmax = ft_unkey((unsigned)__ldcg(st + 3 * b));
   const bool ninf = __ldcg(st + 3 * b + 1) != 0ull;
-  const float T = p.temperatures ? p.temperatures[b] : p.temperature;
-  const float mp = f.min_ps ? f.min_ps[b] : f.min_p;
-  const int k = f.top_ks ? f.top_ks[b] : f.top_k;
-  const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
-  const bool on_m = mp > 0.0f, on_p = tp > 0.0f && tp < 1.0f && !c.greedy;
+  const ft_rowf rf = ft_row_filters(p, f, c, b);
+  const int k = rf.k;
+  const bool on_m = rf.on_m, on_p = rf.on_p;
   if (c.greedy || !(s.zmax > FT_NINF) || (!on_m && !on_p && k <= 0)) {
     s.flags = FTP_ALL;
   } else if (ninf) { /* the +inf candidates hold all the mass */
     if (!on_m && !on_p) s.flags = FTP_K | FTP_INF; /* unless k keeps every candidate */
     else s.tau = -FT_NINF;
   } else {
-    const float t = on_m ? s.zmax + T * logf(fminf(mp, 1.0f)) : FT_NINF;
-    s.tau = t == t ? t : FT_NINF;
+    s.tau = ft_minp_tau(rf, s.zmax);
     s.flags = (k > 0 ? FTP_K : 0u) | (on_p ? FTP_P : 0u) | (on_m ? FTP_M : 0u);
   }
   return s;
@@ -1002,7 +1136,7 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
   if (prev == 0 || vpass) {
     tot = ft_sum(tot, sh);
     if (kph) {
-      const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+      const int k = ft_row_filters(p, f, c, b).k;
       if ((unsigned long long)k >= tot) { /* k keeps every candidate above tau */
         s.flags &= ~(FTP_K | FTP_INF);
         if (!(s.flags & (FTP_P | FTP_M))) s.flags = FTP_ALL; /* no filter left */
@@ -1017,9 +1151,8 @@ __device__ ftp_state ftp_step(const fs_params &p, const fs_filter &f, const fs_c
       if (k <= FT_THREADS && __ldcg(st + 3 * b + 2) != 0ull)
         s.flags |= FTP_LISTED; /* round 0 listed the tokens above the bound */
     } else {
-      const float tp = f.top_ps ? f.top_ps[b] : f.top_p;
-      const double want = ceil((double)tp * (double)tot);
-      s.target = want < 1.0 ? 1ull : (unsigned long long)want;
+      const float tp = ft_row_filters(p, f, c, b).tp;
+      s.target = ft_target(tp, tot);
     }
   }
   ft_cross<true>(nb, s.above, s.target, sh);
@@ -1100,29 +1233,21 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     const int pass = next == 3 ? 0 : ftp_pass(next), shift = ft_shift(pass);
     const unsigned nb = next == 3 ? 2048u : ft_nbins(pass), L = ftp_limbs(next);
     const float t = s.tau, c2 = c.inv_t * 1.4426950408889634f;
-    if (next == 3) {
-      /* value bins from zmax down to where the weights round to 0 (z <
-      ** zmax - 33 / c2) or to tau; one bin where that span is not a number
-      ** above 0 (T = +inf weighs all alike) */
-      const float span = s.zmax - fmaxf(t, s.zmax - 33.0f / c2);
-      s.inv_w = span > 0.0f && span < -FT_NINF ? 2047.0f / span : 0.0f;
-      if (!(s.inv_w < -FT_NINF)) s.inv_w = 0.0f;
-      for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) sh.h.mass[i] = 0ull;
-      __syncthreads();
+    if (next == 3) { /* top-p's value bins (ft_vscale) */
+      s.inv_w = ft_vscale(s.zmax, t, c2);
       const float zm = s.zmax, iw = s.inv_w;
-      ftp_scan(p, r, l, [&](int, float z, bool ok) {
-        if (!(ok && z >= t && z != FT_NINF)) return;
-        /* a weight of 0 adds nothing (a peaked row's tail: all in bin 0) */
-        const unsigned long long w = __float2ull_rn(exp2f((z - zm) * c2) * 4294967296.0f);
-        if (w) atomicAdd(&sh.h.mass[ftp_vdigit(z, zm, iw)], w);
-      });
-      __syncthreads();
+      auto kept = [&](auto g) {
+        ftp_scan(p, r, l, [&](int, float z, bool ok) {
+          if (ok && z >= t && z != FT_NINF) g(z);
+        });
+      };
+      ft_hist<true>(kept, zm, c2, [&](float z) { return ft_vdigit(z, zm, iw); }, nb, sh);
     } else {
       const float zm = s.zmax, iw = s.inv_w;
       const unsigned vb = s.vbin;
       /* round 0 lists the candidates at or above lo (ftp_list), where a
       ** slice had k candidates for a bound */
-      const int k = f.top_ks ? f.top_ks[b] : f.top_k;
+      const int k = ft_row_filters(p, f, c, b).k;
       const unsigned long long bk = __ldcg(st + 3 * b + 2);
       const bool gather = next == 0 && k <= FT_THREADS && bk != 0ull;
       const float lo = gather ? fmaxf(t, ft_unkey((unsigned)bk)) : 0.0f;
@@ -1134,11 +1259,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
             const unsigned i = atomicAdd(lcnt + b, 1u);
             if (i < FTP_CAP) le[i] = make_float2(__int_as_float(v), z);
           }
-          if (kph || ftp_vdigit(z, zm, iw) == vb) g(z);
+          if (kph || ft_vdigit(z, zm, iw) == vb) g(z);
         });
       };
-      if (kph) ft_hist<false>(over, s.zmax, 0.0f, s.prefix, s.fixed, shift, nb, sh);
-      else ft_hist<true>(over, s.zmax, c2, s.prefix, s.fixed, shift, nb, sh);
+      const ft_radix d = {s.prefix, s.fixed, nb, shift};
+      if (kph) ft_hist<false>(over, s.zmax, 0.0f, d, nb, sh);
+      else ft_hist<true>(over, s.zmax, c2, d, nb, sh);
     }
     float *h = hout + (size_t)b * nb * L;
     for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) {
@@ -1151,38 +1277,6 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) sout[b] = s;
-}
-
-/* This thread's best key of sample smp over the tokens of r that are kept
-** (ok, a number and z >= t) or with all every token (masked ones at -inf),
-** scored as ft_score_key scores them, one Philox call per quad of ids. */
-__device__ __forceinline__ unsigned long long ftp_best(const fs_params &p, const ft_row &r,
-                                                       const ftp_list &l, const fs_col &c,
-                                                       int smp, float t, bool all) {
-  unsigned long long best = 0ull;
-  unsigned quad = 0xffffffffu;
-  fs_philox_out q = {{0u, 0u, 0u, 0u}};
-  ftp_scan(p, r, l, [&](int v, float z, bool ok) {
-    if (all) {
-      if (!ok) z = FS_MASKED_LOGIT;
-    } else if (!(ok && z != FT_NINF && z >= t)) {
-      return;
-    }
-    const unsigned tok = (unsigned)(p.vocab_offset + v);
-    float sc = z;
-    if (!c.greedy) {
-      if (tok >> 2 != quad) {
-        quad = tok >> 2;
-        q = fs_noise_quad(c.seed, c.off, quad, (unsigned)smp, c.tag);
-      }
-      const unsigned j = tok & 3u;
-      const unsigned x = j == 0 ? q.v[0] : j == 1 ? q.v[1] : j == 2 ? q.v[2] : q.v[3];
-      sc = fmaf(z, c.inv_t, fs_gumbel_fast(x));
-    }
-    const unsigned long long k = fs_pack_key(sc, tok);
-    best = k > best ? k : best;
-  });
-  return best;
 }
 
 /* After round `prev` (ftp_step; -1: none): each slice's best key of each
@@ -1209,7 +1303,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const ftp_list l = ftp_list_of(s, list, lcnt, b);
   const bool all = (s.flags & FTP_ALL) != 0u;
   for (int smp = 0; smp < (c.greedy ? 1 : S); smp++) {
-    const unsigned long long best = ft_max64(ftp_best(p, r, l, c, smp, s.tau, all), sh);
+    const unsigned long long best = ft_max64(
+        ft_best([&](auto g) { ftp_scan(p, r, l, g); }, p, c, smp, s.tau, all), sh);
     if (threadIdx.x == 0 && best) atomicMax(lk + (size_t)b * S + smp, best);
   }
   __threadfence();

@@ -15,7 +15,9 @@
 ** min-p, top-k and top-p alone and together; per-row arrays of each (rows
 ** with the filter off, k = 1, k above the vocabulary, p near 0 and 1); a
 ** token mask (the even ids); a logit bias (ids of every shard, a repeat, a
-** pad and a ban); a soft-cap; one sample a row.  The problem's rows mix
+** pad and a ban; and one with +inf and NaN entries: rows whose kept set is
+** their +inf tokens, with top-k above V too, where k keeps every
+** candidate); a soft-cap; one sample a row.  The problem's rows mix
 ** sampled and greedy temperatures (tp_util.h).
 ** That the filters took effect: in the top_k 1 case every sampled row's
 ** draws are its greedy token, and over the cases at least a third of the
@@ -53,7 +55,7 @@ typedef struct tpf_case {
   float top_p;
   int rows;  /* 1: the per-row arrays (scalars ignored) */
   int mask;  /* the even ids allowed */
-  int bias;  /* the logit bias */
+  int bias;  /* the logit bias: 1 test_tp's kind, 2 with +inf and NaN entries (bias_edges) */
   float cap; /* logit_softcap */
   int lp;    /* logprobs */
   const char *what;
@@ -71,9 +73,28 @@ static const tpf_case cases[] = {
     {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, soft-cap 0.5, one sample"},
     {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias"},
     {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list bound)"},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf and NaN bias entries, logprobs"},
+    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf and NaN bias entries"},
+    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN entries, a mask"},
 };
 
-static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval;
+static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval, g_etok, g_eval;
+
+/* The edge bias (cases with bias 2): test_tp's kind, then rows 0 and 2 a
+** +inf entry on an id of the second shard and row 5 one on the last shard's
+** (FTP_INF: the +inf candidates hold all the mass; rows 0's and 5's ids
+** are odd, so the mask of the even ids bans them there), rows 1, 3 and 4 a
+** NaN entry (that token's score -inf), row 4 a +inf entry on an even id. */
+static void bias_edges(int32_t *tok, float *val) {
+  tp_bias_fill(tok, val, BIAS_N, 31337);
+  tok[0 * BIAS_N] = V / 2 + 10, val[0 * BIAS_N] = INFINITY;
+  tok[2 * BIAS_N] = V / 2 + 11, val[2 * BIAS_N] = INFINITY;
+  tok[5 * BIAS_N] = V - 20, val[5 * BIAS_N] = INFINITY;
+  tok[1 * BIAS_N + 1] = 1000, val[1 * BIAS_N + 1] = NAN;
+  tok[3 * BIAS_N + 1] = V / 3, val[3 * BIAS_N + 1] = NAN;
+  tok[4 * BIAS_N + 1] = 17, val[4 * BIAS_N + 1] = NAN;
+  tok[4 * BIAS_N + 2] = 2 * (V / 5), val[4 * BIAS_N + 2] = INFINITY;
+}
 
 static void upload_inputs(fs_context *ctx) {
   g_min_ps = gu_upload_new(ctx, row_min_p, sizeof row_min_p);
@@ -87,6 +108,9 @@ static void upload_inputs(fs_context *ctx) {
   tp_bias_fill(tok, val, BIAS_N, 777);
   g_btok = gu_upload_new(ctx, tok, sizeof tok);
   g_bval = gu_upload_new(ctx, val, sizeof val);
+  bias_edges(tok, val);
+  g_etok = gu_upload_new(ctx, tok, sizeof tok);
+  g_eval = gu_upload_new(ctx, val, sizeof val);
 }
 
 /* The options of case c (logprobs not set). */
@@ -110,8 +134,8 @@ static fs_options case_options(const tpf_case *c) {
     o.token_mask_stride = TP_MW;
   }
   if (c->bias) {
-    o.logit_bias_tokens = (const int32_t *)gu_ptr(g_btok);
-    o.logit_bias_values = (const float *)gu_ptr(g_bval);
+    o.logit_bias_tokens = (const int32_t *)gu_ptr(c->bias == 2 ? g_etok : g_btok);
+    o.logit_bias_values = (const float *)gu_ptr(c->bias == 2 ? g_eval : g_bval);
     o.logit_bias_count = BIAS_N;
   }
   return o;
@@ -227,6 +251,8 @@ int main(void) {
   gu_free(ctx, g_mask);
   gu_free(ctx, g_btok);
   gu_free(ctx, g_bval);
+  gu_free(ctx, g_etok);
+  gu_free(ctx, g_eval);
   tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp_filter");
