@@ -82,6 +82,7 @@ struct ft_shared {
   unsigned long long u[FT_WARPS]; /* the block reductions' partials */
   float f2[FT_WARPS];             /* ft_scan_sum's */
   unsigned long long sel_above;   /* ft_select's result of a pass */
+  unsigned long long sel_target;  /* ft_cpass's target, where it takes it from the bins */
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
   unsigned cnts[FT_MAXCS];        /* the gather's slices' counts (every CTA's copy), */
@@ -434,17 +435,18 @@ __device__ __forceinline__ unsigned ft_nbins(int pass) { return pass == 2 ? 1024
 /* A digit and what the elements above it hold (ft_cross's). */
 struct ft_crossing {
   unsigned digit;
-  unsigned long long above;
+  unsigned long long above, target;
 };
 
 /* One pass of a selection over the row's cluster of cs CTAs, each of whose
 ** scan gives its slice's elements: the slices' histograms (ft_hist) summed
-** into rank 0's, its crossing (ft_cross, from `above` to target) returned
-** to every thread of every CTA.  With cs 1 the block's alone. */
+** into rank 0's, its crossing (ft_cross, from `above` to target; with tp >
+** 0 the target is top-p's of the bins' total, ft_target) returned with the
+** target to every thread of every CTA.  With cs 1 the block's alone. */
 template <bool MASS, typename Scan, typename Digit>
 __device__ ft_crossing ft_cpass(Scan scan, float zmax, float c2, Digit digit, unsigned nb,
                                 unsigned long long above, unsigned long long target,
-                                ft_shared &sh, unsigned cs) {
+                                ft_shared &sh, unsigned cs, float tp = 0.0f) {
   ft_hist<MASS>(scan, zmax, c2, digit, nb, sh);
   const bool lead = cs == 1u || ft_rank() == 0u;
   if (cs > 1u) {
@@ -458,12 +460,20 @@ __device__ ft_crossing ft_cpass(Scan scan, float zmax, float c2, Digit digit, un
       __syncthreads();
     }
   }
-  if (lead) ft_cross<MASS>(nb, above, target, sh);
-  if (cs == 1u) return {sh.sel_digit, sh.sel_above};
+  if (lead) {
+    if (tp > 0.0f) {
+      unsigned long long t = 0ull;
+      for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS) t += MASS ? sh.h.mass[i] : sh.h.cnt[i];
+      target = ft_target(tp, ft_sum(t, sh));
+    }
+    if (threadIdx.x == 0) sh.sel_target = target;
+    ft_cross<MASS>(nb, above, target, sh);
+  }
+  if (cs == 1u) return {sh.sel_digit, sh.sel_above, target};
   /* rank 0's crossing is seen; its next one is written after the next
   ** pass's first cluster barrier, which no CTA passes before reading this */
   ft_csync();
-  return {*ft_peer(&sh.sel_digit, 0u), *ft_peer(&sh.sel_above, 0u)};
+  return {*ft_peer(&sh.sel_digit, 0u), *ft_peer(&sh.sel_above, 0u), *ft_peer(&sh.sel_target, 0u)};
 }
 
 /* The key of the set S's elements (given by scan, which calls its argument
@@ -882,22 +892,33 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
           if (ok && z >= t1 && z != FT_NINF) g(z);
         });
       };
-      unsigned long long m = 0ull;
-      over1([&](float z) { m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f); });
-      const unsigned long long total = ft_creduce<false>(m, sh, cs);
-      const unsigned long long target = ft_target(tp, total);
-      /* the value bin (ft_vscale) where the mass crosses target, then the
-      ** radix's passes within it */
+      /* the value bin (ft_vscale) where the mass crosses top-p's target
+      ** (from the bins' total), then the radix's passes within it: the
+      ** first also gathers the bin's elements into each CTA's shared
+      ** memory where they fit, which the other two then read (not with
+      ** FT_NO_GATHER: its tests run the passes over the row) */
       const float iw = ft_vscale(zmax, t1, c2);
       const ft_crossing vb = ft_cpass<true>(
-          over1, zmax, c2, [&](float z) { return ft_vdigit(z, zmax, iw); }, 2048u, 0ull, target,
-          sh, cs);
+          over1, zmax, c2, [&](float z) { return ft_vdigit(z, zmax, iw); }, 2048u, 0ull, 0ull,
+          sh, cs, tp);
+      if (threadIdx.x == 0) sh.nk = 0u;
+      __syncthreads();
+      int scans = 0;
       auto in_bin = [&](auto g) {
+        if (scans++ > 0 && !FT_NO_GATHER && sh.nk <= FT_CAP) {
+          ft_scan_kept(sh, [&](float z, int) { g(z); });
+          return;
+        }
+        const bool first = scans == 1; /* gathers into the stage */
         over1([&](float z) {
-          if (ft_vdigit(z, zmax, iw) == vb.digit) g(z);
+          if (ft_vdigit(z, zmax, iw) != vb.digit) return;
+          g(z);
+          if (!first) return;
+          const unsigned i = atomicAdd(&sh.nk, 1u);
+          if (i < FT_CAP) sh.kz[i] = z;
         });
       };
-      tau = ft_unkey(ft_select<true>(in_bin, zmax, c2, target, vb.above, sh, cs));
+      tau = ft_unkey(ft_select<true>(in_bin, zmax, c2, vb.target, vb.above, sh, cs));
     }
   }
   /* 5. the draws over z >= tau: the fused kernels' scores and noise (rank
