@@ -2,7 +2,8 @@
 # A/B of the filter kernel's build switches (runtime/filter.c's FS_FILTER_*
 # measurement variables) by fs-demo's time per call, on one machine, the
 # configurations alternated round by round.
-#   CONFIGS="name:VAR=x,VAR=y;name2:..."  (an empty list of variables is the default)
+#   CONFIGS="name:VAR=x,VAR=y;name2:..."  (an empty list of variables is the default;
+#                                          BIN=path runs that fs-demo instead of build/'s)
 #   CASES="B:filters ..."                 (filters as fs-demo flags joined by commas)
 #   ROUNDS=2 MODEL=qwen3-8b OUT=out
 # Prints one line per (round, case, configuration) and a table of medians;
@@ -22,9 +23,12 @@ for round in $(seq "${ROUNDS:-2}"); do
     [ "$f" != none ] && IFS=, read -r -a flags <<< "$f"
     for cfg in "${cfgs[@]}"; do
       name=${cfg%%:*} vars=${cfg#*:}
-      envs=()
-      [ -n "$vars" ] && IFS=, read -r -a envs <<< "$vars"
-      t=$(env "${envs[@]}" timeout 120 ./build/fs-demo --model "$model" --batch "$b" "${flags[@]}" \
+      envs=() bin=./build/fs-demo kv=()
+      [ -n "$vars" ] && IFS=, read -r -a kv <<< "$vars"
+      for x in "${kv[@]}"; do
+        case $x in BIN=*) bin=${x#BIN=} ;; *) envs+=("$x") ;; esac
+      done
+      t=$(env "${envs[@]}" timeout 120 "$bin" --model "$model" --batch "$b" "${flags[@]}" \
             --iters 300 --check 0 2>&1 | sed -n 's/.*: \([0-9.]*\) us per call.*/\1/p')
       echo "row round=$round B=$b filters=$f config=$name us=${t:-FAIL}"
     done
