@@ -55,6 +55,11 @@
 **    0, -0.25, +inf); with a mask, per-row k = the row's count of allowed
 **    ids; and a 0.3.3-sized fs_options (its size ends before min_p) whose
 **    later fields hold top_k 1 and misaligned garbage arrays: not read.
+**    On constant rows (H = 0: every logit 0, one tie class), top_p 0.5,
+**    top_k 1000 and min_p 0.5 with top_k 600 and top_p 0.3 keep every
+**    allowed token too: fsamp_filter's long way with its stages
+**    overflowing (top-p's value bin holds the whole slice), over a cluster
+**    of CTAs (B = 3) and one CTA a row (B = 200, masked).
 **    (With another kernel's logits, as in part 1: up to fp32 near-ties.)
 ** 3. Distribution: 2^20 draws each of V = 203, D = 64 heads whose B rows
 **    hold the same H row (one row in one case, 16384 samples a call),
@@ -797,21 +802,33 @@ static void run_pathwise_part(fs_context *base, const char *part, const fc_case 
 typedef struct ka_case {
   pw_case pw; /* shape, temperatures, samples (one call) */
   int mask, logprobs;
+  int zero_h; /* every H row 0: every logit exactly 0, one tie class a row */
 } ka_case;
 
 static const ka_case kcases[] = {
     {{"b33_d256_v32003_bf16_mix_s3", 33, 256, 32003, FS_DTYPE_BF16, 0, TEMPS_MIX, 0.0f, 0, 3, 1,
-      0}, 1, 1},
+      0}, 1, 1, 0},
     {{"b5_d64_v1000_fp16_t07_s8_off37", 5, 64, 1000, FS_DTYPE_FP16, 37, TEMPS_SCALAR, 0.7f, 1, 8,
-      1, 0}, 0, 1},
+      1, 0}, 0, 1, 0},
     {{"b64_d1024_vbig_bf16_t1_s1", 64, 1024, V_BIG, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 1.0f, 0, 1,
-      1, 0}, 0, 0},
+      1, 0}, 0, 0, 0},
+    /* constant rows: clusters of CTAs a row (B = 3) and one CTA a row (B =
+    ** 200); fsamp_filter's stages overflow in both: the long way's passes
+    ** over the row, top-p's value bin holding the whole row */
+    {{"b3_d64_vbig_bf16_t1_s2_zero", 3, 64, V_BIG, FS_DTYPE_BF16, 0, TEMPS_SCALAR, 1.0f, 0, 2, 1,
+      0}, 0, 1, 1},
+    {{"b200_d64_v32003_fp16_mix_s1_zero", 200, 64, 32003, FS_DTYPE_FP16, 0, TEMPS_MIX, 0.0f, 0, 1,
+      1, 0}, 1, 1, 1},
 };
 
-enum { KA_TOPK_V, KA_LOOSE, KA_ROWS_OFF, KA_TOPK_COUNT, KA_OLD_SIZE, KA_N };
+/* KA_TIES_*: filters that keep a constant row's every token (its ties) */
+enum { KA_TOPK_V, KA_LOOSE, KA_ROWS_OFF, KA_TOPK_COUNT, KA_OLD_SIZE, KA_TIES_P, KA_TIES_K,
+       KA_TIES_ALL, KA_N };
 static const char *const ka_name[KA_N] = {
     "top_k = V", "top_k = V + 1000, min_p = 1e-30", "per-row arrays of off values only",
-    "per-row top_k = the row's allowed ids", "a 0.3.3-sized fs_options (top_k 1 past its size)"};
+    "per-row top_k = the row's allowed ids", "a 0.3.3-sized fs_options (top_k 1 past its size)",
+    "constant rows: top_p 0.5", "constant rows: top_k 1000",
+    "constant rows: min_p 0.5, top_k 600, top_p 0.3"};
 
 static void run_keep_all(fs_context *ctx, const ka_case *kc, int index) {
   const pw_case *pc = &kc->pw;
@@ -820,6 +837,11 @@ static void run_keep_all(fs_context *ctx, const ka_case *kc, int index) {
   gu_lmhead lm;
   const unsigned long long seed = 0x4EE9A11ull + (unsigned long long)index;
   pw_head_init(ctx, &lm, pc, seed);
+  if (kc->zero_h) {
+    for (int b = 0; b < B; b++)
+      for (int d = 0; d < pc->D; d++) lm.H[(size_t)b * (size_t)lm.hs + (size_t)d] = 0;
+    gu_upload(ctx, lm.dH, lm.H, sizeof(uint16_t) * (size_t)B * (size_t)lm.hs);
+  }
   const fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
   pw_rows rows;
   pw_rows_init(ctx, &rows, B, mix_temperature);
@@ -847,11 +869,15 @@ static void run_keep_all(fs_context *ctx, const ka_case *kc, int index) {
   flt_init(ctx, &f, B);
   for (int k = 0; k < KA_N && st0 == FS_OK; k++) {
     if (k == KA_TOPK_COUNT && !mask) continue;
+    if (k >= KA_TIES_P && !kc->zero_h) continue;
     fs_options opt = bopt;
     f.min_p = 0.0f, f.top_k = 0, f.top_p = 1.0f;
     f.rows[F_MINP] = f.rows[F_TOPK] = f.rows[F_TOPP] = 0;
     if (k == KA_TOPK_V) f.top_k = V;
     if (k == KA_LOOSE) f.top_k = V + 1000, f.min_p = 1e-30f;
+    if (k == KA_TIES_P) f.top_p = 0.5f;
+    if (k == KA_TIES_K) f.top_k = 1000;
+    if (k == KA_TIES_ALL) f.min_p = 0.5f, f.top_k = 600, f.top_p = 0.3f;
     if (k == KA_ROWS_OFF) {
       static const float mp[] = {0.0f, -1.0f, NAN, -INFINITY};
       static const float tp[] = {1.0f, 1.5f, NAN, 0.0f, -0.25f, INFINITY};
