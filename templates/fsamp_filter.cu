@@ -85,8 +85,8 @@ struct ft_shared {
   unsigned long long sel_target;  /* ft_cpass's target, where it takes it from the bins */
   unsigned sel_digit, nk;         /* and the gathered count (rank 0: the row's) */
   unsigned ln, off, first;        /* the slice's count, its place in rank 0's, a thread */
-  unsigned cnts[FT_MAXCS];        /* the gather's slices' counts (every CTA's copy), */
-  unsigned long long s1m[FT_MAXCS], s1h[FT_MAXCS]; /* masses (gather_part)  */
+  unsigned cnts[FT_MAXCS];        /* the gather's slices' counts and (top-p alone) */
+  unsigned long long s1m[FT_MAXCS], s1h[FT_MAXCS]; /* masses: every CTA's copy */
   unsigned bias_at;               /* ft_bias_raw's entry */
   unsigned long long best, cbest; /* ft_creduce's: this CTA's, for the cluster's; the cluster's */
   float bound;                    /* rank 0: the gather's bound */
@@ -320,11 +320,17 @@ __device__ __forceinline__ void ft_scan_kept(const ft_shared &sh, F f) {
   for (int i = threadIdx.x; i < (int)sh.nk; i += FT_THREADS) f(sh.kz[i], sh.kv[i]);
 }
 
+/* Top-p's weight of a logit z: 2^((z - zmax) c2) in 64-bit fixed point
+** (2^32 for zmax), c2 = log2(e) / T; every mass of a row sums these, so that
+** its value does not depend on the order of the additions. */
+__device__ __forceinline__ unsigned long long ft_weight(float z, float zmax, float c2) {
+  return __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+}
+
 /* One pass of a selection: the histogram, into sh.h (counts, or with MASS
-** the weights 2^((z - zmax) c2) times 2^32, rounded, c2 = log2(e) / T), of
-** digit(z) (a bin below nb; ~0u leaves z out) over the elements of the set
-** S (given by scan, which calls its argument g(z) for each).  Every thread
-** calls it; sh.h is seen on return. */
+** the weights ft_weight), of digit(z) (a bin below nb; ~0u leaves z out)
+** over the elements of the set S (given by scan, which calls its argument
+** g(z) for each).  Every thread calls it; sh.h is seen on return. */
 template <bool MASS, typename Scan, typename Digit>
 __device__ void ft_hist(Scan scan, float zmax, float c2, Digit digit, unsigned nb,
                         ft_shared &sh) {
@@ -338,7 +344,7 @@ __device__ void ft_hist(Scan scan, float zmax, float c2, Digit digit, unsigned n
     if (d == ~0u) return;
     if (MASS) {
       /* a weight of 0 adds nothing (a peaked row's tail) */
-      const unsigned long long w = __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+      const unsigned long long w = ft_weight(z, zmax, c2);
       if (w) atomicAdd(&sh.h.mass[d], w);
     } else {
       atomicAdd(&sh.h.cnt[d], 1u);
@@ -790,7 +796,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     ft_scan(p, r, [&](int v, float z, bool ok) {
       if (!(ok && z != FT_NINF)) return;
       if (s1 && z >= tm) {
-        const unsigned long long w = __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+        const unsigned long long w = ft_weight(z, zmax, c2);
         m += w;
         if (z >= lo) mh += w;
       }
@@ -860,7 +866,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       if (!s1) {
         unsigned long long m = 0ull;
         ft_scan_kept(sh, [&](float z, int) {
-          if (z >= t0) m += __float2ull_rn(exp2f((z - zmax) * c2) * 4294967296.0f);
+          if (z >= t0) m += ft_weight(z, zmax, c2);
         });
         total = ft_sum(m, sh);
       }
