@@ -14,7 +14,8 @@
 ** and the outputs (logits, keys and logprobs as without filters).  At small
 ** B a row's passes would leave most SMs idle, so on sm_90 a row takes a
 ** cluster of 2, 4 or 8 CTAs, the largest of which B clusters are
-** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests).
+** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests, and
+** FS_FILTER_CLUSTER=16 allows 16, which measured slower: perf-notes 39a).
 ** With a logit bias, fsamp_filter_bias runs between the two: each biased
 ** token's staged logit becomes its score (the logit plus its values), its
 ** raw logit kept in the workspace for the outputs, and with logprobs the
@@ -29,6 +30,8 @@
 #include <string.h>
 
 #define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
+#define FS_FILTER_MAX_CLUSTER 8 /* the default cap: 16-CTA clusters (fsamp_filter's FT_MAXCS,
+                                  FS_FILTER_CLUSTER=16) measured slower (perf-notes 39a) */
 
 /* fsamp_filter's third argument (fsamp_filter.cu's ft_bias) */
 typedef struct filter_bias {
@@ -61,23 +64,35 @@ static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs
 }
 
 /* After the module is loaded: how many clusters of each size (1, 2, 4, 8
-** CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the GPU at
-** once. */
+** and 16 CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the
+** GPU at once.  16 is beyond the portable cluster size: the kernel is allowed
+** it where the driver agrees, else that size is not used. */
 static int filter_clusters(fs_context *ctx) {
   const char *e = getenv("FS_FILTER_CLUSTER");
-  const int cap = e && *e ? atoi(e) : 8;
+  const int cap = e && *e ? atoi(e) : FS_FILTER_MAX_CLUSTER;
   memset(ctx->filter_clusters, 0, sizeof ctx->filter_clusters);
   ctx->filter_clusters[0] = 1;
-  for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
+  for (int i = 1; i < 5 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
     CUlaunchAttribute at;
     CUlaunchConfig lc;
     filter_config(&lc, &at, 1u << i, 1u, NULL);
+    if (i == 4 && ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
+                                              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                              1) != CUDA_SUCCESS)
+      break;
     int n = 0;
     CUresult r = ctx->cu->cuOccupancyMaxActiveClusters(&n, ctx->filter_fn, &lc);
+    if (r && i == 4) break; /* no 16-CTA clusters on this GPU */
     if (r) return fs_cu_fail(ctx, r, "cuOccupancyMaxActiveClusters(fsamp_filter)", __FILE__,
                              __LINE__);
     ctx->filter_clusters[i] = n;
   }
+  const char *lg = getenv("FS_LOG");
+  if (lg && *lg && strcmp(lg, "0"))
+    fprintf(stderr,
+            "flashsampling: filters: co-resident clusters of 1/2/4/8/16 CTAs: %d/%d/%d/%d/%d\n",
+            ctx->filter_clusters[0], ctx->filter_clusters[1], ctx->filter_clusters[2],
+            ctx->filter_clusters[3], ctx->filter_clusters[4]);
   return FS_OK;
 }
 
@@ -85,7 +100,7 @@ static int filter_clusters(fs_context *ctx) {
 ** clusters run at once (a power of two: fsamp_filter shares FT_THREADS
 ** thread maxima out among them). */
 static unsigned cluster_size(const fs_context *ctx, long long B) {
-  for (int i = 3; i > 0; i--)
+  for (int i = 4; i > 0; i--)
     if (ctx->filter_clusters[i] > 0 && B <= ctx->filter_clusters[i]) return 1u << i;
   return 1u;
 }

@@ -63,7 +63,7 @@
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_LCAP 1024  /* a slice's share of it, staged in its own CTA first */
-#define FT_MAXCS 8    /* the largest cluster (runtime/filter.c's) */
+#define FT_MAXCS 16   /* the largest cluster (runtime/filter.c's) */
 #define FT_NINF (-__int_as_float(0x7f800000))
 #ifndef FT_NO_GATHER
 #define FT_NO_GATHER 0 /* 1: never gather the kept set (runtime/filter.c, FS_FILTER_GATHER=0) */
@@ -444,6 +444,21 @@ struct ft_crossing {
   unsigned long long above, target;
 };
 
+/* The slices' histograms h[0, nb) of a cluster of cs CTAs summed into rank
+** 0's: CTA r sums bins r, r + cs, r + 2 cs, ... over every CTA (four
+** independent loads in flight a thread) and stores the sums there.
+** Bin i is read and written by its CTA alone; the caller's cluster barriers
+** order it after the histograms and before anything reads rank 0's. */
+template <typename T>
+__device__ __forceinline__ void ft_csum_bins(T *h, unsigned nb, unsigned cs) {
+  for (unsigned i = ft_rank() + threadIdx.x * cs; i < nb; i += FT_THREADS * cs) {
+    T s = 0;
+#pragma unroll 4
+    for (unsigned r = 0; r < cs; r++) s += *ft_peer(&h[i], r);
+    *ft_peer(&h[i], 0u) = s;
+  }
+}
+
 /* One pass of a selection over the row's cluster of cs CTAs, each of whose
 ** scan gives its slice's elements: the slices' histograms (ft_hist) summed
 ** into rank 0's, its crossing (ft_cross, from `above` to target; with tp >
@@ -457,14 +472,9 @@ __device__ ft_crossing ft_cpass(Scan scan, float zmax, float c2, Digit digit, un
   const bool lead = cs == 1u || ft_rank() == 0u;
   if (cs > 1u) {
     ft_csync(); /* every slice's histogram is complete */
-    if (lead) {
-      for (unsigned i = threadIdx.x; i < nb; i += FT_THREADS)
-        for (unsigned r = 1; r < cs; r++) {
-          if (MASS) sh.h.mass[i] += *ft_peer(&sh.h.mass[i], r);
-          else sh.h.cnt[i] += *ft_peer(&sh.h.cnt[i], r);
-        }
-      __syncthreads();
-    }
+    if (MASS) ft_csum_bins(sh.h.mass, nb, cs);
+    else ft_csum_bins(sh.h.cnt, nb, cs);
+    ft_csync(); /* rank 0 holds the row's histogram; every peer's is read */
   }
   if (lead) {
     if (tp > 0.0f) {
