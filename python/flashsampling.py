@@ -70,21 +70,28 @@ class Options(ctypes.Structure):
     per-row values: min_p / min_ps (float32; 0 none, else keep p_i >= min_p x the
     largest p), top_k / top_ks (int32; 0 none, else the k largest logits, ties
     kept), top_p / top_ps (float32; 0 and 1 none, else the fewest largest logits
-    whose mass reaches p).  Scalars: min_p and top_p in [0, 1], top_k >= 0."""
+    whose mass reaches p).  Scalars: min_p and top_p in [0, 1], top_k >= 0.
+    repetition_penalty (0 or 1 none, else r > 0) / repetition_penalties ([B] float32,
+    per row; since 0.3.9): each token the row's logit bias lists has its logit z
+    replaced by z / r where z > 0, z r else, before its values are added."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
                 ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
                 ("logit_bias_values", ctypes.c_void_p), ("logit_bias_count", ctypes.c_int32),
                 ("min_p", ctypes.c_float), ("min_ps", ctypes.c_void_p),
                 ("top_k", ctypes.c_int32), ("top_ks", ctypes.c_void_p),
-                ("top_p", ctypes.c_float), ("top_ps", ctypes.c_void_p)]
+                ("top_p", ctypes.c_float), ("top_ps", ctypes.c_void_p),
+                ("repetition_penalty", ctypes.c_float),
+                ("repetition_penalties", ctypes.c_void_p)]
 
     def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
                  logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0,
-                 min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None):
+                 min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None,
+                 repetition_penalty=0.0, repetition_penalties=None):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
                          logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count,
-                         min_p, min_ps, top_k, top_ks, top_p, top_ps)
+                         min_p, min_ps, top_k, top_ks, top_p, top_ps, repetition_penalty,
+                         repetition_penalties)
 
 
 class FlashSamplingError(RuntimeError):
@@ -251,7 +258,7 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  return_logits=False, stream=None, out=None, logits_out=None,
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
-                 top_ks=None, top_ps=None):
+                 top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -286,7 +293,13 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     see the biased scores (since 0.3.6).  The library's tensor-parallel calls
     take filters too (since 0.3.7).  Not with NOISE_GROUP16 (the
     library refuses it); the first filtered call on a
-    context compiles the filter kernel, so make one before capturing."""
+    context compiles the filter kernel, so make one before capturing.
+    repetition_penalty r (0 or 1 none, else r > 0; since 0.3.9), or per row
+    repetition_penalties (float32, B elements; NaN, <= 0 or inf none): the
+    tokens logit_bias_tokens lists have their logits z replaced by z / r where
+    z > 0 and z r else before their values are added (vLLM's penalties: list
+    the prompt's and output's tokens, values -(frequency_penalty x count +
+    presence_penalty x [count > 0]), 0 for prompt-only ones)."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -345,7 +358,9 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                                      f"must be [B, N] with B = {B}")
     filters = min_p or top_k or 0.0 < top_p < 1.0 or min_ps is not None or \
         top_ks is not None or top_ps is not None
-    if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters:
+    penalty = repetition_penalty or repetition_penalties is not None
+    if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters or \
+            penalty:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
                       ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
@@ -353,7 +368,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       ptr(logit_bias_values, "logit_bias_values", torch.float32, B * nb), nb,
                       min_p, ptr(min_ps, "min_ps", torch.float32, B),
                       top_k, ptr(top_ks, "top_ks", torch.int32, B),
-                      top_p, ptr(top_ps, "top_ps", torch.float32, B))
+                      top_p, ptr(top_ps, "top_ps", torch.float32, B), float(repetition_penalty),
+                      ptr(repetition_penalties, "repetition_penalties", torch.float32, B))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -88,8 +88,10 @@ int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
   /* a warp an entry, FS_BIAS_SHARE (2048) words of the mask a block */
   const int bx = (count + 3) / 4 > (span + 2047) / 2048 ? (count + 3) / 4 : (span + 2047) / 2048;
-  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span, &stride, &base,
-                  &zz, &etok};
+  float rep = m->rep; /* the repetition penalty, applied to the entries' logits */
+  const float *reps = m->reps;
+  void *args[] = {&prm,  (void *)&tokens, (void *)&values, &count, &first, &span,
+                  &stride, &base, &zz, &etok, &rep, (void *)&reps};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16], (unsigned)bx,
                                        (unsigned)p->batch, 1, 128, 1, 1, 0, stream, args, NULL);
   if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_prep)", __FILE__, __LINE__);

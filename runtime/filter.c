@@ -249,8 +249,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     fc->fb.raw = (float *)(uintptr_t)(ctx->workspace + rat);
     fc->fb.count = m->bias_count;
     if (m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
-    void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&m->bias_values, &fc->fb.count,
-                     (void *)&fc->fb.raw, &fc->lse};
+    float rep = m->rep; /* the repetition penalty, applied with the values */
+    const float *reps = m->reps;
+    void *bargs[] = {&fc->prm,           (void *)&fc->fb.tokens, (void *)&m->bias_values,
+                     &fc->fb.count,      (void *)&fc->fb.raw,    &fc->lse,
+                     &rep,               (void *)&reps};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }

@@ -172,8 +172,8 @@ typedef struct fs_outputs {
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
 ** 0.3.0's, which ends before logit_softcap, 0.3.2's, which ends before
-** logit_bias_tokens, 0.3.3's, which ends before min_p, and this one) is
-** rejected.
+** logit_bias_tokens, 0.3.3's, which ends before min_p, 0.3.4's, which ends
+** before repetition_penalty, and this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -312,7 +312,26 @@ typedef struct fs_outputs {
 **    The first filtered call on a context compiles the filter kernel (2-6 s
 **    of NVRTC on a 2-core machine) and may grow the workspace: make one
 **    before capturing such calls in a CUDA
-**    graph (while capturing that first call returns FS_NOT_PREPARED). */
+**    graph (while capturing that first call returns FS_NOT_PREPARED).
+**  - repetition_penalty / repetition_penalties (since 0.3.9; the 0.3.4 struct
+**    ends before them): the repetition penalty of CTRL (Keskar et al. 2019)
+**    as Hugging Face's and vLLM's samplers apply it, to the tokens the row's
+**    logit bias lists: each distinct token listed in row b (in this call's
+**    ids) has its logit z (after the soft-cap) replaced by z / r where z > 0
+**    and by z r where z <= 0, and then its values added (so its score is
+**    pen_r(z) + the sum of its values), before the token mask, the
+**    temperature, the noise, greedy rows' argmax and the filters.  vLLM's
+**    penalties are then one list a row: every distinct token of the prompt
+**    and the output so far, with value -(frequency_penalty x its count in the
+**    output + presence_penalty x [count > 0]) (0 for a prompt-only token).
+**    r is the row's repetition_penalties[b] (a device array of B floats,
+**    4-byte aligned, read by the kernels) when that is not NULL, else the
+**    scalar; a per-row value that is NaN, <= 0 or +inf penalises nothing,
+**    nor does r = 1 (the identity).  The scalar must be 0 (none) or a finite
+**    r > 0.  In fp32: z / r rounded once, z r rounded once, then the values'
+**    sum added.  outputs->logits and logprobs stay those of the raw logits;
+**    without listed tokens (logit_bias_count 0) nothing is penalised.  Cost:
+**    the logit bias's (its kernels apply it), nothing more. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -329,6 +348,9 @@ typedef struct fs_options {
   const int32_t *top_ks;            /* device [B] or NULL */
   float top_p;                      /* 0 or 1 (none), else in (0, 1) */
   const float *top_ps;              /* device [B] or NULL */
+  float repetition_penalty;         /* 0 or 1 (none), else r > 0: the listed tokens'
+                                       logits z / r where z > 0, z r else (since 0.3.9) */
+  const float *repetition_penalties; /* device [B] or NULL */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

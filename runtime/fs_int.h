@@ -208,6 +208,9 @@ typedef struct fs_opts {
   const int32_t *bias_tokens; /* fs_options.logit_bias_*: [B, bias_count] device (host for */
   const float *bias_values;   /* the reference) arrays, or bias_count 0 */
   int bias_count;
+  float rep;                  /* fs_options.repetition_penalty: 0 (none) or finite r > 0 */
+  const float *reps;          /* fs_options.repetition_penalties: [B] device (host for the
+                                 reference) or NULL */
   /* fs_options' filters (min_p, top_k, top_p: scalars and [B] device arrays, host
   ** arrays for the reference); filter is 1 when any may keep fewer than all */
   float min_p, top_p;

@@ -35,7 +35,9 @@
 ** c tanh(z / c) first (in double, so the logprobs' log-sum-exp and the
 ** returned logits are of the capped logits too); a logit bias (fs_options)
 ** then adds each row's values to its tokens' z for the draw (the sum of a
-** token's entries; ids outside the shard ignored), after the log-sum-exp and
+** token's entries; ids outside the shard ignored; with a repetition penalty
+** r the listed token's z becomes z / r where z > 0, z r else, before the
+** sum is added), after the log-sum-exp and
 ** before the mask, so that the returned logits and logprobs stay raw; an
 ** allowed biased token whose score is NaN ranks as -inf.
 ** Filters (fs_options.min_p / top_k / top_p; FS_NOISE_TOKEN):
@@ -184,6 +186,15 @@ static int ref_bias_cmp(const void *a, const void *b) {
   const ref_bias *x = a, *y = b;
   return x->v != y->v ? (x->v > y->v) - (x->v < y->v) : (x->at > y->at) - (x->at < y->at);
 }
+
+/* Row b's repetition penalty (fs_options.repetition_penalty): r, or 0 where
+** it penalises nothing (NaN, <= 0, +inf or 1); and z under it (z / r where
+** z > 0, z r else), which the listed tokens' logits take before their sum. */
+static double ref_rep(const fs_opts *m, int b) {
+  const float r = m->reps ? m->reps[b] : m->rep;
+  return r > 0.0f && r < INFINITY && r != 1.0f ? (double)r : 0.0;
+}
+static double ref_pen(double z, double r) { return r == 0.0 ? z : z > 0.0 ? z / r : z * r; }
 
 /* Row b's entries of m's bias whose tokens lie in the shard, as rows of W
 ** sorted by v with a token's values summed: into out, returns how many. */
@@ -427,8 +438,11 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       int hit[REF_VT] = {0}; /* biased and allowed: a NaN score ranks as -inf */
       for (j = 0; j < REF_VT; j++) raw[j] = acc[j];
       const ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
-      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
-        acc[bi[*at].v - v0] += bi[*at].sum, hit[bi[*at].v - v0] = 1; /* earlier tiles took v < v0 */
+      const double rr = ref_rep(m, b0 + i);
+      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at) {
+        const int x = bi[*at].v - v0; /* earlier tiles took v < v0 */
+        acc[x] = ref_pen(acc[x], rr) + bi[*at].sum, hit[x] = 1;
+      }
       sc->filt[i].kept += ref_mask(m, b0 + i, token0, nv, acc, raw, hit);
       if (!rp.greedy && noise == FS_NOISE_GROUP16) {
         /* REF_VT divides 16 and vocab_offset % 16 == 0: a tile lies in
@@ -478,8 +492,11 @@ static void ref_block_logits(const fs_problem *p, const fs_sampling *s, const fs
       for (j = 0; j < nv; j++) raw[j] = acc[j];
       ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
       const int e0 = sc->nbias[2 * i];
-      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at)
-        acc[bi[*at].v - v0] += bi[*at].sum, hit[bi[*at].v - v0] = 1;
+      const double rr = ref_rep(m, b0 + i);
+      for (int *at = &sc->nbias[2 * i]; *at < sc->nbias[2 * i + 1] && bi[*at].v < v0 + nv; ++*at) {
+        const int x = bi[*at].v - v0;
+        acc[x] = ref_pen(acc[x], rr) + bi[*at].sum, hit[x] = 1;
+      }
       ref_mask(m, b0 + i, (int32_t)(p->vocab_offset + v0), nv, acc, raw, hit);
       for (int e = e0; e < sc->nbias[2 * i]; e++) bi[e].raw = raw[bi[e].v - v0];
       for (j = 0; j < nv; j++)

@@ -7,6 +7,7 @@
 #include "fs_int.h"
 #include "fs_rng.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,13 +146,26 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size030 = offsetof(fs_options, logit_softcap);
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
   const size_t size033 = offsetof(fs_options, min_p);
+  const size_t size034 = offsetof(fs_options, repetition_penalty);
   if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
-      o->size != size032 && o->size != size033)
+      o->size != size032 && o->size != size033 && o->size != size034)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.3 header, %zu for a 0.3.2 header, %zu "
-               "for a 0.3.0 header, %zu for a 0.2 header; a larger one is from a newer "
-               "header)", o->size, sizeof(fs_options), size033, size032, size030, size02);
+               "(%zu in this library, %zu for a 0.3.4 header, %zu for a 0.3.3 header, %zu "
+               "for a 0.3.2 header, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger "
+               "one is from a newer header)", o->size, sizeof(fs_options), size034, size033,
+               size032, size030, size02);
   if (o->size > size033) FS_TRY(validate_filters(ctx, o, m));
+  if (o->size > size034) {
+    const float r = o->repetition_penalty;
+    if (!(r == 0.0f || (r > 0.0f && r <= FLT_MAX)))
+      return BAD("options->repetition_penalty=%g: must be 0 (none) or a finite r > 0 (the "
+                 "listed tokens' logits z / r where z > 0, z r else)", (double)r);
+    if (misaligned(o->repetition_penalties, 4))
+      return BAD("options->repetition_penalties=%p: must be 4-byte aligned",
+                 (const void *)o->repetition_penalties);
+    m->rep = r == 1.0f ? 0.0f : r;
+    m->reps = o->repetition_penalties;
+  }
   if (o->size > size032 && o->logit_bias_count) {
     const int n = o->logit_bias_count;
     if (n < 0 || n > FS_MAX_LOGIT_BIAS)

@@ -68,6 +68,19 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
   return acc;
 }
 
+/* Row b's repetition penalty (fs_options.repetition_penalty, flashsampling.h):
+** r, or 0 where it penalises nothing (NaN, <= 0, +inf or 1).  The same as
+** fsamp_filter.cu's ft_rep / ft_pen, which the filters' path applies. */
+__device__ __forceinline__ float bias_rep(float rep, const float *reps, int b) {
+  const float r = reps ? reps[b] : rep;
+  return r > 0.0f && r < __int_as_float(0x7f800000) && r != 1.0f ? r : 0.0f;
+}
+/* z under penalty r (0: none): z / r where z > 0, z r else, each rounded
+** once (no contraction with the values' sum added after). */
+__device__ __forceinline__ float bias_pen(float z, float r) {
+  return r == 0.0f ? z : z > 0.0f ? __fdiv_rn(z, r) : __fmul_rn(z, r);
+}
+
 /* Words of the fused kernel's mask a prep block copies. */
 #define FS_BIAS_SHARE 2048
 
@@ -85,14 +98,15 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
 **    are read by many SMs at once): its token t, or -1 when the entry is
 **    skipped (t outside [vocab_offset, vocab_offset + V), listed earlier in
 **    the row, or disallowed by the caller's mask), at etok[row * count + j],
-**    and its raw logit z and biased logit z' = z + the sum of the row's values
-**    of t (fp32, in entry order) at zz[row * count + j].
+**    and its raw logit z and biased logit z' = pen(z) + the sum of the row's
+**    values of t (fp32, in entry order) at zz[row * count + j], pen the row's
+**    repetition penalty (bias_rep of rep, reps; bias_pen).
 ** 128 threads. */
 template <bool BF16>
 __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
                                           const float *values, int count, int first, int span,
                                           long long out_stride, unsigned *mask_out, float2 *zz,
-                                          int *etok) {
+                                          int *etok, float rep, const float *reps) {
   const int b = blockIdx.y, lane = threadIdx.x & 31, j = blockIdx.x * 4 + (threadIdx.x >> 5);
   const int *tk = tokens + (size_t)b * count;
   const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
@@ -124,7 +138,7 @@ __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
   const float z = ok ? bias_logit<BF16>(p, b, t - lo, lane) : 0.0f;
   if (lane == 0) {
     etok[(size_t)b * count + j] = ok ? t : -1;
-    zz[(size_t)b * count + j] = make_float2(z, z + sum);
+    zz[(size_t)b * count + j] = make_float2(z, bias_pen(z, bias_rep(rep, reps, b)) + sum);
   }
 }
 
@@ -205,15 +219,17 @@ __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const 
 extern "C" __global__ void __launch_bounds__(128)
 fsamp_bias_prep_bf16(const fs_params p, const int *tokens, const float *values, int count,
                      int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                     int *etok) {
-  bias_prep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok);
+                     int *etok, float rep, const float *reps) {
+  bias_prep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
+                   reps);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
 fsamp_bias_prep_f16(const fs_params p, const int *tokens, const float *values, int count,
                     int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                    int *etok) {
-  bias_prep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok);
+                    int *etok, float rep, const float *reps) {
+  bias_prep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
+                    reps);
 }
 
 extern "C" __global__ void __launch_bounds__(128)

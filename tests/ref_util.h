@@ -239,6 +239,22 @@ static inline ref_odraw ref_oracle_draw(const fs_problem *p, const fs_sampling *
   return d;
 }
 
+/* Row b's logit bias as flashsampling.h defines it: sum[v] is the fp32 sum,
+** in entry order, of the values of the row's entries naming id vocab_offset
+** + v, hits[v] how many there were (ids outside the call ignored). */
+static inline void ref_bias_sums(const fs_problem *p, const int32_t *tok, const float *val,
+                                 int count, int b, float *sum /* OUT [V] */,
+                                 int *hits /* OUT [V] */) {
+  for (int v = 0; v < p->vocab; v++) sum[v] = 0.0f, hits[v] = 0;
+  for (int j = 0; j < count; j++) {
+    const long long t = tok[(size_t)b * count + j];
+    if (t < p->vocab_offset || t >= p->vocab_offset + p->vocab) continue;
+    const int v = (int)(t - p->vocab_offset);
+    const float x = val[(size_t)b * count + j];
+    sum[v] = hits[v]++ ? sum[v] + x : x;
+  }
+}
+
 /* fs_reference_sample_ex with options o must return FS_INVALID_ARGUMENT and a
 ** message that names `name`; `what` (NULL: name) labels a failure. */
 static inline void ref_expect_bad(const fs_problem *p, const fs_sampling *s,

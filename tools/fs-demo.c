@@ -8,6 +8,7 @@
 **           [--dtype bf16|fp16] [--temperature T] [--seed S] [--iters N]
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
 **           [--logprobs 0|1] [--softcap C] [--logit-bias N]
+**           [--repetition-penalty R] [--top-k K] [--top-p P] [--min-p M]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
@@ -22,6 +23,9 @@
 ** --logit-bias N adds a bias to N random tokens of each row (fs_options.
 ** logit_bias_*, values uniform in [-5, 5], from --seed; 0, the default, for
 ** none); the library checks N.
+** --repetition-penalty R applies the repetition penalty R to those tokens
+** (fs_options.repetition_penalty: z / R where z > 0, z R else; 0, the
+** default, for none); the library checks R.
 ** --top-k K, --top-p P, --min-p M filter each row's distribution
 ** (fs_options.top_k, top_p, min_p; 0, the default, for none); the library
 ** checks them.
@@ -47,13 +51,15 @@ typedef struct args {
   int bias;            /* fs_options.logit_bias_count (0: none) */
   int top_k;           /* fs_options' filters (0: none) */
   float top_p, min_p;
+  float rep;           /* fs_options.repetition_penalty (0: none) */
 } args;
 
 #define USAGE                                                                              \
   "usage: fs-demo [--model NAME | --shape D=..,V=..] [--batch B] [--dtype bf16|fp16]\n"     \
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
-  "               [--softcap C] [--logit-bias N] [--top-k K] [--top-p P] [--min-p M]\n"
+  "               [--softcap C] [--logit-bias N] [--repetition-penalty R]\n"              \
+  "               [--top-k K] [--top-p P] [--min-p M]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -67,7 +73,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 
 static int parse(int argc, char **argv, args *a) {
   *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0,
-              0, 0.0f, 0.0f};
+              0, 0.0f, 0.0f, 0.0f};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -82,7 +88,8 @@ static int parse(int argc, char **argv, args *a) {
                                              "--temperature", "--seed", "--iters", "--check",
                                              "--noise", "--mask-density", "--logprobs",
                                              "--softcap", "--logit-bias", "--top-k",
-                                             "--top-p", "--min-p", NULL};
+                                             "--top-p", "--min-p", "--repetition-penalty",
+                                             NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -122,11 +129,15 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
-    } else if (!strcmp(k, "--softcap") || !strcmp(k, "--top-p") || !strcmp(k, "--min-p")) {
+    } else if (!strcmp(k, "--softcap") || !strcmp(k, "--top-p") || !strcmp(k, "--min-p") ||
+               !strcmp(k, "--repetition-penalty")) {
       char *end;
       const float x = strtof(v, &end);
       if (end == v || *end) return bad("%s %s: not a number", k, v);
-      *(!strcmp(k, "--softcap") ? &a->softcap : !strcmp(k, "--top-p") ? &a->top_p : &a->min_p) = x;
+      *(!strcmp(k, "--softcap")   ? &a->softcap
+        : !strcmp(k, "--top-p")   ? &a->top_p
+        : !strcmp(k, "--min-p")   ? &a->min_p
+                                  : &a->rep) = x;
     } else if (!strcmp(k, "--top-k")) {
       st = int_arg(k, v, -1000000, 1000000, &a->top_k); /* the library's rule, its message */
     } else if (!strcmp(k, "--logit-bias")) {
@@ -208,7 +219,8 @@ static int run_cpu(const args *a) {
   fs_options opt = {.size = sizeof opt, .token_mask = mask, .logit_softcap = a->softcap,
                     .logit_bias_tokens = btok, .logit_bias_values = bval,
                     .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                    .top_p = a->top_p};
+                    .top_p = a->top_p,
+                    .repetition_penalty = a->rep};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -250,7 +262,8 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   const fs_options opt = {.size = sizeof opt, .token_mask = mask, .logprobs = rlp,
                           .logit_softcap = a->softcap, .logit_bias_tokens = btok,
                           .logit_bias_values = bval, .logit_bias_count = a->bias,
-                          .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p};
+                          .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p,
+                    .repetition_penalty = a->rep};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -301,7 +314,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
                           .logit_bias_tokens = (const int32_t *)(uintptr_t)dbt,
                           .logit_bias_values = (const float *)(uintptr_t)dbv,
                           .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                    .top_p = a->top_p};
+                    .top_p = a->top_p,
+                    .repetition_penalty = a->rep};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -335,6 +349,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (mask) printf("token mask: each token allowed with probability %g\n", a->mask_density);
   if (a->softcap > 0.0f) printf("logit soft-cap: %g tanh(z / %g)\n", a->softcap, a->softcap);
   if (btok) printf("logit bias: %d random tokens a row, values in [-5, 5]\n", a->bias);
+  if (a->rep != 0.0f) printf("repetition penalty: %g on those tokens\n", (double)a->rep);
   if (a->top_k || a->top_p > 0.0f || a->min_p > 0.0f)
     printf("filters: min_p %g, top_k %d, top_p %g\n", (double)a->min_p, a->top_k,
            (double)a->top_p);

@@ -103,21 +103,6 @@
 
 /* ---- the oracle ---------------------------------------------------------------------- */
 
-/* Row b's bias as flashsampling.h defines it: sum[v] is the fp32 sum, in
-** entry order, of the values of the row's entries naming id vocab_offset + v,
-** hits[v] how many there were (ids outside the call ignored). */
-static void oracle_bias_row(const fs_problem *p, const int32_t *tok, const float *val, int count,
-                            int b, float *sum /* OUT [V] */, int *hits /* OUT [V] */) {
-  for (int v = 0; v < p->vocab; v++) sum[v] = 0.0f, hits[v] = 0;
-  for (int j = 0; j < count; j++) {
-    const long long t = tok[(size_t)b * count + j];
-    if (t < p->vocab_offset || t >= p->vocab_offset + p->vocab) continue;
-    const int v = (int)(t - p->vocab_offset);
-    const float x = val[(size_t)b * count + j];
-    sum[v] = hits[v]++ ? sum[v] + x : x;
-  }
-}
-
 /* Row b's logits: zr raw (capped, unbiased), zb biased (zr + the fp32 sum,
 ** in double); returns the raw log-sum-exp.  hits may be NULL. */
 static double oracle_row(const fs_problem *p, const fs_options *o, int b, double *zr,
@@ -127,7 +112,7 @@ static double oracle_row(const fs_problem *p, const fs_options *o, int b, double
   int *h = ref_xalloc(sizeof(int) * (size_t)V);
   ref_oracle_logits(p, b, zr);
   for (int v = 0; v < V; v++) zr[v] = ref_cap(zr[v], o->logit_softcap);
-  oracle_bias_row(p, o->logit_bias_tokens, o->logit_bias_values, o->logit_bias_count, b, sum, h);
+  ref_bias_sums(p, o->logit_bias_tokens, o->logit_bias_values, o->logit_bias_count, b, sum, h);
   for (int v = 0; v < V; v++) {
     zb[v] = h[v] ? zr[v] + (double)sum[v] : zr[v];
     if (h[v] && isnan(zb[v])) zb[v] = -INFINITY; /* a biased NaN ranks as -inf */
@@ -457,7 +442,7 @@ static void test_augmented(void) {
       for (int k = 0; k < D2; k++)
         h2[r * D2 + k] = k < D ? pr.h[r * D + k] : ref_encode(dtype, k == D ? 1.0 : 0.0);
     for (int b = 0; b < B; b++) {
-      oracle_bias_row(&pr.p, tok, val, count, b, sum, hits);
+      ref_bias_sums(&pr.p, tok, val, count, b, sum, hits);
       for (int v = 0; v < V; v++) {
         REQUIRE(!isfinite(sum[v]) || ref_decode(dtype, ref_encode(dtype, sum[v])) == sum[v]);
         for (int k = 0; k < D2; k++)
@@ -941,7 +926,7 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
   float val[LAW_ROWS * LAW_N];
   for (int b = 0; b < LAW_ROWS; b++)
     for (int j = 0; j < LAW_N; j++) tok[b * LAW_N + j] = et[j], val[b * LAW_N + j] = ev[j];
-  oracle_bias_row(&pr.p, tok, val, LAW_N, 0, sum, hits);
+  ref_bias_sums(&pr.p, tok, val, LAW_N, 0, sum, hits);
   for (int v = 0; v < V; v++) zb[v] = zr[v] + (hits[v] ? (double)sum[v] : 0.0);
   /* a scalar seed: the rows' tags make their noise independent */
   const fs_sampling s = {T, NULL, LAW_S, seed ^ 0x5eedull, NULL, 3u, NULL};

@@ -38,7 +38,15 @@
 **           bias is NaN (an allowed biased NaN ranks as -inf, so it is drawn
 **           as the first of the row's -inf ids), and row 1's logits are all
 **           NaN (a NaN in its H: its biased ids score NaN, ranked as -inf, and
-**           its smallest biased id beats the unbiased NaNs).
+**           its smallest biased id beats the unbiased NaNs);
+**   penalty V = 3001, D = 256, 2 samples, 64 entries a row, most of value 0
+**           (a prompt's tokens), a repetition penalty of 0.25 (since 0.3.9:
+**           the listed tokens' positive logits x 4, negative ones / 4);
+**   penalties the mixed case's options with 40 entries a row (most of value
+**           0) and per-row repetition penalties (0.05 on half the rows, 4,
+**           NaN, -1 and +inf on the rest, past a decoy scalar of 5).
+** In the two penalty cases the draws compared with are those of the same
+** call without the penalty (the bias kept): at least a tenth must differ.
 */
 #include "gpu_family.h"
 #include "gpu_graph.h"
@@ -49,7 +57,17 @@
 #include <string.h>
 
 /* What a case adds (bias_case.extra). */
-enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4 };
+enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16 };
+
+/* The repetition penalty of the PENALTY cases: the scalar, and row b's
+** (ROW_PENALTIES): 0.05 on half the rows (the listed tokens' capped logits,
+** within +-2, x 20: they win most draws; 0.2 won none of B = 5's 6 draws on
+** the H200), 4 on an eighth, none (NaN, -1, +inf) on the rest. */
+#define CASE_REP 0.25f
+static float row_rep(int b) {
+  static const float r[] = {0.05f, 4.0f, NAN, 0.05f, -1.0f, 0.05f, INFINITY, 0.05f};
+  return r[b % 8];
+}
 
 typedef struct bias_case {
   const char *name;
@@ -66,6 +84,8 @@ static const bias_case cases[] = {
     {"seeds", 3001, 256, 96, 6, 0, 1, 40, 0.0f, 4, ROW_SEEDS},
     {"greedy", 3001, 256, 0, 1, 0, 0, 8, 0.0f, 5, GREEDY},
     {"nan", 1000, 256, 0, 1, 0, 0, 8, 0.0f, 6, NAN_ROWS},
+    {"penalty", 3001, 256, 0, 2, 0, 1, 64, 0.0f, 7, PENALTY},
+    {"penalties", 5011, 1024, 37, 3, 1, 1, 40, 2.0f, 8, PENALTY | ROW_PENALTIES},
 };
 
 static unsigned long long bias_rand(unsigned long long *s) {
@@ -83,6 +103,8 @@ static void make_bias(const bias_case *cs, int B, int32_t *tok, float *val) {
       const size_t i = (size_t)b * cs->count + j;
       tok[i] = cs->offset + (int32_t)(bias_rand(&r) % (unsigned long long)cs->V);
       val[i] = (float)((double)(bias_rand(&r) % 1201) / 100.0 - 4.0); /* [-4, 8] */
+      if (cs->extra & PENALTY) /* most entries a prompt's: the penalty alone */
+        val[i] = j % 4 ? 0.0f : val[i] / 8.0f;
       if ((cs->extra & ROW_SEEDS) && j == 35) tok[i] = tok[i - 33]; /* across 32 entries */
       if ((cs->extra & NAN_ROWS) && b == 0 && j == 0) /* the only id row 0's mask allows */
         tok[i] = cs->offset, val[i] = NAN;
@@ -151,6 +173,10 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   make_bias(cs, B, tok, val);
   CUdeviceptr dtok = gu_upload_new(ctx, tok, sizeof(int32_t) * ne);
   CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
+  const int pen = cs->extra & PENALTY, rowpen = cs->extra & ROW_PENALTIES;
+  float *reps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) reps[b] = row_rep(b);
+  CUdeviceptr dreps = rowpen ? gu_upload_new(ctx, reps, sizeof(float) * (size_t)B) : 0;
 
   fs_sampling s = {cs->extra & GREEDY ? 0.0f : 1.0f, NULL, S, 20261202ull + cs->seed, NULL, 11ull,
                    NULL};
@@ -167,12 +193,17 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
                     .logprobs = cs->logprobs ? (float *)gu_ptr(dlp) : NULL,
                     .logit_softcap = cs->c, .logit_bias_tokens = (const int32_t *)gu_ptr(dtok),
                     .logit_bias_values = (const float *)gu_ptr(dval),
-                    .logit_bias_count = cs->count};
+                    .logit_bias_count = cs->count,
+                    .repetition_penalty = pen ? (rowpen ? 5.0f /* a decoy */ : CASE_REP) : 0.0f,
+                    .repetition_penalties = rowpen ? (const float *)gu_ptr(dreps) : NULL};
   draw(ctx, &dp, &s, &opt, &o, what);
   gu_outputs_check(&o, what);
   float *lp = gu_malloc(n * sizeof(float));
   if (dlp) gu_download(ctx, lp, dlp, n * sizeof(float));
-  opt.logit_bias_count = 0; /* the same call without the bias: other tokens */
+  /* the same call without the bias (with a penalty: without the penalty, the
+  ** bias kept): other tokens */
+  if (pen) opt.repetition_penalty = 0.0f, opt.repetition_penalties = NULL;
+  else opt.logit_bias_count = 0;
   opt.logprobs = NULL;
   draw(ctx, &dp, &s, &opt, &o2, what);
 
@@ -187,7 +218,9 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   uint64_t *rkey = gu_malloc(sizeof(uint64_t) * n);
   const fs_options ropt = {.size = sizeof ropt, .token_mask = masked ? mask : NULL,
                            .logprobs = rlp, .logit_softcap = cs->c, .logit_bias_tokens = tok,
-                           .logit_bias_values = val, .logit_bias_count = cs->count};
+                           .logit_bias_values = val, .logit_bias_count = cs->count,
+                           .repetition_penalty = pen && !rowpen ? CASE_REP : 0.0f,
+                           .repetition_penalties = rowpen ? reps : NULL};
   CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlogit, rkey) == FS_OK);
 
   long same = 0, bad = 0, differ = 0, biased = 0;
@@ -208,12 +241,13 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   CHECK_MSG(bad == 0, "%s: %ld draws wrong", what, bad);
   CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
             same, n);
-  CHECK_MSG(differ * 10 >= (long)n, "%s: only %ld of %zu tokens change without the bias: the "
-            "case does not test it", what, differ, n);
+  CHECK_MSG(differ * 10 >= (long)n, "%s: only %ld of %zu tokens change without the %s: the "
+            "case does not test it", what, differ, n, pen ? "penalty" : "bias");
   CHECK_MSG(biased * 10 >= (long)n, "%s: only %ld of %zu draws are biased tokens", what,
             biased, n);
   printf("ok %s: %zu draws, %ld the reference's tokens, %ld biased ids, %ld other without the "
-         "bias, worst logprob error %.2g\n", what, n, same, biased, differ, worst_lp);
+         "%s, worst logprob error %.2g\n", what, n, same, biased, differ,
+         pen ? "penalty" : "bias", worst_lp);
 
   free(lp);
   free(rtok);
@@ -226,6 +260,8 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   free(val);
   free(seeds);
   free(offs);
+  free(reps);
+  gu_free(ctx, dreps);
   gu_free(ctx, dseeds);
   gu_free(ctx, doffs);
   gu_free(ctx, dlp);
@@ -239,7 +275,7 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
 }
 
 /* A CUDA graph captured after a first call with the "mixed" bias (logprobs,
-** soft-cap) replays it (tokens and keys bitwise); a fresh context's first call
+** soft-cap, per-row repetition penalties) replays it (tokens and keys bitwise); a fresh context's first call
 ** with a bias inside a capture is refused with FS_NOT_PREPARED naming the
 ** option.  (The tensor-parallel calls with a bias: test_tp.) */
 static void run_graph(fs_context *ctx, int B, int dtype) {
@@ -259,12 +295,16 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
   make_bias(&c0, B, tok, val);
   CUdeviceptr dtok = gu_upload_new(ctx, tok, sizeof(int32_t) * ne);
   CUdeviceptr dval = gu_upload_new(ctx, val, sizeof(float) * ne);
+  float *reps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) reps[b] = row_rep(b);
+  CUdeviceptr dreps = gu_upload_new(ctx, reps, sizeof(float) * (size_t)B);
   CUdeviceptr dlp = gu_alloc(ctx, n * sizeof(float));
   fs_sampling s = {0.8f, NULL, S, 77ull, NULL, 5ull, NULL};
   fs_options opt = {.size = sizeof opt, .logprobs = (float *)gu_ptr(dlp), .logit_softcap = 2.0f,
                     .logit_bias_tokens = (const int32_t *)gu_ptr(dtok),
                     .logit_bias_values = (const float *)gu_ptr(dval),
-                    .logit_bias_count = cs->count};
+                    .logit_bias_count = cs->count,
+                    .repetition_penalties = (const float *)gu_ptr(dreps)};
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   fs_problem dp = gu_problem(&lm, 1);
@@ -316,6 +356,8 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
   snap_free(&whole);
   free(tok);
   free(val);
+  free(reps);
+  gu_free(ctx, dreps);
   gu_free(ctx, dtok);
   gu_free(ctx, dval);
   gu_free(ctx, dlp);

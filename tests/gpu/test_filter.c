@@ -119,6 +119,11 @@
 **    temperatures (a greedy row, one at +inf with a NaN entry) and filters
 **    (one row all off, past decoy scalars), a row whose two allowed ids are
 **    biased -inf and NaN (no candidate), and a +inf entry (K that id).
+**    A third case (B = 16, D 128, V 32003, bf16, T = 1, 4 samples) adds
+**    per-row repetition penalties (since 0.3.9; 0.1 on half the rows, 3 on
+**    a quarter, NaN on the rest, past a decoy scalar 5): the same checks
+**    against the reference, and a quarter of the draws must differ from the
+**    same call without the penalty.
 ** Parts 5, 6 and 7 run only without FS_TEST_FAMILY (tests/gpu_family.h); parts
 ** 1 to 4 run once per family selection too, each case on the family's
 ** variant nearest its B.
@@ -1626,13 +1631,22 @@ typedef struct fb_case {
   const char *name;
   int B, D, V, dtype, S, masked;
   float T;
-  int edges; /* rows 0-4 (masked cases): edge_rows() */
+  int edges;   /* rows 0-4 (masked cases): edge_rows() */
+  int penalty; /* 1: per-row repetition penalties (fb_reps), compared with the call
+                  without them (the bias kept) */
 } fb_case;
 
 static const fb_case fbcases[] = {
-    {"bias_b5_d256_v32003_bf16_t1_s16_mask_edges", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f, 1},
-    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f, 0},
+    {"bias_b5_d256_v32003_bf16_t1_s16_mask_edges", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f, 1,
+     0},
+    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f, 0, 0},
+    {"bias_b16_d128_v32003_bf16_t1_s4_penalty", 16, 128, 32003, FS_DTYPE_BF16, 4, 0, 1.0f, 0, 1},
 };
+
+/* Row b's repetition penalty in the penalty case: 0.1 (the listed tokens'
+** positive logits x 10: they win) on half the rows, 3 on a quarter, NaN (none)
+** on the rest. */
+static float fb_rep(int b) { return b % 4 == 0 ? 3.0f : b % 4 == 3 ? NAN : 0.1f; }
 
 /* The edge rows of a masked case (B >= 5): per-row temperatures (row 0
 ** greedy, row 1 +inf, a NaN entry on an allowed id there) and filters (row 2
@@ -1732,10 +1746,19 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
     dopt.top_ks = (const int32_t *)gu_ptr(dtk);
     dopt.top_ps = (const float *)gu_ptr(dtp);
   }
-  fs_options nopt = dopt; /* the same filters without the bias */
-  nopt.logit_bias_count = 0;
+  float reps[64];
+  for (int b = 0; b < B; b++) reps[b] = fb_rep(b);
+  const CUdeviceptr drep = c->penalty ? gu_upload_new(ctx, reps, sizeof(float) * (size_t)B) : 0;
+  if (c->penalty) { /* a decoy scalar: the array must win */
+    dopt.repetition_penalty = 5.0f;
+    dopt.repetition_penalties = (const float *)gu_ptr(drep);
+  }
+  fs_options nopt = dopt; /* the same filters without the bias (or the penalty) */
+  if (c->penalty) nopt.repetition_penalty = 0.0f, nopt.repetition_penalties = NULL;
+  else nopt.logit_bias_count = 0;
   nopt.logprobs = NULL;
   fs_options hopt = dopt;
+  if (c->penalty) hopt.repetition_penalties = reps;
   hopt.token_mask = mask;
   hopt.logprobs = rlp;
   hopt.logit_bias_tokens = bt, hopt.logit_bias_values = bv;
@@ -1743,7 +1766,8 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   char what[160];
   snprintf(what, sizeof what, "part 7 %s", c->name);
   int ok = draw(ctx, &dp, &s, &dopt, &o, dlp, lp, what) == FS_OK;
-  snprintf(what, sizeof what, "part 7 %s without the bias", c->name);
+  snprintf(what, sizeof what, "part 7 %s without the %s", c->name,
+           c->penalty ? "penalty" : "bias");
   ok = ok && draw(ctx, &dp, &s, &nopt, &on, 0, NULL, what) == FS_OK;
   const int st = fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &hopt, rtok, rlogit, rkey);
   CHECK_MSG(st == FS_OK, "%s: fs_reference_sample_ex: %s", c->name, fs_last_error(NULL));
@@ -1781,7 +1805,8 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
     }
   }
   printf("part 7 %s: %zu draws, %ld the reference's, %ld of biased tokens, %ld moved by the "
-         "bias; worst logprob error %.2g\n", c->name, n, same, biased, moved, worst);
+         "%s; worst logprob error %.2g\n", c->name, n, same, biased, moved,
+         c->penalty ? "penalty" : "bias", worst);
   fflush(stdout);
   if (!gu_fake_driver()) { /* else every call was made; no kernel ran */
     /* other tokens: at most 1 + 1% (an fp32 near-tie or a boundary in doubt,
@@ -1791,7 +1816,8 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
               "reference's", c->name, same, n);
     CHECK_MSG(bad == 0, "%s: %ld draws with the wrong logit or logprob", c->name, bad);
     CHECK_MSG(biased * 4 >= (long)n && moved * 4 >= (long)n, "%s: %ld draws of biased tokens, "
-              "%ld moved: the bias does not bite", c->name, biased, moved);
+              "%ld moved: the %s does not bite", c->name, biased, moved,
+              c->penalty ? "penalty" : "bias");
   }
   free(bt);
   free(bv);
@@ -1809,6 +1835,7 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   gu_free(ctx, dmp);
   gu_free(ctx, dtk);
   gu_free(ctx, dtp);
+  gu_free(ctx, drep);
   gu_outputs_free(ctx, &o);
   gu_outputs_free(ctx, &on);
   gu_lmhead_free(ctx, &lm);

@@ -20,7 +20,9 @@
 **    shard), whose logits lie in [-0.5, 0.5].  R = 3 (with logprobs and the
 **    cap) and 4 with a logit bias (fs_options.logit_bias_*, the same arrays
 **    on every rank, ids of every shard, repeats, pads and a ban): bitwise the
-**    unsharded fs_sample_ex with it (each rank scores its own biased ids).
+**    unsharded fs_sample_ex with it (each rank scores its own biased ids);
+**    the same two with per-row repetition penalties on the listed tokens
+**    (0.3, 2.5 and none; since 0.3.9), bitwise the unsharded call's too.
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -41,20 +43,25 @@ enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
 /* The logit bias of the bias cases: BIAS_N entries a row, device arrays on
 ** GPU 0 (every rank's context is GPU 0's primary context). */
 enum { BIAS_N = 12 };
-static CUdeviceptr g_bias_tok, g_bias_val;
+static CUdeviceptr g_bias_tok, g_bias_val, g_reps;
 
 static void bias_upload(fs_context *ctx) {
   int32_t tok[B * BIAS_N];
-  float val[B * BIAS_N];
+  float val[B * BIAS_N], reps[B];
   tp_bias_fill(tok, val, BIAS_N, 4242);
+  for (int b = 0; b < B; b++) reps[b] = b % 3 == 0 ? 0.3f : b % 3 == 1 ? 2.5f : NAN;
   g_bias_tok = gu_upload_new(ctx, tok, sizeof tok);
   g_bias_val = gu_upload_new(ctx, val, sizeof val);
+  g_reps = gu_upload_new(ctx, reps, sizeof reps);
 }
 
+/* on: 1 the bias, 2 the bias and per-row repetition penalties (0.3, 2.5,
+** none) */
 static void bias_set(fs_options *o, int on) {
   o->logit_bias_tokens = on ? (const int32_t *)gu_ptr(g_bias_tok) : NULL;
   o->logit_bias_values = on ? (const float *)gu_ptr(g_bias_val) : NULL;
   o->logit_bias_count = on ? BIAS_N : 0;
+  o->repetition_penalties = on == 2 ? (const float *)gu_ptr(g_reps) : NULL;
 }
 
 int main(void) {
@@ -75,7 +82,8 @@ int main(void) {
                {4, 1, 0, TP_S, 0, 0, 0}, {8, 1, 1, TP_S, 0, 0, 0}, {3, 1, 0, 1, 0, 0, 0},
                {2, 1, 0, TP_S, 1, 0, 0}, {3, 0, 0, TP_S, 0, 0.5f, 0},
                {4, 1, 0, TP_S, 0, 0.5f, 0}, {3, 1, 0, TP_S, 0, 0.5f, 1},
-               {4, 0, 0, TP_S, 0, 0, 1}};
+               {4, 0, 0, TP_S, 0, 0, 1}, {3, 1, 0, TP_S, 0, 0.5f, 2},
+               {4, 0, 0, TP_S, 0, 0, 2}};
   bias_upload(ctx);
   for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
     const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
@@ -262,6 +270,7 @@ int main(void) {
         strstr(fs_last_error(ctx), "nccl_comm"));
   tp_unsharded_free(ctx, &u);
   gu_free(ctx, g_bias_tok);
+  gu_free(ctx, g_reps);
   gu_free(ctx, g_bias_val);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp");

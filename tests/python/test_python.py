@@ -10,7 +10,8 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
      greedy rows equal an argmax computed here in Python over the same bf16
      values, with a padded row stride and a vocab_offset (so a field out of
      place changes the answer); sampled rows repeat under the same seed; a
-     logit bias through Options moves greedy rows to the biased tokens;
+     logit bias through Options moves greedy rows to the biased tokens, and
+     a repetition penalty (since 0.3.9) of 1e-6 on a positive logit too;
      the filters through Options (since 0.3.4): each scalar out of range and
      each misaligned per-row array is refused naming its field; greedy rows
      are unchanged by filters; top_k 1, min_p 1 and a tiny top_p, scalar or
@@ -151,6 +152,23 @@ def check_reference():
     if list(t) != [off + 3 * b + 1 for b in range(B)]:
         fail(f"greedy rows with +1000 on token off + 3b + 1: {list(t)}")
     print(f"ok 4c: a logit bias through Options moves greedy rows: {list(t)}")
+    # a repetition penalty through Options (since 0.3.9): r = 1e-6 makes the
+    # listed token's positive logit huge, 1e6 its negative one tiny: with a
+    # value of 0 on token off + 3b + 2, a positive logit there wins the greedy row
+    # (a field out of place would leave the greedy rows as they were)
+    z = [[sum(h_val[b * HS + k] * w_val[v * D + k] for k in range(D)) for v in range(V)]
+         for b in range(B)]
+    pos = [next(v for v in range(V) if z[b][v] > 0 and v != tokens[b] - off) for b in range(B)]
+    bt2 = (ctypes.c_int32 * B)(*[off + pos[b] for b in range(B)])
+    bv2 = (ctypes.c_float * B)(*([0.0] * B))
+    t2 = (ctypes.c_int32 * B)()
+    fs.reference_sample(p, fs.Sampling(temperature=0.0, num_samples=1), t2,
+                        options=fs.Options(logit_bias_tokens=ctypes.addressof(bt2),
+                                           logit_bias_values=ctypes.addressof(bv2),
+                                           logit_bias_count=1, repetition_penalty=1e-6))
+    if list(t2) != [off + pos[b] for b in range(B)]:
+        fail(f"greedy rows with a repetition penalty of 1e-6 on a positive logit: {list(t2)}")
+    print(f"ok 4c': a repetition penalty through Options moves greedy rows: {list(t2)}")
     check_filters(p, list(tokens))
 
 
