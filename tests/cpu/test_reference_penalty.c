@@ -27,9 +27,9 @@
 **     samples each, V = 40, T = 1) against softmax((pen_r(z) + b) / T), with
 **     listed tokens of positive and negative logits and a repeated id, for r
 **     = 2 (scalar) and r = 0.5 (a per-row array), p > 1e-3; the same counts
-**     must reject (p < 1e-6, fs_stats_power() > 0.999999) the penalty
-**     ignored, z / r for every sign, the penalty after the sum (pen_r(z + b)),
-**     and 1 / r for r.
+**     must reject (fs_stats_must_reject: p < 1e-6, power > 0.999) the
+**     penalty ignored, z / r for every sign, the penalty after the sum
+**     (pen_r(z + b)), and 1 / r for r.
 **  3. Bad input: a scalar of -1, -1e-30, NaN, +inf and -inf is
 **     FS_INVALID_ARGUMENT naming options->repetition_penalty and its value;
 **     a misaligned array names options->repetition_penalties; 0, 1, 1e-30 and
@@ -238,18 +238,6 @@ static void test_oracle(void) {
 #define LAW_V 40
 #define LAW_N 9
 
-/* The counts must reject the wrong law q (p the right one): p < 1e-6 and
-** power > 0.999999 at its noncentrality. */
-static void reject(const int64_t *counts, const double *p, const double *q, double N,
-                   const char *name, const char *what) {
-  const fs_chi2 bad = fs_stats_chi2_gof(counts, q, LAW_V);
-  const double lam = fs_stats_noncentrality(p, q, LAW_V, N);
-  const double pw = fs_stats_power(bad.dof, lam, 1e-6);
-  printf("\n  %s: p=%.3g lambda=%.3g power=%.9f", name, bad.p, lam, pw);
-  CHECK_MSG(bad.p < 1e-6, "%s: fails to reject %s: p=%g", what, name, bad.p);
-  CHECK_MSG(pw > 0.999999, "%s: power against %s only %.9f", what, name, pw);
-}
-
 /* Power (printed per case): over 2e5 draws and ~39 degrees of freedom, each
 ** wrong law below has a noncentrality in the thousands or more, its
 ** statistic's mean far above the 1e-6 critical value (~85). */
@@ -300,22 +288,21 @@ static void law_case(float r, int per_row, unsigned long long seed) {
   for (int v = 0; v < LAW_V; v++) w[v] = hits[v] ? oracle_pen(z[v], rd) + sum[v] : z[v];
   fs_stats_softmax(w, LAW_V, 1.0, p);
   const fs_chi2 good = fs_stats_chi2_gof(counts, p, LAW_V);
-  printf("%s: chi2=%.1f dof=%d p=%.3g", what, good.stat, good.dof, good.p);
+  printf("%s: chi2=%.1f dof=%d p=%.3g\n", what, good.stat, good.dof, good.p);
   CHECK(good.total == (int64_t)N && good.impossible == 0);
   CHECK_MSG(good.p > 1e-3, "%s: chi-square rejects softmax(pen_r(z) + b): p=%g", what, good.p);
   for (int v = 0; v < LAW_V; v++) w[v] = z[v] + (hits[v] ? sum[v] : 0.0);
   fs_stats_softmax(w, LAW_V, 1.0, q);
-  reject(counts, p, q, (double)N, "the penalty ignored", what);
+  fs_stats_must_reject(what, counts, p, q, LAW_V, (int64_t)N, "the penalty ignored");
   for (int v = 0; v < LAW_V; v++) w[v] = hits[v] ? z[v] / rd + sum[v] : z[v];
   fs_stats_softmax(w, LAW_V, 1.0, q);
-  reject(counts, p, q, (double)N, "z / r for every sign", what);
+  fs_stats_must_reject(what, counts, p, q, LAW_V, (int64_t)N, "z / r for every sign");
   for (int v = 0; v < LAW_V; v++) w[v] = hits[v] ? oracle_pen(z[v] + sum[v], rd) : z[v];
   fs_stats_softmax(w, LAW_V, 1.0, q);
-  reject(counts, p, q, (double)N, "pen_r(z + b)", what);
+  fs_stats_must_reject(what, counts, p, q, LAW_V, (int64_t)N, "pen_r(z + b)");
   for (int v = 0; v < LAW_V; v++) w[v] = hits[v] ? oracle_pen(z[v], 1.0 / rd) + sum[v] : z[v];
   fs_stats_softmax(w, LAW_V, 1.0, q);
-  reject(counts, p, q, (double)N, "1 / r", what);
-  printf("\n");
+  fs_stats_must_reject(what, counts, p, q, LAW_V, (int64_t)N, "1 / r");
   free(tk);
   ref_prob_free(&pr);
 }
