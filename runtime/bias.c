@@ -4,7 +4,9 @@
 ** Before the fused kernel, fsamp_bias_prep_* writes its token mask (a copy
 ** of the call's, or all ones, with every row's biased ids cleared, so that it
 ** draws over the other tokens) and each entry's logit from its W row (a warp
-** an entry, into the workspace after the mask copy).  After it,
+** an entry, into the workspace after the mask copy), with its score: the
+** logit under the row's repetition penalty (fs_options.repetition_penalty,
+** since 0.3.9) plus the token's values.  After it,
 ** fsamp_bias_merge (a block per row) scores the entries with the same noise
 ** and keeps the larger key per (row, sample): into the kernel's local
 ** outputs, which tp.c reduces over ranks, or on one GPU into the call's

@@ -17,7 +17,8 @@
 ** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests, and
 ** FS_FILTER_CLUSTER=16 allows 16, which measured slower: perf-notes 39a).
 ** With a logit bias, fsamp_filter_bias runs between the two: each biased
-** token's staged logit becomes its score (the logit plus its values), its
+** token's staged logit becomes its score (the logit, under the row's
+** repetition penalty, plus its values), its
 ** raw logit kept in the workspace for the outputs, and with logprobs the
 ** raw log-sum-exp taken first; the filters then see the biased scores.
 */
