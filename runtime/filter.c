@@ -45,6 +45,17 @@ int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errle
   return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
 }
 
+/* Dynamic shared memory that clusters of 16 ask for and never use, so that
+** no SM holds two of their CTAs (44 KB static + this > half an SM's 228 KB):
+** without it a 16-CTA cluster may sit on 8 SMs.  Measured, it made no
+** difference at B = 1 (perf-notes 39c).
+** FS_FILTER_PAD=0 leaves it out (measurement). */
+#define FS_FILTER_PAD16 (100 * 1024)
+static unsigned filter_pad(unsigned cs) {
+  const char *e = cs >= 16u ? getenv("FS_FILTER_PAD") : NULL;
+  return cs >= 16u && !(e && !strcmp(e, "0")) ? FS_FILTER_PAD16 : 0u;
+}
+
 /* A launch of fsamp_filter on grid (cs, rows), a row a cluster of cs CTAs
 ** (at points into it: the cluster attribute, set only where cs > 1). */
 static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs, unsigned rows,
@@ -59,6 +70,7 @@ static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs
   lc->gridDimZ = 1;
   lc->blockDimX = FILTER_THREADS;
   lc->blockDimY = lc->blockDimZ = 1;
+  lc->sharedMemBytes = filter_pad(cs);
   lc->hStream = stream;
   lc->attrs = at;
   lc->numAttrs = cs > 1u ? 1 : 0;
@@ -77,9 +89,12 @@ static int filter_clusters(fs_context *ctx) {
     CUlaunchAttribute at;
     CUlaunchConfig lc;
     filter_config(&lc, &at, 1u << i, 1u, NULL);
-    if (i == 4 && ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
-                                              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                              1) != CUDA_SUCCESS)
+    if (i == 4 && (ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
+                                               CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                               1) != CUDA_SUCCESS ||
+                   ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
+                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               FS_FILTER_PAD16) != CUDA_SUCCESS))
       break;
     int n = 0;
     CUresult r = ctx->cu->cuOccupancyMaxActiveClusters(&n, ctx->filter_fn, &lc);
