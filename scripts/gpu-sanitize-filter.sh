@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # compute-sanitizer over filtered calls (fsamp_filter, runtime/filter.c) on
 # the H200: memcheck, racecheck and synccheck, each of four filter mixes
-# (top-k + top-p, min-p, top-p alone, top-k with a logit bias and logprobs;
-# MIXES replaces the list), at B = 3 (a row over a cluster of 8
+# (top-k + top-p, min-p, top-p alone, top-k with a logit bias, a repetition
+# penalty and logprobs; MIXES replaces the list), at B = 3 (a row over a cluster of 8
 # CTAs) and B = 200 (one CTA a row), gathered and the long way
 # (FS_FILTER_GATHER=0); every run checks its tokens against the CPU
 # reference (fs-demo --check 1).  TOOLS and BATCHES narrow the runs; JOBS
@@ -15,7 +15,7 @@ log=$out/sanitize-filter.log; : > "$log"
 export FS_TUNING_DB=off
 runs=()
 for tool in ${TOOLS:-memcheck racecheck synccheck}; do
-  for mix in ${MIXES:---top-k,50,--top-p,0.9 --min-p,0.1 --top-p,0.9 --top-k,50,--logit-bias,16,--logprobs,1}; do
+  for mix in ${MIXES:---top-k,50,--top-p,0.9 --min-p,0.1 --top-p,0.9 --top-k,50,--logit-bias,16,--repetition-penalty,2,--logprobs,1}; do
     for b in ${BATCHES:-3 200}; do
       for g in 1 0; do runs+=("$tool $mix $b $g"); done
     done
