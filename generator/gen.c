@@ -187,12 +187,18 @@ unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t 
 ** tuning results of older code are never mistaken for current ones, while
 ** an edit to comments alone keeps them.  Except templates/fsamp_bias.cu and
 ** templates/fsamp_filter.cu, the modules of their own of the logit bias and
-** the filters (runtime/bias.c, runtime/filter.c): no variant includes them,
-** so a change to them changes no tuned kernel. */
+** the filters (runtime/bias.c, runtime/filter.c), and templates/fs_penalty.h,
+** which only they include: no variant includes them, so a change to them
+** changes no tuned kernel. */
+int fs_gen_in_revision(const char *path) {
+  return strcmp(path, FS_BIAS_TEMPLATE) && strcmp(path, FS_FILTER_TEMPLATE) &&
+         strcmp(path, FS_PENALTY_HEADER);
+}
+
 static unsigned long long content_hash(void) {
   unsigned long long h = 1469598103934665603ull;
   for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
-    if (!strcmp(f->path, FS_BIAS_TEMPLATE) || !strcmp(f->path, FS_FILTER_TEMPLATE)) continue;
+    if (!fs_gen_in_revision(f->path)) continue;
     const size_t pl = strlen(f->path);
     for (size_t i = 0; i < pl; i++) h = fnv_byte(h, (unsigned char)f->path[i]);
     h = fs_gen_code_hash(h, f->data, f->size, pl > 4 && !strcmp(f->path + pl - 4, ".lua"));

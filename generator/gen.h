@@ -60,6 +60,11 @@ int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
 ** templates compiled as they are, not part of the revision's hash. */
 #define FS_BIAS_TEMPLATE "templates/fsamp_bias.cu"
 #define FS_FILTER_TEMPLATE "templates/fsamp_filter.cu"
+#define FS_PENALTY_HEADER "templates/fs_penalty.h" /* theirs alone (the repetition penalty) */
+
+/* 1 when the embedded file at `path` enters the revision's hash: every file
+** but the two modules above and the header only they include. */
+int fs_gen_in_revision(const char *path);
 
 /* FNV-1a (64-bit, continuing from h) over the code of a C/CUDA (lua = 0) or
 ** Lua (lua = 1) source of n bytes: comments are left out and every run of

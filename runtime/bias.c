@@ -92,7 +92,7 @@ int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   const int bx = (count + 3) / 4 > (span + 2047) / 2048 ? (count + 3) / 4 : (span + 2047) / 2048;
   float rep = m->rep; /* the repetition penalty, applied to the entries' logits */
   const float *reps = m->reps;
-  void *args[] = {&prm,  (void *)&tokens, (void *)&values, &count, &first, &span,
+  void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span,
                   &stride, &base, &zz, &etok, &rep, (void *)&reps};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16], (unsigned)bx,
                                        (unsigned)p->batch, 1, 128, 1, 1, 0, stream, args, NULL);

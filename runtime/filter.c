@@ -14,8 +14,9 @@
 ** and the outputs (logits, keys and logprobs as without filters).  At small
 ** B a row's passes would leave most SMs idle, so on sm_90 a row takes a
 ** cluster of 2, 4 or 8 CTAs, the largest of which B clusters are
-** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests, and
-** FS_FILTER_CLUSTER=16 allows 16, which measured slower: perf-notes 39a).
+** co-resident (perf-notes 35; FS_FILTER_CLUSTER=N caps it, for tests; 16,
+** the non-portable size, measured no faster and is not offered: perf-notes
+** 39a, 39c).
 ** With a logit bias, fsamp_filter_bias runs between the two: each biased
 ** token's staged logit becomes its score (the logit, under the row's
 ** repetition penalty, plus its values), its
@@ -31,8 +32,6 @@
 #include <string.h>
 
 #define FILTER_THREADS 512 /* fsamp_filter's FT_THREADS */
-#define FS_FILTER_MAX_CLUSTER 8 /* the default cap: 16-CTA clusters (fsamp_filter's FT_MAXCS,
-                                  FS_FILTER_CLUSTER=16) measured slower (perf-notes 39a) */
 
 /* fsamp_filter's third argument (fsamp_filter.cu's ft_bias) */
 typedef struct filter_bias {
@@ -43,17 +42,6 @@ typedef struct filter_bias {
 
 int fs_filter_compile(const char *target, fs_cubin *out, char *err, size_t errlen) {
   return fs_own_compile(FS_FILTER_TEMPLATE, NULL, target, out, err, errlen);
-}
-
-/* Dynamic shared memory that clusters of 16 ask for and never use, so that
-** no SM holds two of their CTAs (44 KB static + this > half an SM's 228 KB):
-** without it a 16-CTA cluster may sit on 8 SMs.  Measured, it made no
-** difference at B = 1 (perf-notes 39c).
-** FS_FILTER_PAD=0 leaves it out (measurement). */
-#define FS_FILTER_PAD16 (100 * 1024)
-static unsigned filter_pad(unsigned cs) {
-  const char *e = cs >= 16u ? getenv("FS_FILTER_PAD") : NULL;
-  return cs >= 16u && !(e && !strcmp(e, "0")) ? FS_FILTER_PAD16 : 0u;
 }
 
 /* A launch of fsamp_filter on grid (cs, rows), a row a cluster of cs CTAs
@@ -70,35 +58,25 @@ static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs
   lc->gridDimZ = 1;
   lc->blockDimX = FILTER_THREADS;
   lc->blockDimY = lc->blockDimZ = 1;
-  lc->sharedMemBytes = filter_pad(cs);
   lc->hStream = stream;
   lc->attrs = at;
   lc->numAttrs = cs > 1u ? 1 : 0;
 }
 
 /* After the module is loaded: how many clusters of each size (1, 2, 4, 8
-** and 16 CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the
-** GPU at once.  16 is beyond the portable cluster size: the kernel is allowed
-** it where the driver agrees, else that size is not used. */
+** CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the GPU at
+** once. */
 static int filter_clusters(fs_context *ctx) {
   const char *e = getenv("FS_FILTER_CLUSTER");
-  const int cap = e && *e ? atoi(e) : FS_FILTER_MAX_CLUSTER;
+  const int cap = e && *e ? atoi(e) : 8;
   memset(ctx->filter_clusters, 0, sizeof ctx->filter_clusters);
   ctx->filter_clusters[0] = 1;
-  for (int i = 1; i < 5 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
+  for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
     CUlaunchAttribute at;
     CUlaunchConfig lc;
     filter_config(&lc, &at, 1u << i, 1u, NULL);
-    if (i == 4 && (ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
-                                               CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                               1) != CUDA_SUCCESS ||
-                   ctx->cu->cuFuncSetAttribute(ctx->filter_fn,
-                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                               FS_FILTER_PAD16) != CUDA_SUCCESS))
-      break;
     int n = 0;
     CUresult r = ctx->cu->cuOccupancyMaxActiveClusters(&n, ctx->filter_fn, &lc);
-    if (r && i == 4) break; /* no 16-CTA clusters on this GPU */
     if (r) return fs_cu_fail(ctx, r, "cuOccupancyMaxActiveClusters(fsamp_filter)", __FILE__,
                              __LINE__);
     ctx->filter_clusters[i] = n;
@@ -106,9 +84,9 @@ static int filter_clusters(fs_context *ctx) {
   const char *lg = getenv("FS_LOG");
   if (lg && *lg && strcmp(lg, "0"))
     fprintf(stderr,
-            "flashsampling: filters: co-resident clusters of 1/2/4/8/16 CTAs: %d/%d/%d/%d/%d\n",
+            "flashsampling: filters: co-resident clusters of 1/2/4/8 CTAs: %d/%d/%d/%d\n",
             ctx->filter_clusters[0], ctx->filter_clusters[1], ctx->filter_clusters[2],
-            ctx->filter_clusters[3], ctx->filter_clusters[4]);
+            ctx->filter_clusters[3]);
   return FS_OK;
 }
 
@@ -116,7 +94,7 @@ static int filter_clusters(fs_context *ctx) {
 ** clusters run at once (a power of two: fsamp_filter shares FT_THREADS
 ** thread maxima out among them). */
 static unsigned cluster_size(const fs_context *ctx, long long B) {
-  for (int i = 4; i > 0; i--)
+  for (int i = 3; i > 0; i--)
     if (ctx->filter_clusters[i] > 0 && B <= ctx->filter_clusters[i]) return 1u << i;
   return 1u;
 }
@@ -267,9 +245,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     if (m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
     float rep = m->rep; /* the repetition penalty, applied with the values */
     const float *reps = m->reps;
-    void *bargs[] = {&fc->prm,           (void *)&fc->fb.tokens, (void *)&m->bias_values,
-                     &fc->fb.count,      (void *)&fc->fb.raw,    &fc->lse,
-                     &rep,               (void *)&reps};
+    void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&m->bias_values,
+                     &fc->fb.count, (void *)&fc->fb.raw, &fc->lse, &rep, (void *)&reps};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }

@@ -110,8 +110,8 @@ struct fs_context {
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
-  int filter_clusters[5];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8, 16
-                               CTAs (0: that size is not used) */
+  int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
+                               (0: that size is not used) */
   char errmsg[FS_ERRMSG_MAX];
   char *compile_log;       /* last NVRTC failure: name, options, log, source */
 };

@@ -163,7 +163,7 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
     if (misaligned(o->repetition_penalties, 4))
       return BAD("options->repetition_penalties=%p: must be 4-byte aligned",
                  (const void *)o->repetition_penalties);
-    m->rep = r == 1.0f ? 0.0f : r;
+    m->rep = r; /* 1 penalises nothing: the kernels and the reference know it */
     m->reps = o->repetition_penalties;
   }
   if (o->size > size032 && o->logit_bias_count) {

@@ -22,6 +22,7 @@
 #define TPC 1
 #define RPT 16
 #include "fs_device.h"
+#include "fs_penalty.h"
 
 /* The two elements of a packed pair as fp32. */
 template <bool BF16>
@@ -68,19 +69,6 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
   return acc;
 }
 
-/* Row b's repetition penalty (fs_options.repetition_penalty, flashsampling.h):
-** r, or 0 where it penalises nothing (NaN, <= 0, +inf or 1).  The same as
-** fsamp_filter.cu's ft_rep / ft_pen, which the filters' path applies. */
-__device__ __forceinline__ float bias_rep(float rep, const float *reps, int b) {
-  const float r = reps ? reps[b] : rep;
-  return r > 0.0f && r < __int_as_float(0x7f800000) && r != 1.0f ? r : 0.0f;
-}
-/* z under penalty r (0: none): z / r where z > 0, z r else, each rounded
-** once (no contraction with the values' sum added after). */
-__device__ __forceinline__ float bias_pen(float z, float r) {
-  return r == 0.0f ? z : z > 0.0f ? __fdiv_rn(z, r) : __fmul_rn(z, r);
-}
-
 /* Words of the fused kernel's mask a prep block copies. */
 #define FS_BIAS_SHARE 2048
 
@@ -100,7 +88,7 @@ __device__ __forceinline__ float bias_pen(float z, float r) {
 **    the row, or disallowed by the caller's mask), at etok[row * count + j],
 **    and its raw logit z and biased logit z' = pen(z) + the sum of the row's
 **    values of t (fp32, in entry order) at zz[row * count + j], pen the row's
-**    repetition penalty (bias_rep of rep, reps; bias_pen).
+**    repetition penalty (fs_rep of rep, reps; fs_pen: fs_penalty.h).
 ** 128 threads. */
 template <bool BF16>
 __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
@@ -138,7 +126,7 @@ __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
   const float z = ok ? bias_logit<BF16>(p, b, t - lo, lane) : 0.0f;
   if (lane == 0) {
     etok[(size_t)b * count + j] = ok ? t : -1;
-    zz[(size_t)b * count + j] = make_float2(z, bias_pen(z, bias_rep(rep, reps, b)) + sum);
+    zz[(size_t)b * count + j] = make_float2(z, fs_pen(z, fs_rep(rep, reps, b)) + sum);
   }
 }
 

@@ -44,6 +44,7 @@
 #define TPC 1
 #define RPT 16
 #include "fs_device.h"
+#include "fs_penalty.h"
 
 #define FT_THREADS 512
 #define FT_WARPS (FT_THREADS / 32)
@@ -63,7 +64,7 @@
 #define FT_BINS 2048  /* the widest digit: 11 bits */
 #define FT_CAP 2048   /* the kept set gathered into shared memory, when it fits */
 #define FT_LCAP 1024  /* a slice's share of it, staged in its own CTA first */
-#define FT_MAXCS 16   /* the largest cluster (runtime/filter.c's) */
+#define FT_MAXCS 8    /* the largest cluster (runtime/filter.c's) */
 #define FT_NINF (-__int_as_float(0x7f800000))
 #ifndef FT_NO_GATHER
 #define FT_NO_GATHER 0 /* 1: never gather the kept set (runtime/filter.c, FS_FILTER_GATHER=0) */
@@ -962,22 +963,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
 }
 
-/* The repetition penalty as fsamp_bias.cu's bias_rep and bias_pen apply it:
-** row b's r, 0 where it penalises nothing; z / r where z > 0, z r else. */
-__device__ __forceinline__ float ft_rep(float rep, const float *reps, int b) {
-  const float r = reps ? reps[b] : rep;
-  return r > 0.0f && r < __int_as_float(0x7f800000) && r != 1.0f ? r : 0.0f;
-}
-__device__ __forceinline__ float ft_pen(float z, float r) {
-  return r == 0.0f ? z : z > 0.0f ? __fdiv_rn(z, r) : __fmul_rn(z, r);
-}
-
 /* A logit bias with the filters (runtime/filter.c, before fsamp_filter), a
 ** CTA a row of the staged logits: with lse_out, the row's raw log-sum-exp
 ** as fsamp_filter's pass 1 takes it; then each entry's raw logit into raw
 ** (entries outside the call's ids: 0, never read), and each biased token's
 ** zout value becomes its score pen(z) + the sum of its values (pen the row's
-** repetition penalty, ft_rep / ft_pen; the sum in fp32, in entry order, as
+** repetition penalty, fs_penalty.h; the sum in fp32, in entry order, as
 ** fsamp_bias.cu sums them), -inf where that is NaN (such a token ranks as
 ** -inf, flashsampling.h), written by its first entry. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
@@ -999,7 +990,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
   const int *tk = tokens + (size_t)b * count;
   const float *vl = values + (size_t)b * count;
-  const float r = ft_rep(rep, reps, b);
+  const float r = fs_rep(rep, reps, b);
   for (int j = (int)threadIdx.x; j < count; j += FT_THREADS) {
     const int t = tk[j];
     const long long v = (long long)t - p.vocab_offset;
@@ -1018,7 +1009,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     float sum = 0.0f;
     for (int i = j; i < count; i++)
       if (sh.kv[i] == t) sum += sh.kz[i];
-    const float y = ft_pen(raw[(size_t)b * count + j], r) + sum;
+    const float y = fs_pen(raw[(size_t)b * count + j], r) + sum;
     zrow[v] = y == y ? y : FT_NINF;
   }
 }

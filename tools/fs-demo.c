@@ -219,8 +219,7 @@ static int run_cpu(const args *a) {
   fs_options opt = {.size = sizeof opt, .token_mask = mask, .logit_softcap = a->softcap,
                     .logit_bias_tokens = btok, .logit_bias_values = bval,
                     .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                    .top_p = a->top_p,
-                    .repetition_penalty = a->rep};
+                    .top_p = a->top_p, .repetition_penalty = a->rep};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -263,7 +262,7 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                           .logit_softcap = a->softcap, .logit_bias_tokens = btok,
                           .logit_bias_values = bval, .logit_bias_count = a->bias,
                           .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p,
-                    .repetition_penalty = a->rep};
+                          .repetition_penalty = a->rep};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -314,8 +313,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
                           .logit_bias_tokens = (const int32_t *)(uintptr_t)dbt,
                           .logit_bias_values = (const float *)(uintptr_t)dbv,
                           .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                    .top_p = a->top_p,
-                    .repetition_penalty = a->rep};
+                          .top_p = a->top_p, .repetition_penalty = a->rep};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))

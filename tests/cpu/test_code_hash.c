@@ -141,10 +141,11 @@ static void embedded_files(void) {
   printf("%d embedded files keep their hash with a comment line inserted\n", n);
 
   /* the revision's suffix: the top 32 bits of FNV-1a over every embedded
-  ** file but the bias and filter modules, its path's bytes then its code */
+  ** file but the bias and filter modules and their penalty header, its
+  ** path's bytes then its code */
   unsigned long long h = H0;
   for (const fs_embedded_file *f = fs_embedded; f->path; f++) {
-    if (!strcmp(f->path, FS_BIAS_TEMPLATE) || !strcmp(f->path, FS_FILTER_TEMPLATE)) continue;
+    if (!fs_gen_in_revision(f->path)) continue;
     const size_t pl = strlen(f->path);
     for (size_t i = 0; i < pl; i++) h = (h ^ (unsigned char)f->path[i]) * 1099511628211ull;
     h = fs_gen_code_hash(h, f->data, f->size, is_lua(f->path));
