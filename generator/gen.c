@@ -185,14 +185,16 @@ unsigned long long fs_gen_code_hash(unsigned long long h, const char *s, size_t 
 ** comments and the width of whitespace left out): changes whenever the
 ** generator, a template or a shared header changes what it computes, so
 ** tuning results of older code are never mistaken for current ones, while
-** an edit to comments alone keeps them.  Except templates/fsamp_bias.cu and
-** templates/fsamp_filter.cu, the modules of their own of the logit bias and
-** the filters (runtime/bias.c, runtime/filter.c), and templates/fs_penalty.h,
-** which only they include: no variant includes them, so a change to them
-** changes no tuned kernel. */
+** an edit to comments alone keeps them.  Except templates/fsamp_reduce.cu,
+** fsamp_bias.cu and fsamp_filter.cu, the modules of their own of the
+** reductions that finish a call, the logit bias and the filters (runtime/
+** kernels.c, bias.c, filter.c), and templates/fs_penalty.h, which only the
+** last two include: no variant includes them, so a change to them changes
+** no tuned kernel (the second launch's reduction is fs_reduce_items, in
+** fs_device.h, which every variant includes). */
 int fs_gen_in_revision(const char *path) {
-  return strcmp(path, FS_BIAS_TEMPLATE) && strcmp(path, FS_FILTER_TEMPLATE) &&
-         strcmp(path, FS_PENALTY_HEADER);
+  return strcmp(path, FS_REDUCE_TEMPLATE) && strcmp(path, FS_BIAS_TEMPLATE) &&
+         strcmp(path, FS_FILTER_TEMPLATE) && strcmp(path, FS_PENALTY_HEADER);
 }
 
 static unsigned long long content_hash(void) {

@@ -55,15 +55,19 @@ int fs_gen_default(fs_gen *g, int arch, int dtype, int batch, int hidden,
 int fs_gen_source(fs_gen *g, const fs_variant *v, char **src, char *err,
                   size_t errlen);
 
-/* The logit bias's kernels (fs_options.logit_bias_*; runtime/bias.c) and
-** the filters' (fs_options.min_p, top_k, top_p; runtime/filter.c): embedded
-** templates compiled as they are, not part of the revision's hash. */
+/* The kernels that finish a call outside its variant (the second launch's
+** reduction, tensor parallelism's; runtime/kernels.c), the logit bias's
+** (fs_options.logit_bias_*; runtime/bias.c) and the filters' (fs_options.
+** min_p, top_k, top_p; runtime/filter.c): embedded templates compiled as
+** they are, each a module of the context's own, not part of the revision's
+** hash. */
+#define FS_REDUCE_TEMPLATE "templates/fsamp_reduce.cu"
 #define FS_BIAS_TEMPLATE "templates/fsamp_bias.cu"
 #define FS_FILTER_TEMPLATE "templates/fsamp_filter.cu"
 #define FS_PENALTY_HEADER "templates/fs_penalty.h" /* theirs alone (the repetition penalty) */
 
 /* 1 when the embedded file at `path` enters the revision's hash: every file
-** but the two modules above and the header only they include. */
+** but the three modules above and the header only two of them include. */
 int fs_gen_in_revision(const char *path);
 
 /* FNV-1a (64-bit, continuing from h) over the code of a C/CUDA (lua = 0) or

@@ -122,6 +122,7 @@ void fs_context_destroy(fs_context *ctx) {
     np = p->next;
     free(p);
   }
+  if (pushed && ctx->reduce_module) cu->cuModuleUnload(ctx->reduce_module);
   if (pushed && ctx->bias_module) cu->cuModuleUnload(ctx->bias_module);
   if (pushed && ctx->filter_module) cu->cuModuleUnload(ctx->filter_module);
   if (pushed && ctx->workspace) cu->cuMemFree(ctx->workspace);

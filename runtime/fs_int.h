@@ -21,11 +21,7 @@
 typedef struct fs_kernel {
   fs_variant v;          /* what it is (name, tiles, threads, smem, ...) */
   CUmodule module;
-  CUfunction main_fn;    /* fsamp_main */
-  CUfunction reduce_fn;  /* fsamp_reduce */
-  CUfunction finalize_fn; /* fsamp_finalize (tensor parallelism) */
-  CUfunction tp_lse_fn;   /* fsamp_tp_lse (tensor parallelism with logprobs) */
-  CUfunction tp_logprobs_fn; /* fsamp_tp_logprobs (the same) */
+  CUfunction main_fn;    /* fsamp_main (the module's only kernel) */
   int blocks_per_sm;     /* occupancy of fsamp_main, from the driver */
   int max_clusters;      /* clusters of v.cluster CTAs that fit at once (v.cluster > 1) */
   int registers;         /* per thread, from the driver */
@@ -101,6 +97,12 @@ struct fs_context {
   int prune;               /* 0: kernels get no bound buffer, so nothing is pruned
                               (FS_PRUNE=0 at creation; the draw is the same either way,
                               perf-notes 22g) */
+  CUmodule reduce_module;   /* templates/fsamp_reduce.cu (kernels.c), loaded with the first
+                               variant */
+  CUfunction reduce_fn;     /* fsamp_reduce (variants' second-launch reduction) */
+  CUfunction finalize_fn;   /* fsamp_finalize (tensor parallelism) */
+  CUfunction tp_lse_fn;     /* fsamp_tp_lse (tensor parallelism with logprobs) */
+  CUfunction tp_logprobs_fn; /* fsamp_tp_logprobs (the same) */
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
   CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
   CUfunction bias_merge_fn; /* fsamp_bias_merge */
@@ -128,8 +130,8 @@ fs_kernel *fs_kernel_find(fs_context *ctx, const char *name);
 int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
                          fs_kernel **out);
 
-/* A module of the context's own from an embedded template (tmpl: the logit
-** bias's, the filters'), `head` (NULL: none; e.g. a #define) put before it,
+/* A module of the context's own from an embedded template (tmpl: the
+** reductions', the logit bias's, the filters'), `head` (NULL: none; e.g. a #define) put before it,
 ** compiled for ctx's GPU by NVRTC and loaded into *mod, its n functions
 ** names[i] into fns[i]; `what` names it in messages (a compile failure
 ** keeps NVRTC's log as the compile log).

@@ -25,10 +25,28 @@ static void keep_compile_failure(fs_context *ctx, const fs_variant *v,
   free(text);
 }
 
+/* The kernels that finish a call outside its variant (templates/
+** fsamp_reduce.cu), compiled and loaded once per context with its first
+** variant, so that whatever can launch a variant can launch them. */
+static int reduce_load(fs_context *ctx) {
+  static const char *const names[] = {"fsamp_reduce", "fsamp_finalize", "fsamp_tp_lse",
+                                      "fsamp_tp_logprobs"};
+  CUfunction fns[4];
+  if (ctx->reduce_module) return FS_OK;
+  FS_TRY(fs_own_module(ctx, FS_REDUCE_TEMPLATE, NULL, "the reductions' kernels", names, 4,
+                       &ctx->reduce_module, fns));
+  ctx->reduce_fn = fns[0];
+  ctx->finalize_fn = fns[1];
+  ctx->tp_lse_fn = fns[2];
+  ctx->tp_logprobs_fn = fns[3];
+  return FS_OK;
+}
+
 /* Loads a cubin into a new fs_kernel for v. */
 static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
                       fs_kernel **out) {
   const fs_cu_api *cu = ctx->cu;
+  FS_TRY(reduce_load(ctx));
   fs_kernel *k = calloc(1, sizeof *k);
   if (!k) return fs_err(ctx, FS_OUT_OF_MEMORY, "out of memory for a kernel");
   k->v = *v;
@@ -39,10 +57,6 @@ static int load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
   }
   int st = FS_OK;
   if ((r = cu->cuModuleGetFunction(&k->main_fn, k->module, "fsamp_main")) ||
-      (r = cu->cuModuleGetFunction(&k->reduce_fn, k->module, "fsamp_reduce")) ||
-      (r = cu->cuModuleGetFunction(&k->finalize_fn, k->module, "fsamp_finalize")) ||
-      (r = cu->cuModuleGetFunction(&k->tp_lse_fn, k->module, "fsamp_tp_lse")) ||
-      (r = cu->cuModuleGetFunction(&k->tp_logprobs_fn, k->module, "fsamp_tp_logprobs")) ||
       (r = cu->cuFuncSetAttribute(k->main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   v->smem)) ||
       (r = cu->cuFuncGetAttribute(&k->registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->main_fn)) ||

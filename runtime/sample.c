@@ -298,7 +298,7 @@ int fs_launch_masked(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
   }
   if (!k->v.lastcta) {
     const unsigned items = (unsigned)(B * S);
-    FS_CHECK_CU(ctx, cu->cuLaunchKernel(k->reduce_fn, (items + 3) / 4, 1, 1, 128, 1, 1, 0,
+    FS_CHECK_CU(ctx, cu->cuLaunchKernel(ctx->reduce_fn, (items + 3) / 4, 1, 1, 128, 1, 1, 0,
                                         stream, args, NULL));
   }
   return FS_OK;

@@ -110,7 +110,7 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
     CUdeviceptr rk = lk + n * 8;
     int G = fs_num_chunks(ctx, k, B, problem->vocab);
     void *args[] = {&lse, &G, &rows, &rk};
-    st = launch(ctx, k->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
+    st = launch(ctx, ctx->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
                 stream);
   }
   if (!st && m->bias_count)
@@ -171,7 +171,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     float *lg = lp ? (float *)(uintptr_t)ll : outputs->logits;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, &lg, (void *)&outputs->keys,
                     &rows, &sc};
-    st = launch(ctx, k->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
+    st = launch(ctx, ctx->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
                 (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
   }
   if (!st && lp) {
@@ -179,7 +179,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     int nn = (int)n, ss = S;
     void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
     if (!st)
-      st = launch(ctx, k->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
+      st = launch(ctx, ctx->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
                   (unsigned)((n + 127) / 128), args, stream);
   } else if (!st && outputs->logits) {
     const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;

@@ -200,5 +200,3 @@ fsamp_main(const __grid_constant__ fs_params p) {
 
   fs_last_cta_reduce(p, b0, THREADS);
 }
-
-FS_DEFINE_REDUCE_KERNEL

@@ -214,5 +214,3 @@ fsamp_main(const fs_params p) {
   fs_last_cta_reduce(p, b0, THREADS);
 #endif
 }
-
-FS_DEFINE_REDUCE_KERNEL

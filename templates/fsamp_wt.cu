@@ -654,5 +654,3 @@ fsamp_main(const __grid_constant__ fs_params p, const __grid_constant__ fs_tmap 
   fs_last_cta_reduce(p, b0, CTHREADS);
   cluster_leave();
 }
-
-FS_DEFINE_REDUCE_KERNEL

@@ -8,7 +8,9 @@
 ** fails the test with its log, and so does a variant whose PTX loads or
 ** stores through a generic address (every access names its space, perf-notes
 ** 15a; the reduction's stores name it too, also at sm_100, where NVRTC 13.0
-** did not infer it).
+** did not infer it), or whose cubin holds another kernel than fsamp_main (the
+** small kernels that finish a call are a module of the context's own,
+** templates/fsamp_reduce.cu: test_own_compile).
 ** Also checks that names are deterministic and parse back to themselves, and
 ** that broken names are rejected.
 **
@@ -29,7 +31,7 @@ typedef struct job {
   char *src;
   unsigned long long key;
   int dup_of;     /* index of the job with the same source, or -1 */
-  int status, registers, spills, stack, generic;
+  int status, registers, spills, stack, generic, kernels_ok;
   double seconds;
   char err[512];
   char *log;
@@ -38,6 +40,14 @@ typedef struct job {
 static job *jobs;
 static int njobs, next_job;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Is name's symbol in the cubin's bytes (its string table)? */
+static int has_symbol(const fs_cubin *c, const char *name) {
+  const size_t n = strlen(name);
+  for (size_t i = 0; i + n < c->size; i++)
+    if (!memcmp(c->data + i, name, n) && c->data[i + n] == 0) return 1;
+  return 0;
+}
 
 static void *worker(void *arg) {
   (void)arg;
@@ -55,6 +65,8 @@ static void *worker(void *arg) {
     j->stack = c.stack_bytes;
     j->generic = c.generic_accesses;
     j->seconds = c.seconds;
+    j->kernels_ok = !j->status && has_symbol(&c, "fsamp_main") &&
+                    !has_symbol(&c, "fsamp_reduce") && !has_symbol(&c, "fsamp_finalize");
     if (j->status && c.log) j->log = strdup(c.log);
     fs_cubin_free(&c);
   }
@@ -165,6 +177,8 @@ int main(void) {
               "%s (%s): %d loads or stores through generic addresses in its PTX (-1: no "
               "PTX); every access must name its state space", j->v.name, j->v.target,
               j->generic);
+    CHECK_MSG(j->kernels_ok, "%s (%s): the cubin must hold fsamp_main and no fsamp_reduce or "
+              "fsamp_finalize", j->v.name, j->v.target);
   }
   printf("%d variants, %d distinct sources compiled in %.1f s of NVRTC time on %d threads; "
          "%d failed, %d spill (flagged), %d with generic accesses\n", njobs, compiled, total,

@@ -1,5 +1,6 @@
 /*
-** test_own_compile: the modules of the context's own, the logit bias's
+** test_own_compile: the modules of the context's own, the reductions'
+** (templates/fsamp_reduce.cu, runtime/kernels.c), the logit bias's
 ** (templates/fsamp_bias.cu, runtime/bias.c) and the filters'
 ** (templates/fsamp_filter.cu, runtime/filter.c), compile with NVRTC for
 ** every architecture the generator knows (sm_80, 86, 89, 90a, 100, 120),
@@ -9,8 +10,9 @@
 ** of a dot product's, the noise's or a selection's loop would be far
 ** larger).  The filters' module also as FS_FILTER_GATHER=0 compiles it
 ** (FT_NO_GATHER, only its long way), for sm_90a alone (5-10 s a target: its
-** scans are unrolled at every call site).  Was test_bias_compile.  Needs no
-** GPU.
+** scans are unrolled at every call site).  The variants' own cubins hold
+** fsamp_main alone (test_compile_variants).  Was test_bias_compile.  Needs
+** no GPU.
 */
 #include "fs_test.h"
 
@@ -51,10 +53,13 @@ static void check_module(const char *what, const char *tmpl, const char *head,
 }
 
 int main(void) {
+  static const char *const reduce[] = {"fsamp_reduce", "fsamp_finalize", "fsamp_tp_lse",
+                                       "fsamp_tp_logprobs"};
   static const char *const bias[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
                                      "fsamp_bias_merge"};
   static const char *const filter[] = {"fsamp_filter"};
   static const char *const sm90a[] = {"sm_90a", NULL};
+  check_module("reduce", FS_REDUCE_TEMPLATE, NULL, all_targets, reduce, 4);
   check_module("bias", FS_BIAS_TEMPLATE, NULL, all_targets, bias, 3);
   check_module("filter", FS_FILTER_TEMPLATE, NULL, all_targets, filter, 1);
   check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", sm90a, filter, 1);
