@@ -125,8 +125,10 @@ int fs_kernel_load(fs_context *ctx, const fs_variant *v, fs_kernel **out);
 /* The loaded kernel of that name, or NULL. */
 fs_kernel *fs_kernel_find(fs_context *ctx, const char *name);
 
-/* The same from a cubin compiled earlier (tuning database, tuner): no NVRTC.
-** The cubin must have been compiled from v's source for this GPU. */
+/* The same from a cubin compiled earlier (tuning database, tuner): no NVRTC
+** for the variant (a context's first load compiles its reductions' module,
+** templates/fsamp_reduce.cu, ~0.2 s, as any load does).  The cubin must have
+** been compiled from v's source for this GPU. */
 int fs_kernel_load_cubin(fs_context *ctx, const fs_variant *v, const void *cubin,
                          fs_kernel **out);
 
