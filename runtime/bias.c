@@ -12,6 +12,8 @@
 ** outputs, which tp.c reduces over ranks, or on one GPU into the call's
 ** outputs.  The kernels come from templates/fsamp_bias.cu, compiled by NVRTC
 ** into a module of the context's own on its first call with a bias.
+** Lists longer than FS_BIAS_SHORT take the filters' path (filter.c) instead,
+** after fsamp_bias_dedup (fs_bias_dedup) has made each row's entries distinct.
 */
 #include "fs_int.h"
 #include "embedded.h"
@@ -26,17 +28,51 @@ int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen)
 }
 
 /* Compiles and loads the module once per context. */
-static int bias_load(fs_context *ctx) {
+int fs_bias_load(fs_context *ctx) {
   static const char *const names[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
-                                      "fsamp_bias_merge"};
-  CUfunction fns[3];
+                                      "fsamp_bias_merge", "fsamp_bias_dedup"};
+  CUfunction fns[4];
   if (ctx->bias_module) return FS_OK;
-  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 3,
+  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 4,
                        &ctx->bias_module, fns));
   ctx->bias_fn[0] = fns[0];
   ctx->bias_fn[1] = fns[1];
   ctx->bias_merge_fn = fns[2];
+  ctx->bias_dedup_fn = fns[3];
+  /* its sort's words at FS_MAX_LOGIT_BIAS entries (64 KB: every target
+  ** from sm_80 has that much a block) */
+  FS_CHECK_CU(ctx, ctx->cu->cuFuncSetAttribute(fns[3],
+                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               4 * FS_MAX_LOGIT_BIAS));
   return FS_OK;
+}
+
+int fs_bias_key_bits(long long V, int count) {
+  int ib = 1;
+  while ((1ll << ib) < count) ib++;
+  return V > 0 && (((unsigned long long)(V - 1) << ib) | (unsigned)(count - 1)) < 0xffffffffull
+             ? ib : 0;
+}
+
+int fs_bias_dedup(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr tok_out,
+                  CUdeviceptr val_out, CUstream stream) {
+  /* fsamp_bias_dedup's words: a power of two, DD_E (16) a thread, at least
+  ** a warp's */
+  int count = m->bias_count, np = 512, off = (int)p->vocab_offset, V = p->vocab;
+  int ibits = fs_bias_key_bits(V, count);
+  if (!ibits) /* fs_validate_options checks it above FS_BIAS_SHORT; FS_BIAS_SHORT=0 here */
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d at V=%d: the long "
+                  "lists' path needs (V - 1) x 2^ceil(log2 count) + count - 1 < 2^32 - 1",
+                  count, V);
+  while (np < count) np *= 2;
+  const int32_t *tokens = m->bias_tokens;
+  const float *values = m->bias_values;
+  void *args[] = {(void *)&tokens, (void *)&values, &count, &off, &V, &np, &ibits,
+                  &tok_out, &val_out};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_dedup_fn, (unsigned)p->batch, 1, 1,
+                                       (unsigned)(np / 16), 1, 1, (unsigned)(4 * np), stream,
+                                       args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_dedup)", __FILE__, __LINE__) : FS_OK;
 }
 
 /* The words of the call's ids, [first, first + span) of a row of the
@@ -68,7 +104,7 @@ int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
                     (long long)p->vocab_offset,
                     ctx->bias_module ? "at this size grows the workspace"
                                      : "on a context compiles its kernels");
-    FS_TRY(bias_load(ctx));
+    FS_TRY(fs_bias_load(ctx));
     FS_TRY(fs_workspace_reserve(ctx, bytes));
   }
   *mask_at = ctx->workspace + at;

@@ -22,6 +22,12 @@
 ** repetition penalty, plus its values), its
 ** raw logit kept in the workspace for the outputs, and with logprobs the
 ** raw log-sum-exp taken first; the filters then see the biased scores.
+** A long bias takes this path with or without filters (fs_filter_path:
+** above FS_BIAS_SHORT entries a row, or from B = 16 where its dot products
+** would cost more; with no filters fsamp_filter draws over every candidate,
+** as the fused kernel would), and no dot product an entry is taken; above
+** FS_BIAS_SHORT fsamp_bias_dedup (bias.c) first makes each row's entries
+** distinct, so that fsamp_filter_bias needs no search for repeats.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -167,21 +173,31 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
   const size_t zat = (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, 1) + 15) / 16 * 16;
   /* then the scratch tokens; with a bias its entries' raw logits and the
-  ** rows' raw log-sum-exps; then the extra bytes */
+  ** rows' raw log-sum-exps, and with a long one (long_bias) its
+  ** entries made distinct (tokens, values); then the extra bytes */
   const size_t nb = m->bias_count > 0 ? (size_t)m->bias_count : 0u;
+  /* made distinct first: a long list, and any list that fsamp_filter_bias's
+  ** shared memory would not hold (with FS_BIAS_SHORT raised) */
+  const int long_bias = m->bias_count > ctx->bias_short || m->bias_count > FS_BIAS_SHORT;
   const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
-  fc->extra_at = ((nb ? lat + B * 4 : tat + B * 4) + 15) / 16 * 16;
+  const size_t dat = (lat + B * 4 + 15) / 16 * 16; /* the distinct entries (long_bias) */
+  fc->extra_at = ((long_bias ? dat + B * nb * 8 : nb ? lat + B * 4 : tat + B * 4) + 15) / 16 * 16;
   const size_t bytes = fc->extra_at + extra;
-  if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
+  if (!ctx->filter_module || (long_bias && !ctx->bias_module) || bytes > ctx->workspace_bytes) {
     int cap;
     FS_TRY(capturing(ctx, stream, &cap));
+    char why[96] = "options->min_p/top_k/top_p are set";
+    if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
+      snprintf(why, sizeof why, "options->logit_bias_count=%d takes the filters' path "
+               "(fs_options)", m->bias_count);
     if (cap)
       return fs_err(ctx, FS_NOT_PREPARED,
-                    "stream is capturing and options->min_p/top_k/top_p are set at B=%d, "
-                    "V=%d: the first filtered call %s; make one such call before capture",
-                    (int)p->batch, (int)p->vocab,
-                    ctx->filter_module ? "at this size grows the workspace (B x V x 4 bytes)"
-                                       : "on a context compiles its kernel");
+                    "stream is capturing and %s at B=%d, V=%d: the first such call %s; make "
+                    "one before capture", why, (int)p->batch, (int)p->vocab,
+                    !ctx->filter_module || (long_bias && !ctx->bias_module)
+                        ? "on a context compiles its kernels"
+                        : "at this size grows the workspace (B x V x 4 bytes and more)");
+    if (long_bias) FS_TRY(fs_bias_load(ctx));
     if (!ctx->filter_module) {
       /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only;
       ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
@@ -239,14 +255,23 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->f.top_k = m->top_k;
   fc->f.top_p = m->top_p;
   if (nb) {
+    const float *values = m->bias_values;
+    int distinct = 0; /* fsamp_bias_dedup's entries: no repeats to look for */
     fc->fb.tokens = m->bias_tokens;
+    if (long_bias) {
+      const CUdeviceptr dt = ctx->workspace + dat, dv = dt + B * nb * 4;
+      FS_TRY(fs_bias_dedup(ctx, p, m, dt, dv, stream));
+      fc->fb.tokens = (const int32_t *)(uintptr_t)dt;
+      values = (const float *)(uintptr_t)dv;
+      distinct = 1;
+    }
     fc->fb.raw = (float *)(uintptr_t)(ctx->workspace + rat);
     fc->fb.count = m->bias_count;
     if (m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
     float rep = m->rep; /* the repetition penalty, applied with the values */
     const float *reps = m->reps;
-    void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&m->bias_values,
-                     &fc->fb.count, (void *)&fc->fb.raw, &fc->lse, &rep, (void *)&reps};
+    void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&values, &fc->fb.count,
+                     (void *)&fc->fb.raw, &fc->lse, &rep, (void *)&reps, &distinct};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }

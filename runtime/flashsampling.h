@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 10
+#define FS_VERSION_PATCH 11
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.10"
+#define FS_VERSION_STRING "0.3.11"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -109,7 +109,8 @@ typedef enum fs_dtype {
 #define FS_MIN_TEMPERATURE 1e-30f  /* the least T > 0: z / T stays finite in fp32 */
 #define FS_MIN_SOFTCAP 1e-30f      /* the least logit_softcap > 0: 1 / c is finite */
 #define FS_MAX_SOFTCAP 1e30f       /* the largest: the kernels' fast 1 / c stays normal */
-#define FS_MAX_LOGIT_BIAS 1024     /* fs_options.logit_bias_count: entries per row */
+#define FS_MAX_LOGIT_BIAS 16384    /* fs_options.logit_bias_count: entries per row
+                                      (1024 before 0.3.11) */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -244,9 +245,21 @@ typedef struct fs_outputs {
 **    pathwise the draw one fused kernel would make (with min_p, top_k or
 **    top_p the filters' path takes the bias instead: see below).  Cost: one W row (D x 2
 **    bytes) read per entry, the mask copy and two small launches; count 0
-**    costs nothing.  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the pointers
-**    unread); else both arrays are 4-byte aligned device memory of B x count
-**    entries.  Not with FS_NOISE_GROUP16 (a bias changes its groups'
+**    costs nothing.  Above 1024 entries a row (since 0.3.11; a repetition
+**    penalty's list of a long prompt) the call takes the filters' path
+**    below, with or without filters and greedy or not: the logits written
+**    to the workspace (B x V x 4 bytes more, and B x count x 12), each row's
+**    entries made distinct by a sort in shared memory (a CTA a row) and
+**    applied to them, and the draw over them, instead of a dot product an
+**    entry; the draws are the same.  From B = 16 shorter lists take it too
+**    where the dot products would cost more (fitted on the H200: ~3 ns a
+**    row and entry at D = 4096 against ~45 us + ~0.6 us a row at V =
+**    151,936; e.g. above ~430 entries at B = 64, ~260 at B = 256).  There the sort's 32-bit words need
+**    (V - 1) x 2^ceil(log2 count) + count - 1 < 2^32 - 1: every count up to
+**    FS_MAX_LOGIT_BIAS for V < 2^18, 16383 at V = 2^18 (the message names
+**    the most a V takes).  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the
+**    pointers unread); else both arrays are 4-byte aligned device memory of
+**    B x count entries.  Not with FS_NOISE_GROUP16 (a bias changes its groups'
 **    masses): FS_INVALID_ARGUMENT.  The first call with a bias on a context
 **    compiles the bias kernels and may grow the workspace: make one before
 **    capturing such calls in a CUDA graph (while capturing that first call

@@ -40,6 +40,13 @@ enum {
 /* The call mode of a call with sampling s on ctx (its noise mode). */
 int fs_call_mode(const fs_context *ctx, const fs_sampling *s);
 
+/* A logit bias of more entries a row than this takes the filters' path
+** (filter.c: the logits written out, the entries applied to them) rather
+** than the fused kernel's with a dot product an entry (bias.c), whose
+** search for repeats is O(count^2) a row.  A context takes
+** ctx->bias_short: this, or FS_BIAS_SHORT=N from the environment. */
+#define FS_BIAS_SHORT 1024
+
 /* A prepared shape: which kernel serves (dtype, D, V, batch bucket) for each
 ** call mode.  kernel[FS_CALL_TOKEN] is always set; another mode's is set
 ** only when a tuning database has a winner of its own for that mode (exact
@@ -106,10 +113,13 @@ struct fs_context {
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
   CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
   CUfunction bias_merge_fn; /* fsamp_bias_merge */
+  CUfunction bias_dedup_fn; /* fsamp_bias_dedup (lists longer than FS_BIAS_SHORT) */
   CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
+  int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
+  int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
@@ -227,6 +237,13 @@ typedef struct fs_opts {
   long long zout_stride;
 } fs_opts;
 
+/* Does a validated call take the filters' path (filter.c): a sampled call
+** with filters, or any call whose bias is longer than ctx->bias_short, or
+** (without FS_BIAS_SHORT in the environment, from B = 16) long enough that
+** its dot products would cost more than the logits written out. */
+int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                   const fs_opts *m);
+
 /* Runs a given loaded kernel (tests and the tuner use it to force a
 ** variant).  Arguments must have been validated; no allocation. */
 int fs_launch(fs_context *ctx, const fs_kernel *k, const fs_problem *p,
@@ -300,7 +317,18 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
 ** logprobs the rows' log-sum-exp keys of fsamp_tp_lse): the winners back
 ** into them (final NULL), or as the call's outputs (final; its logprobs
 ** from m).
-** fs_bias_compile: the module's cubin for an NVRTC target (tests). */
+** fs_bias_compile: the module's cubin for an NVRTC target (tests).
+** fs_bias_load: the module, compiled and loaded on a context's first use
+** (never while a stream captures: the callers check).
+** fs_bias_dedup: enqueues fsamp_bias_dedup, m's entries made distinct into
+** [B, count] int32 tokens at tok_out and fp32 values at val_out. */
+int fs_bias_load(fs_context *ctx);
+/* The bits of an entry's index in fsamp_bias_dedup's sort words for a
+** shard of V ids and count entries a row, or 0 where they do not fit (every
+** word (V - 1) << bits | (count - 1) must stay below 0xffffffff). */
+int fs_bias_key_bits(long long V, int count);
+int fs_bias_dedup(fs_context *ctx, const fs_problem *p, const fs_opts *m, CUdeviceptr tok_out,
+                  CUdeviceptr val_out, CUstream stream);
 int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
                   CUstream stream, CUdeviceptr *mask_at);
 int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,

@@ -318,6 +318,24 @@ int fs_call_mode(const fs_context *ctx, const fs_sampling *s) {
   return ctx->noise == FS_NOISE_GROUP16 ? FS_CALL_GROUP16 : FS_CALL_TOKEN;
 }
 
+/* Is a bias of n entries a row cheaper through the filters' path?  Fitted
+** on the H200 at D = 4096, V = 151,936 (perf-notes 41b): the fused path's
+** dot products cost ~3 ns a (row, entry) at D = 4096 from B = 16 on, the
+** filters' path ~45 us plus ~0.6 us a row at that V; D and V scale them. */
+static int bias_long(const fs_context *ctx, const fs_problem *p, int n) {
+  if (n > ctx->bias_short) return 1;
+  if (ctx->bias_short_env || p->batch < 16) return 0;
+  const double fused_ns = 3.0 * p->batch * (double)n * p->hidden / 4096.0;
+  const double long_ns = 45000.0 + 600.0 * p->batch * (double)p->vocab / 151936.0;
+  return fused_ns > long_ns;
+}
+
+int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                   const fs_opts *m) {
+  return (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY) ||
+         (m->bias_count > 0 && bias_long(ctx, p, m->bias_count));
+}
+
 /* Chooses and loads the kernel for (shape, bucket) and call mode: FS_VARIANT
 ** if set, else the tuning databases (tuned.c), else the generator's built-in
 ** default.  For a mode other than FS_CALL_TOKEN *out stays NULL unless a
@@ -471,8 +489,9 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_outputs(ctx, outputs));
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
-  /* filters (with any bias: filter.c) unless the call is greedy, which they leave as it is */
-  if (m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY) {
+  /* filters (with any bias: filter.c) unless the call is greedy, which they
+  ** leave as it is; a long bias, greedy or not */
+  if (fs_filter_path(ctx, problem, sampling, &m)) {
     if (ctx->filter_ranks) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   }

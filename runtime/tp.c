@@ -126,8 +126,9 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
 /* One rank's call through collective c, or with c NULL one GPU's call with a
 ** logit bias (fs_sample_ex): the same steps up to the bias's merge, which
 ** then writes the outputs (no collective, no fsamp_finalize).  A sampled
-** call with filters takes filter.c's rank part (fs_filter_tp) instead of
-** the fused kernel's; the rest is the same. */
+** call with filters, or one with a long bias (fs_filter_path), takes
+** filter.c's rank part (fs_filter_tp) instead of the fused kernel's; the
+** rest is the same. */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const fs_tp_coll *c,
                      void *stream) {
@@ -154,8 +155,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
   CUdeviceptr lk, gk, ll;
-  /* one GPU: fs_sample_ex sends sampled calls with filters to filter.c */
-  int st = c && m.filter && fs_call_mode(ctx, sampling) != FS_CALL_GREEDY
+  /* one GPU: fs_sample_ex sends those calls to filter.c */
+  int st = c && fs_filter_path(ctx, problem, sampling, &m)
                ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll)
                : tp_fused(ctx, problem, sampling, &m, outputs, !c, (CUstream)stream, &k, &lk,
                           &gk, &ll);

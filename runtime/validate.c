@@ -171,6 +171,13 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
     if (n < 0 || n > FS_MAX_LOGIT_BIAS)
       return BAD("options->logit_bias_count=%d: must be in 0..%d (entries per row)", n,
                  FS_MAX_LOGIT_BIAS);
+    if (n > FS_BIAS_SHORT && !fs_bias_key_bits(p->vocab, n)) {
+      int most = n; /* the longest list this V takes */
+      while (most > FS_BIAS_SHORT && !fs_bias_key_bits(p->vocab, most)) most--;
+      return BAD("options->logit_bias_count=%d at V=%d: above %d entries a row, (V - 1) x "
+                 "2^ceil(log2 count) + count - 1 must be below 2^32 - 1 (at this V: at most %d)",
+                 n, (int)p->vocab, FS_BIAS_SHORT, most);
+    }
     if (!o->logit_bias_tokens || !o->logit_bias_values)
       return BAD("options->logit_bias_%s=NULL: logit_bias_count=%d needs [B, %d] device "
                  "arrays of tokens and values", o->logit_bias_tokens ? "values" : "tokens",

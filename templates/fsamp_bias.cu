@@ -225,3 +225,124 @@ fsamp_bias_merge(const fs_params p, int count, const float2 *zz, const int *etok
                  unsigned long long *keys, float *logits, bias_out out) {
   bias_merge(p, count, zz, etok, keys, logits, out);
 }
+
+/* Long lists (more than FS_BIAS_SHORT entries a row, runtime/filter.c, which
+** then takes the filters' path): row blockIdx.x's entries made distinct, so
+** that fsamp_filter_bias needs no search for repeats.  Entry j's output is
+** tok_out[j] = its token and val_out[j] = the sum of the row's values of
+** that token (fp32, from 0, in entry order: what bias_prep and
+** fsamp_filter_bias sum) where j is the token's first entry in [vocab_offset,
+** vocab_offset + V); -1 and 0 elsewhere (pads, other shards' ids, repeats).
+** How: a bitonic sort of the words (the id in the shard) << ibits | the
+** entry's index (0xffffffff outside the shard; the caller checks that every
+** other word is below that: fs_bias_key_bits), np of them (count rounded up
+** to a power of two, at least DD_E x 32), np / DD_E threads of DD_E
+** consecutive words each: strides below DD_E within a thread's registers,
+** below 32 DD_E across the warp's lanes by shuffles, the rest through 4 np
+** bytes of dynamic shared memory (np <= 16384: 64 KB); a repeat then
+** follows its first entry, in entry order. */
+#define DD_E 16
+
+/* Stride S of the merges of SIZE-word runs within a thread's words
+** (ascending runs where the word's index & SIZE is 0; SIZE <= DD_E). */
+template <int SIZE, int S>
+__device__ __forceinline__ void dd_first(unsigned (&r)[DD_E], int g0) {
+#pragma unroll
+  for (int i = 0; i < DD_E; i++)
+    if ((i & S) == 0) {
+      /* g0 is a multiple of DD_E: i & SIZE below it, g0 & SIZE at it */
+      const unsigned a = r[i], b = r[i + S];
+      const bool up = ((g0 + i) & SIZE) == 0;
+      r[i] = up ? min(a, b) : max(a, b);
+      r[i + S] = up ? max(a, b) : min(a, b);
+    }
+}
+template <int SIZE>
+__device__ __forceinline__ void dd_first_size(unsigned (&r)[DD_E], int g0) {
+  if (SIZE >= 16) dd_first<SIZE, 8>(r, g0);
+  if (SIZE >= 8) dd_first<SIZE, 4>(r, g0);
+  if (SIZE >= 4) dd_first<SIZE, 2>(r, g0);
+  dd_first<SIZE, 1>(r, g0);
+}
+
+/* Stride S of a merge of runs longer than DD_E, whose direction is the
+** thread's (up: ascending). */
+template <int S>
+__device__ __forceinline__ void dd_regs(unsigned (&r)[DD_E], bool up) {
+#pragma unroll
+  for (int i = 0; i < DD_E; i++)
+    if ((i & S) == 0) {
+      const unsigned a = r[i], b = r[i + S];
+      r[i] = up ? min(a, b) : max(a, b);
+      r[i + S] = up ? max(a, b) : min(a, b);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) /* FS_MAX_LOGIT_BIAS / DD_E */
+fsamp_bias_dedup(const int *tokens, const float *values, int count, int vocab_offset, int V,
+                 int np, int ibits, int *tok_out, float *val_out) {
+  extern __shared__ unsigned dd_key[]; /* np words */
+  const size_t row = (size_t)blockIdx.x * (size_t)count;
+  const int t = threadIdx.x, lane = t & 31, g0 = t * DD_E;
+  for (int i = t; i < count; i += blockDim.x) tok_out[row + i] = -1, val_out[row + i] = 0.0f;
+  unsigned r[DD_E];
+#pragma unroll
+  for (int i = 0; i < DD_E; i++) {
+    unsigned k = 0xffffffffu;
+    if (g0 + i < count) {
+      const long long v = (long long)tokens[row + g0 + i] - vocab_offset;
+      if (v >= 0 && v < V) k = (unsigned)v << ibits | (unsigned)(g0 + i);
+    }
+    r[i] = k;
+  }
+  dd_first_size<2>(r, g0); /* runs of up to DD_E words: within the thread */
+  dd_first_size<4>(r, g0);
+  dd_first_size<8>(r, g0);
+  dd_first_size<16>(r, g0);
+  for (int size = 2 * DD_E; size <= np; size <<= 1) {
+    int stride = size >> 1;
+    const bool up = (g0 & size) == 0; /* this thread's words' run ascends */
+    if (stride >= 32 * DD_E) { /* across warps: shared memory */
+#pragma unroll
+      for (int i = 0; i < DD_E; i++) dd_key[g0 + i] = r[i];
+      __syncthreads();
+      for (; stride >= 32 * DD_E; stride >>= 1) {
+        for (int i = t; i < np / 2; i += blockDim.x) {
+          const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+          const unsigned a = dd_key[lo], b = dd_key[hi];
+          if ((a > b) == ((lo & size) == 0)) dd_key[lo] = b, dd_key[hi] = a;
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int i = 0; i < DD_E; i++) r[i] = dd_key[g0 + i];
+      __syncthreads(); /* read before the next size's stores */
+    }
+    for (; stride >= DD_E; stride >>= 1) { /* across the warp's lanes */
+      const int d = stride / DD_E;
+      const bool keep_min = ((lane & d) == 0) == up;
+#pragma unroll
+      for (int i = 0; i < DD_E; i++) {
+        const unsigned o = __shfl_xor_sync(0xffffffffu, r[i], d);
+        r[i] = keep_min ? min(r[i], o) : max(r[i], o);
+      }
+    }
+    dd_regs<8>(r, up); /* stride is DD_E / 2 here */
+    dd_regs<4>(r, up);
+    dd_regs<2>(r, up);
+    dd_regs<1>(r, up);
+  }
+#pragma unroll
+  for (int i = 0; i < DD_E; i++) dd_key[g0 + i] = r[i];
+  __syncthreads();
+  const unsigned emask = (1u << ibits) - 1u;
+  for (int k = t; k < np; k += blockDim.x) {
+    const unsigned w = dd_key[k], v = w >> ibits;
+    if (w == 0xffffffffu || (k > 0 && dd_key[k - 1] >> ibits == v)) continue; /* not a first */
+    float sum = 0.0f;
+    for (int j = k; j < np && dd_key[j] != 0xffffffffu && dd_key[j] >> ibits == v; j++)
+      sum += values[row + (dd_key[j] & emask)];
+    tok_out[row + (w & emask)] = (int)v + vocab_offset;
+    val_out[row + (w & emask)] = sum;
+  }
+}

@@ -970,10 +970,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** zout value becomes its score pen(z) + the sum of its values (pen the row's
 ** repetition penalty, fs_penalty.h; the sum in fp32, in entry order, as
 ** fsamp_bias.cu sums them), -inf where that is NaN (such a token ranks as
-** -inf, flashsampling.h), written by its first entry. */
+** -inf, flashsampling.h), written by its first entry.  distinct: the
+** entries are fsamp_bias_dedup's (fsamp_bias.cu; any count up to
+** FS_MAX_LOGIT_BIAS), each token once with its values summed, -1 elsewhere;
+** else count <= FS_BIAS_SHORT (1024), whose entries fit sh.kv and sh.kz. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_filter_bias(const fs_params p, const int *tokens, const float *values, int count,
-                      float *raw, float *lse_out, float rep, const float *reps) {
+                      float *raw, float *lse_out, float rep, const float *reps, int distinct) {
   __shared__ ft_shared sh;
   const int b = (int)blockIdx.x;
   float *zrow = p.zout + (long long)b * p.zout_stride;
@@ -991,6 +994,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const int *tk = tokens + (size_t)b * count;
   const float *vl = values + (size_t)b * count;
   const float r = fs_rep(rep, reps, b);
+  if (distinct) { /* a token once: its entry alone reads and writes its logit */
+    __syncthreads(); /* the log-sum-exp's reads of zrow before any write */
+    for (int j = (int)threadIdx.x; j < count; j += FT_THREADS) {
+      const long long v = (long long)tk[j] - p.vocab_offset;
+      if (v < 0 || v >= p.V) continue; /* -1: a pad, a repeat or another shard's id */
+      const float z = __ldcg(zrow + v);
+      raw[(size_t)b * count + j] = z;
+      const float y = fs_pen(z, r) + vl[j];
+      zrow[v] = y == y ? y : FT_NINF;
+    }
+    return;
+  }
   for (int j = (int)threadIdx.x; j < count; j += FT_THREADS) {
     const int t = tk[j];
     const long long v = (long long)t - p.vocab_offset;

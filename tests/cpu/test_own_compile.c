@@ -56,7 +56,7 @@ int main(void) {
   static const char *const reduce[] = {"fsamp_reduce", "fsamp_finalize", "fsamp_tp_lse",
                                        "fsamp_tp_logprobs"};
   static const char *const bias[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
-                                     "fsamp_bias_merge"};
+                                     "fsamp_bias_merge", "fsamp_bias_dedup"};
   static const char *const filter[] = {"fsamp_filter"};
   static const char *const sm90a[] = {"sm_90a", NULL};
   check_module("reduce", FS_REDUCE_TEMPLATE, NULL, all_targets, reduce, 4);

@@ -77,7 +77,9 @@
 **  6. Bad input: logit_bias_count -1, -1000, INT32_MIN, FS_MAX_LOGIT_BIAS + 1
 **     and INT32_MAX are FS_INVALID_ARGUMENT naming options->logit_bias_count
 **     with its value and the range (fs_reference_row_ex too);
-**     FS_MAX_LOGIT_BIAS is accepted; NULL and misaligned arrays are named;
+**     FS_MAX_LOGIT_BIAS is accepted, and at V = 2^18 refused naming the
+**     most that V takes (16383, accepted; since 0.3.11, the long lists'
+**     sort words); NULL and misaligned arrays are named;
 **     a 0.3.2-sized struct with garbage in the bias fields (counts out of
 **     range, NULL or odd pointers, or arrays whose +inf would decide every
 **     draw) is accepted and draws the unbiased tokens; sizes between 0.3.2's
@@ -1019,7 +1021,7 @@ static void test_bad_input(void) {
     const fs_options o = {.size = sizeof o, .logit_bias_tokens = tok, .logit_bias_values = val,
                           .logit_bias_count = badc[i]};
     ref_expect_bad(&pr.p, &s, &o, name, what);
-    CHECK_MSG(fs_test_has(fs_last_error(NULL), "0..1024"), "%s: no range in '%s'", what,
+    CHECK_MSG(fs_test_has(fs_last_error(NULL), "0..16384"), "%s: no range in '%s'", what,
               fs_last_error(NULL));
     if (i == 3) printf("count %d -> \"%s\"\n", badc[i], fs_last_error(NULL));
     const int rc = fs_reference_row_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, 0, 0, &r);
@@ -1035,6 +1037,30 @@ static void test_bad_input(void) {
             "count FS_MAX_LOGIT_BIAS: %s, row 1 drew %d (want 82, its last entry's +inf)",
             fs_last_error(NULL), (int)t[1]);
   tok[2 * FS_MAX_LOGIT_BIAS - 1] = -1;
+
+  /* above 1024 entries the long lists' sort words must fit: at V = 2^18
+  ** (Gemma 3) FS_MAX_LOGIT_BIAS is refused naming V and the most it takes,
+  ** which is accepted; at V = 2^18 - 1 FS_MAX_LOGIT_BIAS is */
+  {
+    ref_prob big;
+    ref_prob_make(&big, FS_DTYPE_BF16, 1, 8, 262144, 0, 0, 0, 0.5, &st);
+    const fs_sampling s1 = {1.0f, NULL, 1, 1u, NULL, 0u, NULL};
+    fs_options o = {.size = sizeof o, .logit_bias_tokens = tok, .logit_bias_values = val,
+                    .logit_bias_count = FS_MAX_LOGIT_BIAS};
+    ref_expect_bad(&big.p, &s1, &o, "options->logit_bias_count=16384 at V=262144",
+                   "count 16384 at V = 2^18");
+    CHECK_MSG(fs_test_has(fs_last_error(NULL), "at most 16383"), "no limit in '%s'",
+              fs_last_error(NULL));
+    printf("count 16384 at V=262144 -> \"%s\"\n", fs_last_error(NULL));
+    o.logit_bias_count = FS_MAX_LOGIT_BIAS - 1;
+    CHECK_MSG(fs_reference_sample_ex(&big.p, &s1, FS_NOISE_TOKEN, &o, t, NULL, NULL) == FS_OK,
+              "count 16383 at V = 2^18: %s", fs_last_error(NULL));
+    big.p.vocab = 262143;
+    o.logit_bias_count = FS_MAX_LOGIT_BIAS;
+    CHECK_MSG(fs_reference_sample_ex(&big.p, &s1, FS_NOISE_TOKEN, &o, t, NULL, NULL) == FS_OK,
+              "count 16384 at V = 2^18 - 1: %s", fs_last_error(NULL));
+    ref_prob_free(&big);
+  }
 
   /* NULL and misaligned arrays, each named */
   const struct {

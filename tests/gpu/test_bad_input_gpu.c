@@ -443,10 +443,11 @@ static void test_bias_args(void) {
     ho.logit_bias_tokens = tok;
     ho.logit_bias_values = val;
     st = fs_reference_sample_ex(&hp, &g_s, FS_NOISE_TOKEN, &ho, rt, NULL, NULL);
-    CHECK_MSG(st == FS_INVALID_ARGUMENT &&
-                  fs_test_has(fs_last_error(NULL), "options->logit_bias_count=1025"),
-              "fs_reference_sample_ex(logit_bias_count 1025): %s: %s", fs_status_string(st),
-              fs_last_error(NULL));
+    char name[64];
+    snprintf(name, sizeof name, "options->logit_bias_count=%d", FS_MAX_LOGIT_BIAS + 1);
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(NULL), name),
+              "fs_reference_sample_ex(logit_bias_count %d): %s: %s", FS_MAX_LOGIT_BIAS + 1,
+              fs_status_string(st), fs_last_error(NULL));
   }
   /* accepted */
   o = options_of(offsetof(fs_options, logit_bias_tokens), NULL, 0);

@@ -44,8 +44,21 @@
 **           the listed tokens' positive logits x 4, negative ones / 4);
 **   penalties the mixed case's options with 40 entries a row (most of value
 **           0) and per-row repetition penalties (0.05 on half the rows, 4,
-**           NaN, -1 and +inf on the rest, past a decoy scalar of 5).
-** In the two penalty cases the draws compared with are those of the same
+**           NaN, -1 and +inf on the rest, past a decoy scalar of 5);
+** and the long lists (since 0.3.11: more than 1024 entries a row take the
+** filters' path, after fsamp_bias_dedup's sort has made them distinct):
+**   long    the mixed case's options with 3000 entries a row (repeats 2 and
+**           1500 entries apart among them);
+**   longest V = 40000, FS_MAX_LOGIT_BIAS (16384) entries a row (a token
+**           listed up to ~6 times), 2 samples, logprobs, the penalty case's
+**           values and repetition penalty (a long prompt's list);
+**   longgreedy V = 5011, 2000 entries a row, scalar T = 0;
+**   model   V = 3001, D = 4096, 1000 entries a row, logprobs: at B = 37 the
+**           cost model sends it to the filters' path (not made distinct), at
+**           B = 5 to the fused kernel's (runtime/sample.c, fs_filter_path).
+** gpu/bias_long runs every case through the long lists' path
+** (FS_BIAS_SHORT=0 in the environment).
+** In the three penalty cases the draws compared with are those of the same
 ** call without the penalty (the bias kept): at least a tenth must differ.
 */
 #include "gpu_family.h"
@@ -57,7 +70,7 @@
 #include <string.h>
 
 /* What a case adds (bias_case.extra). */
-enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16 };
+enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16, FAR = 32 };
 
 /* The repetition penalty of the PENALTY cases: the scalar, and row b's
 ** (ROW_PENALTIES): 0.05 on half the rows (the listed tokens' capped logits,
@@ -86,6 +99,10 @@ static const bias_case cases[] = {
     {"nan", 1000, 256, 0, 1, 0, 0, 8, 0.0f, 6, NAN_ROWS},
     {"penalty", 3001, 256, 0, 2, 0, 1, 64, 0.0f, 7, PENALTY},
     {"penalties", 5011, 1024, 37, 3, 1, 1, 40, 2.0f, 8, PENALTY | ROW_PENALTIES},
+    {"long", 5011, 1024, 37, 3, 1, 1, 3000, 2.0f, 9, FAR},
+    {"longest", 40000, 256, 0, 2, 0, 1, FS_MAX_LOGIT_BIAS, 0.0f, 10, PENALTY},
+    {"longgreedy", 5011, 256, 0, 1, 0, 0, 2000, 0.0f, 11, GREEDY},
+    {"model", 3001, 4096, 0, 1, 0, 1, 1000, 0.0f, 12, 0},
 };
 
 static unsigned long long bias_rand(unsigned long long *s) {
@@ -106,6 +123,7 @@ static void make_bias(const bias_case *cs, int B, int32_t *tok, float *val) {
       if (cs->extra & PENALTY) /* most entries a prompt's: the penalty alone */
         val[i] = j % 4 ? 0.0f : val[i] / 8.0f;
       if ((cs->extra & ROW_SEEDS) && j == 35) tok[i] = tok[i - 33]; /* across 32 entries */
+      if ((cs->extra & FAR) && j >= 1500 && j % 10 == 1) tok[i] = tok[i - 1500];
       if ((cs->extra & NAN_ROWS) && b == 0 && j == 0) /* the only id row 0's mask allows */
         tok[i] = cs->offset, val[i] = NAN;
       if (!cs->mixed) continue;
@@ -274,14 +292,15 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   gu_lmhead_free(ctx, &lm);
 }
 
-/* A CUDA graph captured after a first call with the "mixed" bias (logprobs,
-** soft-cap, per-row repetition penalties) replays it (tokens and keys bitwise); a fresh context's first call
+/* A CUDA graph captured after a first call with case cs's bias ("mixed" and
+** "long": logprobs, soft-cap, per-row repetition penalties) replays it (tokens and keys bitwise); a fresh context's first call
 ** with a bias inside a capture is refused with FS_NOT_PREPARED naming the
 ** option.  (The tensor-parallel calls with a bias: test_tp.) */
-static void run_graph(fs_context *ctx, int B, int dtype) {
+static void run_graph(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   char what[160];
-  snprintf(what, sizeof what, "graph %s B=%d", gu_dtype_name(dtype), B);
-  const bias_case *cs = &cases[1];
+  snprintf(what, sizeof what, "graph %s %s B=%d", cs->name, gu_dtype_name(dtype), B);
+  const char *bs = getenv("FS_BIAS_SHORT"); /* gpu/bias_long: 0 */
+  const int long_list = cs->count > (bs ? atoi(bs) : 1024); /* the filters' path */
   const int S = cs->S;
   const size_t n = (size_t)B * S, ne = (size_t)B * cs->count;
   gu_lmhead lm;
@@ -342,7 +361,9 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
   CUgraph g2;
   GU_CU(fresh, fresh->cu->cuStreamEndCapture(stream, &g2));
   gu_pop(fresh);
-  CHECK_MSG(st2 == FS_NOT_PREPARED && strstr(fs_last_error(fresh), "logit_bias_count"),
+  /* the long list's first refusal may be its logits' pass's (filter.c) */
+  CHECK_MSG(st2 == FS_NOT_PREPARED &&
+                strstr(fs_last_error(fresh), long_list ? "before capture" : "logit_bias_count"),
             "%s: first biased call while capturing: status %d, %s", what, st2,
             fs_last_error(fresh));
   gu_push(ctx);
@@ -368,7 +389,10 @@ static void run_graph(fs_context *ctx, int B, int dtype) {
 /* Every case on the context of (B, dtype). */
 static void run_cases(fs_context *c, int B, int dtype) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(c, &cases[i], B, dtype);
-  if (!gu_test_family()) run_graph(c, B, dtype); /* c is the base context */
+  if (!gu_test_family()) { /* c is the base context */
+    run_graph(c, &cases[1], B, dtype);
+    run_graph(c, &cases[8], B, dtype); /* "long" */
+  }
 }
 
 int main(void) {

@@ -123,7 +123,10 @@
 **    per-row repetition penalties (since 0.3.9; 0.1 on half the rows, 3 on
 **    a quarter, NaN on the rest, past a decoy scalar 5): the same checks
 **    against the reference, and a quarter of the draws must differ from the
-**    same call without the penalty.
+**    same call without the penalty.  A fourth (the third's shape, with a
+**    mask) has 2500 entries a row (since 0.3.11: the long list's path,
+**    fsamp_bias_dedup's distinct entries; every seventh past the sixteenth
+**    repeats an entry half as far in).
 ** Parts 5, 6 and 7 run only without FS_TEST_FAMILY (tests/gpu_family.h); parts
 ** 1 to 4 run once per family selection too, each case on the family's
 ** variant nearest its B.
@@ -1623,7 +1626,7 @@ static void test_bad_input(fs_context *ctx) {
 
 /* ---- 7. filters with a logit bias ----------------------------------------------- */
 
-#define BNB 16 /* entries a row */
+static int g_bnb = 16; /* entries a row: 16, or the case's long list (fb_case.nbias) */
 
 /* One case of part 7: B rows of D x V, scalar T, S samples, a mask of
 ** density 1/2 or none; min_p 0.02, top_k 50, top_p 0.9, logprobs. */
@@ -1634,13 +1637,16 @@ typedef struct fb_case {
   int edges;   /* rows 0-4 (masked cases): edge_rows() */
   int penalty; /* 1: per-row repetition penalties (fb_reps), compared with the call
                   without them (the bias kept) */
+  int nbias;   /* entries a row (0: 16; above 1024 the long list's path, since 0.3.11) */
 } fb_case;
 
 static const fb_case fbcases[] = {
     {"bias_b5_d256_v32003_bf16_t1_s16_mask_edges", 5, 256, 32003, FS_DTYPE_BF16, 16, 1, 1.0f, 1,
-     0},
-    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f, 0, 0},
-    {"bias_b16_d128_v32003_bf16_t1_s4_penalty", 16, 128, 32003, FS_DTYPE_BF16, 4, 0, 1.0f, 0, 1},
+     0, 0},
+    {"bias_b64_d64_vbig_fp16_t07_s2", 64, 64, V_BIG, FS_DTYPE_FP16, 2, 0, 0.7f, 0, 0, 0},
+    {"bias_b16_d128_v32003_bf16_t1_s4_penalty", 16, 128, 32003, FS_DTYPE_BF16, 4, 0, 1.0f, 0, 1, 0},
+    {"bias_b16_d128_v32003_bf16_t1_s4_mask_long2500", 16, 128, 32003, FS_DTYPE_BF16, 4, 1, 1.0f,
+     0, 0, 2500},
 };
 
 /* Row b's repetition penalty in the penalty case: 0.1 (the listed tokens'
@@ -1667,23 +1673,24 @@ static void edge_rows(int V, long long stride, uint32_t *mask, int32_t *bt, floa
   const int a0 = V / 3, a1 = V / 3 + 40;
   m3[a0 / 32] |= 1u << (a0 % 32);
   m3[a1 / 32] |= 1u << (a1 % 32);
-  bt[3 * BNB + 6] = a0, bv[3 * BNB + 6] = -INFINITY;
-  bt[3 * BNB + 7] = a1, bv[3 * BNB + 7] = NAN;
+  bt[3 * g_bnb + 6] = a0, bv[3 * g_bnb + 6] = -INFINITY;
+  bt[3 * g_bnb + 7] = a1, bv[3 * g_bnb + 7] = NAN;
   for (int b = 1; b <= 4; b += 3) { /* an allowed id of rows 1 and 4 */
     int v = V / 2;
     while (!(mask[b * stride + v / 32] >> (v % 32) & 1u)) v++;
-    bt[b * BNB + 6] = v, bv[b * BNB + 6] = b == 1 ? NAN : INFINITY;
+    bt[b * g_bnb + 6] = v, bv[b * g_bnb + 6] = b == 1 ? NAN : INFINITY;
   }
 }
 
-/* Row b's BNB entries: two ids +8 (drawn often: their raw logits are
+/* Row b's g_bnb entries: two ids +8 (drawn often: their raw logits are
 ** reported), one -inf, a repeat of an earlier entry's id, an id past the
 ** shard, a -1 pad, the rest ids at random with values in {-3, .., 3}. */
 static void bias_row(int V, unsigned long long *rs, int32_t *t, float *w) {
   static const float vals[] = {-3.0f, -2.0f, -1.0f, 1.0f, 2.0f, 3.0f};
-  for (int j = 0; j < BNB; j++) {
+  for (int j = 0; j < g_bnb; j++) {
     t[j] = (int32_t)(fs_test_rand(rs) % (unsigned)V);
     w[j] = vals[fs_test_rand(rs) % NELEM(vals)];
+    if (j >= 16 && j % 7 == 0) t[j] = t[j / 2]; /* a long list's repeat, far back */
   }
   w[0] = w[1] = 8.0f;
   w[2] = -INFINITY;
@@ -1694,7 +1701,8 @@ static void bias_row(int V, unsigned long long *rs, int32_t *t, float *w) {
 
 static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   const int B = c->B, S = c->S;
-  const size_t n = (size_t)B * S, nb = (size_t)B * BNB;
+  g_bnb = c->nbias ? c->nbias : 16;
+  const size_t n = (size_t)B * S, nb = (size_t)B * g_bnb;
   gu_lmhead lm;
   gu_lmhead_init(&lm, B, c->D, c->V, c->dtype, 0, 0, 0, gu_w_scale(c->D, 2.0),
                  0xB1A5ull + (unsigned long long)index);
@@ -1706,7 +1714,7 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   int32_t *bt = gu_malloc(sizeof(int32_t) * nb);
   float *bv = gu_malloc(sizeof(float) * nb);
   unsigned long long rs = 0xB1A50ull + (unsigned long long)index;
-  for (int b = 0; b < B; b++) bias_row(c->V, &rs, bt + b * BNB, bv + b * BNB);
+  for (int b = 0; b < B; b++) bias_row(c->V, &rs, bt + b * g_bnb, bv + b * g_bnb);
   float temps[64], min_ps[64], top_ps[64];
   int32_t top_ks[64];
   if (c->edges)
@@ -1740,7 +1748,7 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
   dopt.min_p = 0.02f, dopt.top_k = 50, dopt.top_p = 0.9f;
   dopt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
   dopt.logit_bias_values = (const float *)gu_ptr(dbv);
-  dopt.logit_bias_count = BNB;
+  dopt.logit_bias_count = g_bnb;
   if (c->edges) { /* decoy scalars stay: the arrays must win */
     dopt.min_ps = (const float *)gu_ptr(dmp);
     dopt.top_ks = (const int32_t *)gu_ptr(dtk);
@@ -1777,8 +1785,8 @@ static void run_bias_case(fs_context *ctx, const fb_case *c, int index) {
     const int b = (int)(i / (size_t)S);
     const int32_t g = o.h_tokens[i];
     moved += g != on.h_tokens[i];
-    for (int j = 0; j < BNB; j++) /* a token an entry names: its raw logit is reported */
-      if (bt[b * BNB + j] == g) {
+    for (int j = 0; j < g_bnb; j++) /* a token an entry names: its raw logit is reported */
+      if (bt[b * g_bnb + j] == g) {
         biased++;
         break;
       }

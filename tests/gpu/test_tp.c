@@ -22,7 +22,9 @@
 **    on every rank, ids of every shard, repeats, pads and a ban): bitwise the
 **    unsharded fs_sample_ex with it (each rank scores its own biased ids);
 **    the same two with per-row repetition penalties on the listed tokens
-**    (0.3, 2.5 and none; since 0.3.9), bitwise the unsharded call's too.
+**    (0.3, 2.5 and none; since 0.3.9), bitwise the unsharded call's too;
+**    the same two with a long list (1500 entries a row, since 0.3.11: the
+**    filters' path on every rank, each making its own ids distinct).
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -42,8 +44,8 @@ enum { B = TP_B, D = TP_D, V = TP_V, NITEMS = TP_NITEMS };
 
 /* The logit bias of the bias cases: BIAS_N entries a row, device arrays on
 ** GPU 0 (every rank's context is GPU 0's primary context). */
-enum { BIAS_N = 12 };
-static CUdeviceptr g_bias_tok, g_bias_val, g_reps;
+enum { BIAS_N = 12, BIAS_LONG = 1500 };
+static CUdeviceptr g_bias_tok, g_bias_val, g_reps, g_long_tok, g_long_val;
 
 static void bias_upload(fs_context *ctx) {
   int32_t tok[B * BIAS_N];
@@ -53,15 +55,22 @@ static void bias_upload(fs_context *ctx) {
   g_bias_tok = gu_upload_new(ctx, tok, sizeof tok);
   g_bias_val = gu_upload_new(ctx, val, sizeof val);
   g_reps = gu_upload_new(ctx, reps, sizeof reps);
+  int32_t *lt = gu_malloc(sizeof(int32_t) * B * BIAS_LONG);
+  float *lv = gu_malloc(sizeof(float) * B * BIAS_LONG);
+  tp_bias_fill(lt, lv, BIAS_LONG, 777);
+  g_long_tok = gu_upload_new(ctx, lt, sizeof(int32_t) * B * BIAS_LONG);
+  g_long_val = gu_upload_new(ctx, lv, sizeof(float) * B * BIAS_LONG);
+  free(lt);
+  free(lv);
 }
 
 /* on: 1 the bias, 2 the bias and per-row repetition penalties (0.3, 2.5,
-** none) */
+** none), 3 the long list and those penalties */
 static void bias_set(fs_options *o, int on) {
-  o->logit_bias_tokens = on ? (const int32_t *)gu_ptr(g_bias_tok) : NULL;
-  o->logit_bias_values = on ? (const float *)gu_ptr(g_bias_val) : NULL;
-  o->logit_bias_count = on ? BIAS_N : 0;
-  o->repetition_penalties = on == 2 ? (const float *)gu_ptr(g_reps) : NULL;
+  o->logit_bias_tokens = on ? (const int32_t *)gu_ptr(on == 3 ? g_long_tok : g_bias_tok) : NULL;
+  o->logit_bias_values = on ? (const float *)gu_ptr(on == 3 ? g_long_val : g_bias_val) : NULL;
+  o->logit_bias_count = on == 3 ? BIAS_LONG : on ? BIAS_N : 0;
+  o->repetition_penalties = on >= 2 ? (const float *)gu_ptr(g_reps) : NULL;
 }
 
 int main(void) {
@@ -83,7 +92,8 @@ int main(void) {
                {2, 1, 0, TP_S, 1, 0, 0}, {3, 0, 0, TP_S, 0, 0.5f, 0},
                {4, 1, 0, TP_S, 0, 0.5f, 0}, {3, 1, 0, TP_S, 0, 0.5f, 1},
                {4, 0, 0, TP_S, 0, 0, 1}, {3, 1, 0, TP_S, 0, 0.5f, 2},
-               {4, 0, 0, TP_S, 0, 0, 2}};
+               {4, 0, 0, TP_S, 0, 0, 2}, {3, 1, 0, TP_S, 0, 0.5f, 3},
+               {4, 0, 0, TP_S, 0, 0, 3}};
   bias_upload(ctx);
   for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
     const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
@@ -174,12 +184,11 @@ int main(void) {
     CHECK_MSG(lbad == 0, "R=%d: %d logprobs wrong", R, lbad);
     printf("R=%d ranks (shards starting at", R);
     for (int k = 0; k < R; k++) printf(" %d", start[k]);
-    printf(")%s%s%s%s: %s\n",
+    printf(")%s%s%s%s%s: %s\n",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
            S == 1 ? ", one sample a row" : "", nan_row >= 0 ? ", a NaN logit in every row" : "",
-           cap > 0.0f ? (bias ? ", logits soft-capped, a logit bias" : ", logits soft-capped")
-           : bias     ? ", a logit bias"
-                      : "",
+           cap > 0.0f ? ", logits soft-capped" : "",
+           bias == 3 ? ", a logit bias of 1500 entries a row" : bias ? ", a logit bias" : "",
            mism || lbad ? "MISMATCH"
            : no_logits  ? "tokens, keys and logprobs as the unsharded call's"
            : with_lp    ? "tokens, keys, logits and logprobs as the unsharded call's"
@@ -272,6 +281,8 @@ int main(void) {
   gu_free(ctx, g_bias_tok);
   gu_free(ctx, g_reps);
   gu_free(ctx, g_bias_val);
+  gu_free(ctx, g_long_tok);
+  gu_free(ctx, g_long_val);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp");
 }
