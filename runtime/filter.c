@@ -176,9 +176,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   ** rows' raw log-sum-exps, and with a long one (long_bias) its
   ** entries made distinct (tokens, values); then the extra bytes */
   const size_t nb = m->bias_count > 0 ? (size_t)m->bias_count : 0u;
-  /* made distinct first: a long list, and any list that fsamp_filter_bias's
-  ** shared memory would not hold (with FS_BIAS_SHORT raised) */
-  const int long_bias = m->bias_count > ctx->bias_short || m->bias_count > FS_BIAS_SHORT;
+  /* made distinct first: a long list, any that fsamp_filter_bias's shared
+  ** memory would not hold (FS_BIAS_SHORT raised), and from 257 entries,
+  ** where its O(count^2) search costs more than the sort (perf-notes 41b) */
+  const int long_bias = m->bias_count > ctx->bias_short || m->bias_count > FS_BIAS_SHORT ||
+                        (m->bias_count > 256 && fs_bias_key_bits(p->vocab, m->bias_count));
   const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
   const size_t dat = (lat + B * 4 + 15) / 16 * 16; /* the distinct entries (long_bias) */
   fc->extra_at = ((long_bias ? dat + B * nb * 8 : nb ? lat + B * 4 : tat + B * 4) + 15) / 16 * 16;

@@ -252,9 +252,10 @@ typedef struct fs_outputs {
 **    entries made distinct by a sort in shared memory (a CTA a row) and
 **    applied to them, and the draw over them, instead of a dot product an
 **    entry; the draws are the same.  From B = 16 shorter lists take it too
-**    where the dot products would cost more (fitted on the H200: ~3 ns a
-**    row and entry at D = 4096 against ~45 us + ~0.6 us a row at V =
-**    151,936; e.g. above ~430 entries at B = 64, ~260 at B = 256).  There the sort's 32-bit words need
+**    where the dot products would cost more (fitted on the H200: ~1.2 +
+**    0.45 D / 1024 ns a row and entry against ~50 us + ~0.6 us a row at V =
+**    151,936; at Qwen3-8B's shape above ~460 entries at B = 64, ~265 at
+**    B = 256).  There the sort's 32-bit words need
 **    (V - 1) x 2^ceil(log2 count) + count - 1 < 2^32 - 1: every count up to
 **    FS_MAX_LOGIT_BIAS for V < 2^18, 16383 at V = 2^18 (the message names
 **    the most a V takes).  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the

@@ -319,14 +319,14 @@ int fs_call_mode(const fs_context *ctx, const fs_sampling *s) {
 }
 
 /* Is a bias of n entries a row cheaper through the filters' path?  Fitted
-** on the H200 at D = 4096, V = 151,936 (perf-notes 41b): the fused path's
-** dot products cost ~3 ns a (row, entry) at D = 4096 from B = 16 on, the
-** filters' path ~45 us plus ~0.6 us a row at that V; D and V scale them. */
+** on the H200 from B = 16 on (perf-notes 41b; D = 1024, 4096 and 8192): the
+** fused path's entries cost ~1.2 + 0.45 D / 1024 ns a (row, entry), the
+** filters' path ~50 us plus ~0.6 us a row at V = 151,936, V scaling it. */
 static int bias_long(const fs_context *ctx, const fs_problem *p, int n) {
   if (n > ctx->bias_short) return 1;
   if (ctx->bias_short_env || p->batch < 16) return 0;
-  const double fused_ns = 3.0 * p->batch * (double)n * p->hidden / 4096.0;
-  const double long_ns = 45000.0 + 600.0 * p->batch * (double)p->vocab / 151936.0;
+  const double fused_ns = (double)p->batch * n * (1.2 + 0.45 * p->hidden / 1024.0);
+  const double long_ns = 50000.0 + 600.0 * p->batch * (double)p->vocab / 151936.0;
   return fused_ns > long_ns;
 }
 
