@@ -276,7 +276,7 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     every logit c tanh(z / c) first (Gemma 2's final_logit_softcapping):
     the draw, the logits and the logprobs are of the capped logits.
     logit_bias_tokens (int32) and logit_bias_values (float32), contiguous CUDA
-    tensors [B, N] (N <= 1024), add each value to its token's logit for the
+    tensors [B, N] (N <= 16384), add each value to its token's logit for the
     draw (OpenAI's logit_bias; -1 pads a row; the logits and logprobs
     returned stay raw), exactly, inside the fused call.
     min_p, top_k and top_p filter each sampled row's distribution first (vLLM's
