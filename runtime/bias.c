@@ -12,8 +12,8 @@
 ** outputs, which tp.c reduces over ranks, or on one GPU into the call's
 ** outputs.  The kernels come from templates/fsamp_bias.cu, compiled by NVRTC
 ** into a module of the context's own on its first call with a bias.
-** Lists longer than FS_BIAS_SHORT take the filters' path (filter.c) instead,
-** after fsamp_bias_dedup (fs_bias_dedup) has made each row's entries distinct.
+** Long lists take the filters' path (filter.c, fs_filter_path) instead,
+** where fsamp_bias_dedup (fs_bias_dedup) makes each row's entries distinct.
 */
 #include "fs_int.h"
 #include "embedded.h"

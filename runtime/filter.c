@@ -25,9 +25,10 @@
 ** A long bias takes this path with or without filters (fs_filter_path:
 ** above FS_BIAS_SHORT entries a row, or from B = 16 where its dot products
 ** would cost more; with no filters fsamp_filter draws over every candidate,
-** as the fused kernel would), and no dot product an entry is taken; above
-** FS_BIAS_SHORT fsamp_bias_dedup (bias.c) first makes each row's entries
-** distinct, so that fsamp_filter_bias needs no search for repeats.
+** as the fused kernel would), and no dot product an entry is taken.  From
+** 257 entries (filters or not) fsamp_bias_dedup (bias.c) first makes each
+** row's entries distinct, so that fsamp_filter_bias needs no search for
+** repeats (its shared memory holds 1,024 entries at most).
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"

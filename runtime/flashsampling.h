@@ -255,7 +255,8 @@ typedef struct fs_outputs {
 **    where the dot products would cost more (fitted on the H200: ~1.2 +
 **    0.45 D / 1024 ns a row and entry against ~50 us + ~0.6 us a row at V =
 **    151,936; at Qwen3-8B's shape above ~460 entries at B = 64, ~265 at
-**    B = 256).  There the sort's 32-bit words need
+**    B = 256; one GPU only: the tensor-parallel ranks decide by the count,
+**    so that every rank takes the same path whatever its shard).  There the sort's 32-bit words need
 **    (V - 1) x 2^ceil(log2 count) + count - 1 < 2^32 - 1: every count up to
 **    FS_MAX_LOGIT_BIAS for V < 2^18, 16383 at V = 2^18 (the message names
 **    the most a V takes).  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the

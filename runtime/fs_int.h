@@ -113,7 +113,7 @@ struct fs_context {
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
   CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
   CUfunction bias_merge_fn; /* fsamp_bias_merge */
-  CUfunction bias_dedup_fn; /* fsamp_bias_dedup (lists longer than FS_BIAS_SHORT) */
+  CUfunction bias_dedup_fn; /* fsamp_bias_dedup (long lists on the filters' path) */
   CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
@@ -239,10 +239,12 @@ typedef struct fs_opts {
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, or any call whose bias is longer than ctx->bias_short, or
-** (without FS_BIAS_SHORT in the environment, from B = 16) long enough that
-** its dot products would cost more than the logits written out. */
+** with model (one GPU; not a tensor-parallel rank, whose shard's V must
+** not decide), without FS_BIAS_SHORT in the environment and from B = 16,
+** long enough that its dot products would cost more than the logits
+** written out. */
 int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                   const fs_opts *m);
+                   const fs_opts *m, int model);
 
 /* Runs a given loaded kernel (tests and the tuner use it to force a
 ** variant).  Arguments must have been validated; no allocation. */

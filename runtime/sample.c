@@ -322,18 +322,18 @@ int fs_call_mode(const fs_context *ctx, const fs_sampling *s) {
 ** on the H200 from B = 16 on (perf-notes 41b; D = 1024, 4096 and 8192): the
 ** fused path's entries cost ~1.2 + 0.45 D / 1024 ns a (row, entry), the
 ** filters' path ~50 us plus ~0.6 us a row at V = 151,936, V scaling it. */
-static int bias_long(const fs_context *ctx, const fs_problem *p, int n) {
+static int bias_long(const fs_context *ctx, const fs_problem *p, int n, int model) {
   if (n > ctx->bias_short) return 1;
-  if (ctx->bias_short_env || p->batch < 16) return 0;
+  if (!model || ctx->bias_short_env || p->batch < 16) return 0;
   const double fused_ns = (double)p->batch * n * (1.2 + 0.45 * p->hidden / 1024.0);
   const double long_ns = 50000.0 + 600.0 * p->batch * (double)p->vocab / 151936.0;
   return fused_ns > long_ns;
 }
 
 int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                   const fs_opts *m) {
+                   const fs_opts *m, int model) {
   return (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY) ||
-         (m->bias_count > 0 && bias_long(ctx, p, m->bias_count));
+         (m->bias_count > 0 && bias_long(ctx, p, m->bias_count, model));
 }
 
 /* Chooses and loads the kernel for (shape, bucket) and call mode: FS_VARIANT
@@ -491,7 +491,7 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   /* filters (with any bias: filter.c) unless the call is greedy, which they
   ** leave as it is; a long bias, greedy or not */
-  if (fs_filter_path(ctx, problem, sampling, &m)) {
+  if (fs_filter_path(ctx, problem, sampling, &m, 1)) {
     if (ctx->filter_ranks) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   }

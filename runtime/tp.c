@@ -155,8 +155,10 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
   CUdeviceptr lk, gk, ll;
-  /* one GPU: fs_sample_ex sends those calls to filter.c */
-  int st = c && fs_filter_path(ctx, problem, sampling, &m)
+  /* one GPU: fs_sample_ex sends those calls to filter.c.  Ranks decide by
+  ** the count alone: the cost model reads the shard's V, and ranks that
+  ** chose different paths would not meet in the same collectives */
+  int st = c && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
                ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll)
                : tp_fused(ctx, problem, sampling, &m, outputs, !c, (CUstream)stream, &k, &lk,
                           &gk, &ll);
