@@ -226,8 +226,9 @@ fsamp_bias_merge(const fs_params p, int count, const float2 *zz, const int *etok
   bias_merge(p, count, zz, etok, keys, logits, out);
 }
 
-/* Long lists (more than FS_BIAS_SHORT entries a row, runtime/filter.c, which
-** then takes the filters' path): row blockIdx.x's entries made distinct, so
+/* Long lists (on the filters' path from 257 entries a row, runtime/filter.c;
+** fs_filter_path sends lists above FS_BIAS_SHORT there): row blockIdx.x's
+** entries made distinct, so
 ** that fsamp_filter_bias needs no search for repeats.  Entry j's output is
 ** tok_out[j] = its token and val_out[j] = the sum of the row's values of
 ** that token (fp32, from 0, in entry order: what bias_prep and
