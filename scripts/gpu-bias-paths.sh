@@ -4,9 +4,9 @@
 # through the fused kernel's path (FS_BIAS_SHORT=16384: a dot product an
 # entry, bias.c) and the long lists' (FS_BIAS_SHORT=0: fsamp_bias_dedup and
 # the filters' path), each the mean of ITERS (30) back-to-back calls, and
-# without a bias, and the library's own choice.  The fused path is skipped where its O(count^2) search
-# for repeats would take seconds a call (N x B > 4096 x 64).  Writes
-# $OUT/bias-paths.txt, a table in microseconds.
+# without a bias, and the library's own choice.  The fused path is skipped
+# where its O(count^2) search for repeats would take seconds a call
+# (N x B > 4096 x 64).  Writes $OUT/bias-paths.txt, a table in microseconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"

@@ -244,19 +244,20 @@ fsamp_bias_merge(const fs_params p, int count, const float2 *zz, const int *etok
 ** follows its first entry, in entry order. */
 #define DD_E 16
 
+/* One compare-exchange of the network: a <= b after it where up, else >=. */
+__device__ __forceinline__ void dd_order(unsigned &a, unsigned &b, bool up) {
+  const unsigned lo = min(a, b), hi = max(a, b);
+  a = up ? lo : hi;
+  b = up ? hi : lo;
+}
+
 /* Stride S of the merges of SIZE-word runs within a thread's words
 ** (ascending runs where the word's index & SIZE is 0; SIZE <= DD_E). */
 template <int SIZE, int S>
 __device__ __forceinline__ void dd_first(unsigned (&r)[DD_E], int g0) {
 #pragma unroll
-  for (int i = 0; i < DD_E; i++)
-    if ((i & S) == 0) {
-      /* g0 is a multiple of DD_E: i & SIZE below it, g0 & SIZE at it */
-      const unsigned a = r[i], b = r[i + S];
-      const bool up = ((g0 + i) & SIZE) == 0;
-      r[i] = up ? min(a, b) : max(a, b);
-      r[i + S] = up ? max(a, b) : min(a, b);
-    }
+  for (int i = 0; i < DD_E; i++) /* g0, a multiple of DD_E: i & SIZE below it, g0's at it */
+    if ((i & S) == 0) dd_order(r[i], r[i + S], ((g0 + i) & SIZE) == 0);
 }
 template <int SIZE>
 __device__ __forceinline__ void dd_first_size(unsigned (&r)[DD_E], int g0) {
@@ -272,11 +273,7 @@ template <int S>
 __device__ __forceinline__ void dd_regs(unsigned (&r)[DD_E], bool up) {
 #pragma unroll
   for (int i = 0; i < DD_E; i++)
-    if ((i & S) == 0) {
-      const unsigned a = r[i], b = r[i + S];
-      r[i] = up ? min(a, b) : max(a, b);
-      r[i + S] = up ? max(a, b) : min(a, b);
-    }
+    if ((i & S) == 0) dd_order(r[i], r[i + S], up);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) /* FS_MAX_LOGIT_BIAS / DD_E */
