@@ -73,7 +73,10 @@ class Options(ctypes.Structure):
     whose mass reaches p).  Scalars: min_p and top_p in [0, 1], top_k >= 0.
     repetition_penalty (0 or 1 none, else r > 0) / repetition_penalties ([B] float32,
     per row; since 0.3.9): each token the row's logit bias lists has its logit z
-    replaced by z / r where z > 0, z r else, before its values are added."""
+    replaced by z / r where z > 0, z r else, before its values are added.
+    top_logprobs n (0 none, up to 256; since 0.3.12), top_logprob_tokens (int32) and
+    top_logprob_values (float32), [B, n]: each row's n most likely tokens by raw
+    logit and their logprobs, in order."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
                 ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
@@ -82,16 +85,20 @@ class Options(ctypes.Structure):
                 ("top_k", ctypes.c_int32), ("top_ks", ctypes.c_void_p),
                 ("top_p", ctypes.c_float), ("top_ps", ctypes.c_void_p),
                 ("repetition_penalty", ctypes.c_float),
-                ("repetition_penalties", ctypes.c_void_p)]
+                ("repetition_penalties", ctypes.c_void_p),
+                ("top_logprobs", ctypes.c_int32), ("top_logprob_tokens", ctypes.c_void_p),
+                ("top_logprob_values", ctypes.c_void_p)]
 
     def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
                  logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0,
                  min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None,
-                 repetition_penalty=0.0, repetition_penalties=None):
+                 repetition_penalty=0.0, repetition_penalties=None, top_logprobs=0,
+                 top_logprob_tokens=None, top_logprob_values=None):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
                          logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count,
                          min_p, min_ps, top_k, top_ks, top_p, top_ps, repetition_penalty,
-                         repetition_penalties)
+                         repetition_penalties, top_logprobs, top_logprob_tokens,
+                         top_logprob_values)
 
 
 class FlashSamplingError(RuntimeError):
@@ -258,7 +265,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  return_logits=False, stream=None, out=None, logits_out=None,
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
-                 top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None):
+                 top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None,
+                 top_logprob_tokens_out=None, top_logprob_values_out=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -299,7 +307,12 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     tokens logit_bias_tokens lists have their logits z replaced by z / r where
     z > 0 and z r else before their values are added (vLLM's penalties: list
     the prompt's and output's tokens, values -(frequency_penalty x count +
-    presence_penalty x [count > 0]), 0 for prompt-only ones)."""
+    presence_penalty x [count > 0]), 0 for prompt-only ones).
+    top_logprob_tokens_out (int32) and top_logprob_values_out (float32),
+    contiguous CUDA tensors [B, n] (n <= 256; since 0.3.12), receive each row's
+    n most likely tokens by raw logit, in order (equal logits by id), and
+    their logprobs (vLLM's logprobs=n): the call then writes the logits to a
+    workspace, as the filters do."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -359,8 +372,22 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     filters = min_p or top_k or 0.0 < top_p < 1.0 or min_ps is not None or \
         top_ks is not None or top_ps is not None
     penalty = repetition_penalty or repetition_penalties is not None
+    if (top_logprob_tokens_out is None) != (top_logprob_values_out is None):
+        raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                 "top_logprob_tokens_out and top_logprob_values_out: give both "
+                                 "or neither")
+    nt = 0
+    if top_logprob_tokens_out is not None:
+        nt = top_logprob_tokens_out.shape[-1] if top_logprob_tokens_out.dim() == 2 else -1
+        if nt < 0 or top_logprob_tokens_out.shape[0] != B or \
+                top_logprob_values_out.shape != top_logprob_tokens_out.shape:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     "top_logprob_tokens_out, top_logprob_values_out: shapes "
+                                     f"{tuple(top_logprob_tokens_out.shape)}, "
+                                     f"{tuple(top_logprob_values_out.shape)}: must both be "
+                                     f"[B, n] with B = {B}")
     if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters or \
-            penalty:
+            penalty or nt:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
                       ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
@@ -369,7 +396,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       min_p, ptr(min_ps, "min_ps", torch.float32, B),
                       top_k, ptr(top_ks, "top_ks", torch.int32, B),
                       top_p, ptr(top_ps, "top_ps", torch.float32, B), float(repetition_penalty),
-                      ptr(repetition_penalties, "repetition_penalties", torch.float32, B))
+                      ptr(repetition_penalties, "repetition_penalties", torch.float32, B), nt,
+                      ptr(top_logprob_tokens_out, "top_logprob_tokens_out", torch.int32, B * nt),
+                      ptr(top_logprob_values_out, "top_logprob_values_out", torch.float32,
+                          B * nt))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -29,6 +29,10 @@
 ** 257 entries (filters or not) fsamp_bias_dedup (bias.c) first makes each
 ** row's entries distinct, so that fsamp_filter_bias needs no search for
 ** repeats (its shared memory holds 1,024 entries at most).
+** With top_logprobs (any call: fs_filter_path) fsamp_toplp and
+** fsamp_toplp_merge list each row's most likely tokens from the raw logits
+** right after the logits' pass, before any bias changes them, and leave
+** the rows' log-sum-exps for fsamp_filter's logprobs.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -147,6 +151,19 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
   return fs_kernel_load(ctx, &v, out);
 }
 
+/* fsamp_toplp's slices a row for n listed: slices of ~16,384 logits (a
+** wave's second pass over its slices finds them in L2) and about two CTAs
+** an SM, within fs_int.h's shapes (validate.c checked that some G fits). */
+static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
+  const long long q = ((long long)p->vocab + 3) / 4, per = fs_toplp_slice_q(n);
+  const long long par = (2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1) + p->batch - 1) / p->batch;
+  long long g = (q + 4095) / 4096;
+  g = g > par ? g : par;
+  g = g > (q + per - 1) / per ? g : (q + per - 1) / per;
+  g = g < fs_toplp_slices_max(n) ? g : fs_toplp_slices_max(n);
+  return (unsigned)(g < q ? g : q);
+}
+
 /* The steps of a filtered call before its filters: fsamp_filter's module
 ** (compiled on a context's first filtered call), the workspace (`extra`
 ** bytes more at fc->extra_at, 16-byte aligned: the tensor-parallel
@@ -157,7 +174,8 @@ typedef struct filter_call {
   fs_params prm;  /* the call's, with zout */
   fs_filter f;
   filter_bias fb; /* count 0: no bias */
-  float *lse;     /* with a bias and logprobs: the rows' raw log-sum-exps, else NULL */
+  float *lse;     /* with a bias and logprobs, or top logprobs: the rows' raw
+                     log-sum-exps, else NULL */
   size_t extra_at;
 } filter_call;
 
@@ -184,13 +202,23 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                         (m->bias_count > 256 && fs_bias_key_bits(p->vocab, m->bias_count));
   const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
   const size_t dat = (lat + B * 4 + 15) / 16 * 16; /* the distinct entries (long_bias) */
-  fc->extra_at = ((long_bias ? dat + B * nb * 8 : nb ? lat + B * 4 : tat + B * 4) + 15) / 16 * 16;
+  /* with top logprobs, the slices' lists and log-sum-exp pairs (and the
+  ** rows' log-sum-exps at lat) */
+  const int nt = m->top_n;
+  const unsigned G = nt ? toplp_slices(ctx, p, nt) : 0u;
+  const size_t kat = ((long_bias ? dat + B * nb * 8 : nb || nt ? lat + B * 4 : tat + B * 4) + 15) /
+                     16 * 16,
+               pat = kat + B * G * (size_t)nt * 8;
+  fc->extra_at = (pat + B * G * 8 + 15) / 16 * 16;
   const size_t bytes = fc->extra_at + extra;
   if (!ctx->filter_module || (long_bias && !ctx->bias_module) || bytes > ctx->workspace_bytes) {
     int cap;
     FS_TRY(capturing(ctx, stream, &cap));
     char why[96] = "options->min_p/top_k/top_p are set";
-    if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
+    if (nt)
+      snprintf(why, sizeof why, "options->top_logprobs=%d takes the filters' path (fs_options)",
+               nt);
+    else if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
       snprintf(why, sizeof why, "options->logit_bias_count=%d takes the filters' path "
                "(fs_options)", m->bias_count);
     if (cap)
@@ -206,8 +234,10 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
       ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter", "fsamp_filter_bias", "fsamp_ftp_stats",
-                                          "fsamp_ftp_round", "fsamp_ftp_draw"};
+      static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
+                                          "fsamp_ftp_stats", "fsamp_ftp_round",
+                                          "fsamp_ftp_draw",  "fsamp_toplp",
+                                          "fsamp_toplp_merge"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -221,12 +251,13 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, atoi(v));
       }
-      CUfunction fns[5];
+      CUfunction fns[7];
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 5, &ctx->filter_module, fns));
+                           names, 7, &ctx->filter_module, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
+      memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
       FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
@@ -257,6 +288,20 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->f.min_p = m->min_p;
   fc->f.top_k = m->top_k;
   fc->f.top_p = m->top_p;
+  if (nb && m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
+  if (nt) { /* the raw logits' lists, before the bias below changes any */
+    CUdeviceptr keys = ctx->workspace + kat, pairs = ctx->workspace + pat;
+    int n = nt, g = (int)G;
+    int32_t *tokens = m->top_tokens;
+    float *values = m->top_values;
+    fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
+    void *targs[] = {&fc->prm, &n, (void *)&keys, (void *)&pairs};
+    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
+                                             FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
+    void *margs[] = {&n, &g, (void *)&keys, (void *)&pairs, &fc->lse, &tokens, &values};
+    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
+                                             FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
+  }
   if (nb) {
     const float *values = m->bias_values;
     int distinct = 0; /* fsamp_bias_dedup's entries: no repeats to look for */
@@ -270,11 +315,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     }
     fc->fb.raw = (float *)(uintptr_t)(ctx->workspace + rat);
     fc->fb.count = m->bias_count;
-    if (m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
     float rep = m->rep; /* the repetition penalty, applied with the values */
     const float *reps = m->reps;
+    float *blse = nt ? NULL : fc->lse; /* fsamp_toplp_merge took it */
     void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&values, &fc->fb.count,
-                     (void *)&fc->fb.raw, &fc->lse, &rep, (void *)&reps, &distinct};
+                     (void *)&fc->fb.raw, &blse, &rep, (void *)&reps, &distinct};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 11
+#define FS_VERSION_PATCH 12
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.11"
+#define FS_VERSION_STRING "0.3.12"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -111,6 +111,7 @@ typedef enum fs_dtype {
 #define FS_MAX_SOFTCAP 1e30f       /* the largest: the kernels' fast 1 / c stays normal */
 #define FS_MAX_LOGIT_BIAS 16384    /* fs_options.logit_bias_count: entries per row
                                       (1024 before 0.3.11) */
+#define FS_MAX_TOP_LOGPROBS 256    /* fs_options.top_logprobs: the most a row (since 0.3.12) */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8).
@@ -174,7 +175,8 @@ typedef struct fs_outputs {
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
 ** 0.3.0's, which ends before logit_softcap, 0.3.2's, which ends before
 ** logit_bias_tokens, 0.3.3's, which ends before min_p, 0.3.4's, which ends
-** before repetition_penalty, and this one) is rejected.
+** before repetition_penalty, 0.3.9's, which ends before top_logprobs, and
+** this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -346,7 +348,37 @@ typedef struct fs_outputs {
 **    r > 0.  In fp32: z / r rounded once, z r rounded once, then the values'
 **    sum added.  outputs->logits and logprobs stay those of the raw logits;
 **    without listed tokens (logit_bias_count 0) nothing is penalised.  Cost:
-**    the logit bias's (its kernels apply it), nothing more. */
+**    the logit bias's (its kernels apply it), nothing more.
+**  - top_logprobs, top_logprob_tokens, top_logprob_values (since 0.3.12;
+**    the 0.3.9 struct ends before them): the n = top_logprobs most likely
+**    tokens of each row and their log-probabilities, as vLLM's `logprobs=n`
+**    and OpenAI's `top_logprobs` return them beside the sampled token: row
+**    b's i-th, i in 0..n-1, goes to top_logprob_tokens[b * n + i] (a global
+**    id) and top_logprob_values[b * n + i] (its raw logit z minus the
+**    row's log-sum-exp, as logprobs above), in descending order of the raw
+**    logits (after the soft-cap; before the bias, the repetition penalty,
+**    the token mask and the temperature, none of which changes them), equal
+**    logits by increasing id, a NaN logit after every number.  Where the
+**    call has fewer than n ids, the rest are -1 and -inf.  The values are
+**    NaN where logprobs are (a NaN or +inf logit in the row, or every logit
+**    -inf); with logprobs too, a sampled token in the list has the same
+**    value bit for bit (one log-sum-exp serves both).  The list does not
+**    depend on the sampling (temperature, seeds, samples, filters).  How:
+**    the call takes the filters' path (the logits written to the workspace,
+**    B x V x 4 bytes more), and two small kernels take each row's n largest
+**    (the row in slices of at most 2048 x floor(1024 / n) logits, each
+**    slice's n largest by a bound from its threads' maxima and a sort in
+**    shared memory, then the slices' lists merged), so that one row's
+**    slices' lists must fit one merge: V <= 2048 x floor(1024 / n) x
+**    floor(512 x floor(4096 / n) / n) (n = 20: 545 million; n = 256:
+**    262,144; the message names the most a V takes).  top_logprobs is
+**    0..FS_MAX_TOP_LOGPROBS (0: none, the pointers unread); else both
+**    arrays are 4-byte aligned device memory of B x n entries.  Not with
+**    FS_NOISE_GROUP16 (the filters' path draws with the per-token noise),
+**    not in the tensor-parallel calls (FS_INVALID_ARGUMENT: a rank sees its
+**    shard's ids only).  The first such call on a context compiles the
+**    filters' kernels and may grow the workspace: make one before
+**    capturing such calls in a CUDA graph. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -366,6 +398,9 @@ typedef struct fs_options {
   float repetition_penalty;         /* 0 or 1 (none), else r > 0: the listed tokens'
                                        logits z / r where z > 0, z r else (since 0.3.9) */
   const float *repetition_penalties; /* device [B] or NULL */
+  int32_t top_logprobs;             /* n, 0 (none) .. FS_MAX_TOP_LOGPROBS (since 0.3.12) */
+  int32_t *top_logprob_tokens;      /* device [B, n]: the n most likely ids, in order */
+  float *top_logprob_values;        /* device [B, n]: their log-probabilities */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

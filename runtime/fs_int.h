@@ -118,6 +118,7 @@ struct fs_context {
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
+  CUfunction toplp_fn[2];   /* fsamp_toplp, fsamp_toplp_merge (top logprobs) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
@@ -231,15 +232,33 @@ typedef struct fs_opts {
   int top_k, filter;
   const float *min_ps, *top_ps;
   const int32_t *top_ks;
+  /* fs_options.top_logprobs: n a row (0: none) and where the lists go ([B, n]
+  ** device arrays; host arrays for the reference) */
+  int top_n;
+  int32_t *top_tokens;
+  float *top_values;
   /* set by the filter path (filter.c) for the fused kernel it runs first:
   ** where every logit goes (fs_params.zout), or NULL */
   float *zout;
   long long zout_stride;
 } fs_opts;
 
+/* fsamp_toplp's shapes for n listed a row (filter.c, fsamp_filter.cu): a
+** slice of a row is at most fs_toplp_slice_q(n) float4s, so that the
+** logits at or above its bound, at most n x 4 x (its float4s a thread),
+** fit FT_TCAP = 4096 keys; one merge takes at most fs_toplp_slices_max(n)
+** slices' lists of n, for the same reason.  A row of V logits fits when
+** ceil(ceil(V / 4) / fs_toplp_slice_q(n)) <= fs_toplp_slices_max(n). */
+static inline long long fs_toplp_slice_q(int n) { return 512LL * (1024 / n); }
+static inline long long fs_toplp_slices_max(int n) { return 512LL * (4096 / n) / n; }
+static inline int fs_toplp_fits(int n, long long V) {
+  const long long q = (V + 3) / 4, per = fs_toplp_slice_q(n);
+  return (q + per - 1) / per <= fs_toplp_slices_max(n);
+}
+
 /* Does a validated call take the filters' path (filter.c): a sampled call
-** with filters, or any call whose bias is longer than ctx->bias_short, or
-** with model (one GPU; not a tensor-parallel rank, whose shard's V must
+** with filters, any call with top_logprobs, or any call whose bias is
+** longer than ctx->bias_short, or with model (one GPU; not a tensor-parallel rank, whose shard's V must
 ** not decide), without FS_BIAS_SHORT in the environment and from B = 16,
 ** long enough that its dot products would cost more than the logits
 ** written out. */

@@ -46,6 +46,10 @@
 ** taken as -inf), and the winner is the argmax above
 ** over K alone (the same noise); greedy rows, rows without candidates and
 ** rows whose filter values are all "off" draw as without filters.
+** Top logprobs (fs_options.top_logprobs = n): each row's n largest raw
+** logits (capped, before the bias and the mask; equal ones by the smaller
+** id, NaN last), kept in order as the tiles go by, each z - lse in double
+** rounded to float.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -217,6 +221,12 @@ static int ref_bias_row(const fs_problem *p, const fs_opts *m, int b, ref_bias *
   return k;
 }
 
+/* A raw logit and its token, in a row's top logprobs list. */
+typedef struct ref_top {
+  double z;
+  int32_t token;
+} ref_top;
+
 /* Scratch for one pass; sized by ref_alloc(). */
 typedef struct ref_scratch {
   double *h;           /* [rows, D] decoded H */
@@ -229,6 +239,8 @@ typedef struct ref_scratch {
   fs_ref_filter *filt; /* [rows]: each row's filters (kept: its candidates without) */
   double *z;           /* filtered calls: [rows, V] scores (capped, masked), else NULL */
   fs_ref_pair *pairs;  /* filtered calls: [V] fs_ref_filter_row's scratch, else NULL */
+  ref_top *top;        /* [rows, top_n]: each row's most likely tokens so far, in order */
+  int *ntop;           /* [rows]: how many of them */
 } ref_scratch;
 
 static void ref_free(ref_scratch *sc) {
@@ -242,10 +254,15 @@ static void ref_free(ref_scratch *sc) {
   free(sc->filt);
   free(sc->z);
   free(sc->pairs);
+  free(sc->top);
+  free(sc->ntop);
 }
 
-/* zV: 0, or for a filtered call V (the rows' whole logits are kept). */
-static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias, int zV) {
+/* zV: 0, or for a filtered call V (the rows' whole logits are kept); top:
+** top_logprobs. */
+static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias, int zV, int top) {
+  sc->top = malloc(sizeof(ref_top) * ((size_t)rows * (size_t)top + 1));
+  sc->ntop = malloc(sizeof(int) * (size_t)rows);
   sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
@@ -257,7 +274,7 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias, in
   sc->z = zV ? malloc(sizeof(double) * (size_t)rows * (size_t)zV) : NULL;
   sc->pairs = zV ? malloc(sizeof(fs_ref_pair) * (size_t)zV) : NULL;
   if (!sc->h || !sc->wt || !sc->res || !sc->zg || !sc->lse || !sc->bias || !sc->nbias ||
-      !sc->filt || (zV && (!sc->z || !sc->pairs))) {
+      !sc->filt || (zV && (!sc->z || !sc->pairs)) || !sc->top || !sc->ntop) {
     ref_free(sc);
     return fs_err(NULL, FS_OUT_OF_MEMORY,
                   "fs_reference: cannot allocate %zu bytes of scratch "
@@ -318,6 +335,31 @@ static void ref_lse_add(double *lm, const double *acc, int nv) {
     if (acc[j] > *lm) *ll = *ll * exp(*lm - acc[j]) + 1.0, *lm = acc[j];
     else if (acc[j] != -INFINITY) *ll += exp(acc[j] - *lm); /* NaN makes it NaN */
     if (acc[j] == INFINITY) *ll = NAN; /* as the kernels' merges (inf - inf) */
+  }
+}
+
+/* Does (za, ta) come before (zb, tb) in a top logprobs list: the larger raw
+** logit, equal ones by the smaller id, a NaN after every number. */
+static int ref_top_before(double za, int32_t ta, double zb, int32_t tb) {
+  if (isnan(za) || isnan(zb)) return !isnan(za) || (isnan(zb) && ta < tb);
+  return za > zb || (za == zb && ta < tb);
+}
+
+/* Row i's raw logits acc of tokens token0.. (nv of them) into its online
+** log-sum-exp and its top logprobs list (n long at most). */
+static void ref_raw_add(ref_scratch *sc, int i, int n, int32_t token0, const double *acc,
+                        int nv) {
+  ref_lse_add(sc->lse + 2 * i, acc, nv);
+  ref_top *list = sc->top + (size_t)i * (size_t)n;
+  int *cnt = &sc->ntop[i];
+  for (int j = 0; j < nv && n > 0; j++) {
+    const int32_t tok = token0 + j;
+    if (*cnt == n && !ref_top_before(acc[j], tok, list[n - 1].z, list[n - 1].token)) continue;
+    int at = *cnt < n ? (*cnt)++ : n - 1;
+    for (; at > 0 && ref_top_before(acc[j], tok, list[at - 1].z, list[at - 1].token); at--)
+      list[at] = list[at - 1];
+    list[at].z = acc[j];
+    list[at].token = tok;
   }
 }
 
@@ -399,6 +441,7 @@ static void ref_start(const fs_problem *p, int b0, int nb, ref_scratch *sc) {
   ref_h_block(p, b0, nb, sc->h);
   for (int i = 0; i < nb; i++) {
     sc->lse[2 * i] = -INFINITY, sc->lse[2 * i + 1] = 0.0;
+    sc->ntop[i] = 0;
     sc->filt[i].tau = -INFINITY;
     sc->filt[i].kept = 0;
     sc->filt[i].filter_margin = sc->filt[i].mass_margin = INFINITY;
@@ -431,7 +474,8 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       double acc[REF_VT];
       ref_dot(sc->h + (size_t)i * D, sc->wt, D, m->softcap, nv, acc);
       const int32_t token0 = (int32_t)(p->vocab_offset + v0);
-      ref_lse_add(sc->lse + 2 * i, acc, nv); /* the raw logits' log-sum-exp, online */
+      /* the raw logits' log-sum-exp, online, and top logprobs list */
+      ref_raw_add(sc, i, m->top_n, token0, acc, nv);
       /* the bias: the row's next biased rows of W, in increasing order; raw
       ** keeps the unbiased logits for the outputs */
       double raw[REF_VT];
@@ -488,7 +532,7 @@ static void ref_block_logits(const fs_problem *p, const fs_sampling *s, const fs
       double acc[REF_VT], raw[REF_VT];
       int hit[REF_VT] = {0};
       ref_dot(sc->h + (size_t)i * D, sc->wt, D, m->softcap, nv, acc);
-      ref_lse_add(sc->lse + 2 * i, acc, nv);
+      ref_raw_add(sc, i, m->top_n, (int32_t)(p->vocab_offset + v0), acc, nv);
       for (j = 0; j < nv; j++) raw[j] = acc[j];
       ref_bias *bi = sc->bias + (size_t)i * m->bias_count;
       const int e0 = sc->nbias[2 * i];
@@ -591,7 +635,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   if (samples > S) samples = S;
 
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count, m.filter ? V : 0));
+  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count, m.filter ? V : 0, m.top_n));
   for (int b0 = 0; b0 < B; b0 += rows) {
     const int b1 = B - b0 < rows ? B : b0 + rows;
     if (m.filter) ref_block_logits(problem, sampling, &m, b0, b1, &sc);
@@ -607,6 +651,15 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
           if (logits) logits[o] = (float)r->logit;
           if (m.logprobs) m.logprobs[o] = (float)(r->logit - r->lse);
           if (keys) keys[o] = fs_pack_key((float)r->score, (uint32_t)r->token);
+        }
+      }
+      for (int i = 0; s0 == 0 && i < b1 - b0; i++) { /* the rows' top logprobs lists */
+        const double lse = sc.lse[2 * i] + log(sc.lse[2 * i + 1]);
+        const ref_top *list = sc.top + (size_t)i * (size_t)m.top_n;
+        for (int j = 0; j < m.top_n; j++) {
+          const size_t o = (size_t)(b0 + i) * (size_t)m.top_n + (size_t)j;
+          m.top_tokens[o] = j < sc.ntop[i] ? list[j].token : -1;
+          m.top_values[o] = j < sc.ntop[i] ? (float)(list[j].z - lse) : -INFINITY;
         }
       }
     }
@@ -646,7 +699,7 @@ int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
     return fs_err(NULL, FS_INVALID_ARGUMENT,
                   "out=NULL: an fs_ref_result is required");
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count, m.filter ? p->vocab : 0));
+  FS_TRY(ref_alloc(&sc, 1, 1, p->hidden, m.bias_count, m.filter ? p->vocab : 0, m.top_n));
   if (m.filter) {
     ref_block_logits(p, s, &m, row, row + 1, &sc);
     ref_block_draw(p, s, &m, row, row + 1, sample, sample + 1, &sc);

@@ -332,7 +332,7 @@ static int bias_long(const fs_context *ctx, const fs_problem *p, int n, int mode
 
 int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                    const fs_opts *m, int model) {
-  return (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY) ||
+  return (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY) || m->top_n > 0 ||
          (m->bias_count > 0 && bias_long(ctx, p, m->bias_count, model));
 }
 
@@ -490,9 +490,10 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_noise(ctx, ctx->noise, problem));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   /* filters (with any bias: filter.c) unless the call is greedy, which they
-  ** leave as it is; a long bias, greedy or not */
+  ** leave as it is; top logprobs and a long bias, greedy or not (the ranks'
+  ** path, FS_FILTER_RANKS=1, lists no top logprobs) */
   if (fs_filter_path(ctx, problem, sampling, &m, 1)) {
-    if (ctx->filter_ranks) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
+    if (ctx->filter_ranks && !m.top_n) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   }
   if (m.bias_count) return fs_sample_biased(ctx, problem, sampling, options, outputs, stream);

@@ -138,6 +138,11 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
+  if (c && m.top_n)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->top_logprobs=%d: %s does not list the most likely tokens (a rank "
+                  "sees its shard's ids only); 0 there, or an unsharded fs_sample_ex", m.top_n,
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "

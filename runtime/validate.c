@@ -136,6 +136,33 @@ static int validate_filters(fs_context *ctx, const fs_options *o, fs_opts *m) {
   return FS_OK;
 }
 
+/* The top_logprobs of a 0.3.12 fs_options into m (flashsampling.h). */
+static int validate_top(fs_context *ctx, const fs_options *o, const fs_problem *p, fs_opts *m) {
+  const int n = o->top_logprobs;
+  if (!n) return FS_OK;
+  if (n < 0 || n > FS_MAX_TOP_LOGPROBS)
+    return BAD("options->top_logprobs=%d: must be in 0..%d (0: none)", n, FS_MAX_TOP_LOGPROBS);
+  if (!fs_toplp_fits(n, p->vocab)) {
+    const long long most = 4 * fs_toplp_slice_q(n) * fs_toplp_slices_max(n);
+    return BAD("options->top_logprobs=%d at V=%d: a row's slices' lists must fit one merge, V <= "
+               "2048 x floor(1024 / n) x floor(512 x floor(4096 / n) / n) (at this n: at most "
+               "%lld)", n, (int)p->vocab, most);
+  }
+  if (!o->top_logprob_tokens || !o->top_logprob_values)
+    return BAD("options->top_logprob_%s=NULL: top_logprobs=%d needs [B, %d] device arrays of "
+               "tokens and values", o->top_logprob_tokens ? "values" : "tokens", n, n);
+  if (misaligned(o->top_logprob_tokens, 4))
+    return BAD("options->top_logprob_tokens=%p: must be 4-byte aligned",
+               (void *)o->top_logprob_tokens);
+  if (misaligned(o->top_logprob_values, 4))
+    return BAD("options->top_logprob_values=%p: must be 4-byte aligned",
+               (void *)o->top_logprob_values);
+  m->top_n = n;
+  m->top_tokens = o->top_logprob_tokens;
+  m->top_values = o->top_logprob_values;
+  return FS_OK;
+}
+
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m) {
   memset(m, 0, sizeof *m);
@@ -147,14 +174,16 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
   const size_t size033 = offsetof(fs_options, min_p);
   const size_t size034 = offsetof(fs_options, repetition_penalty);
+  const size_t size039 = offsetof(fs_options, top_logprobs);
   if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
-      o->size != size032 && o->size != size033 && o->size != size034)
+      o->size != size032 && o->size != size033 && o->size != size034 && o->size != size039)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.4 header, %zu for a 0.3.3 header, %zu "
-               "for a 0.3.2 header, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger "
-               "one is from a newer header)", o->size, sizeof(fs_options), size034, size033,
-               size032, size030, size02);
+               "(%zu in this library, %zu for a 0.3.9 header, %zu for a 0.3.4 header, %zu for "
+               "a 0.3.3 header, %zu for a 0.3.2 header, %zu for a 0.3.0 header, %zu for a 0.2 "
+               "header; a larger one is from a newer header)", o->size, sizeof(fs_options),
+               size039, size034, size033, size032, size030, size02);
   if (o->size > size033) FS_TRY(validate_filters(ctx, o, m));
+  if (o->size > size039) FS_TRY(validate_top(ctx, o, p, m));
   if (o->size > size034) {
     const float r = o->repetition_penalty;
     if (!(r == 0.0f || (r > 0.0f && r <= FLT_MAX)))
@@ -223,6 +252,10 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
 }
 
 int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
+  if (m->top_n && noise == FS_NOISE_GROUP16)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->top_logprobs=%d: the lists take the "
+                  "filters' path, which draws with FS_NOISE_TOKEN (fs_context_set_noise)",
+                  m->top_n);
   if (!m->filter) return FS_OK;
   if (noise == FS_NOISE_GROUP16)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "

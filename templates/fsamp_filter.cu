@@ -204,7 +204,8 @@ __device__ __forceinline__ ft_part ft_merge(ft_part a, const ft_part &b, float c
 /* The block's pass 1 from every thread's: merged by shuffles within each
 ** warp (the same bits in every lane: each merge is symmetric), then the
 ** warps' in order by thread 0 into sh.mine. */
-__device__ __forceinline__ void ft_block_part(ft_part t, ft_shared &sh, float c2) {
+template <typename S> /* ft_shared, or fsamp_toplp's ft_tshared */
+__device__ __forceinline__ void ft_block_part(ft_part t, S &sh, float c2) {
   for (int o = 16; o > 0; o >>= 1) {
     ft_part y;
     y.tmax = __shfl_xor_sync(0xffffffffu, t.tmax, o);
@@ -639,29 +640,40 @@ __device__ __forceinline__ float ft_minp_tau(const ft_rowf &r, float zmax) {
   return t == t ? t : FT_NINF;
 }
 
+/* The larger and the smaller of two floats (no NaN) or keys. */
+__device__ __forceinline__ float ft_hi(float x, float y) { return fmaxf(x, y); }
+__device__ __forceinline__ float ft_lo(float x, float y) { return fminf(x, y); }
+__device__ __forceinline__ unsigned long long ft_hi(unsigned long long x, unsigned long long y) {
+  return x > y ? x : y;
+}
+__device__ __forceinline__ unsigned long long ft_lo(unsigned long long x, unsigned long long y) {
+  return x < y ? x : y;
+}
+
 /* x, one per thread, sorted into descending order (no NaN) in a[0 ..
 ** FT_THREADS): a bitonic sort, its exchanges within a warp by shuffles, the
-** wider ones through a and spare (FT_THREADS floats each) in turn, one
+** wider ones through a and spare (FT_THREADS elements each) in turn, one
 ** barrier each.  Every thread calls it. */
-__device__ __forceinline__ void ft_sort_desc(float x, float *a, float *spare) {
+template <typename T>
+__device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
   const unsigned i = threadIdx.x;
   bool t = false;
 #pragma unroll 1
   for (unsigned k = 2; k <= FT_THREADS; k <<= 1)
 #pragma unroll 1
     for (unsigned j = k >> 1; j > 0; j >>= 1) {
-      float y;
+      T y;
       if (j < 32u) {
         y = __shfl_xor_sync(0xffffffffu, x, (int)j);
       } else {
-        float *buf = t ? spare : a;
+        T *buf = t ? spare : a;
         buf[i] = x;
         __syncthreads();
         y = buf[i ^ j];
         t = !t; /* the next wide exchange writes the other buffer */
       }
       /* the lower of a pair keeps the larger in a descending run */
-      x = ((i & j) == 0u) == ((i & k) == 0u) ? fmaxf(x, y) : fminf(x, y);
+      x = ((i & j) == 0u) == ((i & k) == 0u) ? ft_hi(x, y) : ft_lo(x, y);
     }
   __syncthreads(); /* every wide exchange's reads are done */
   a[i] = x;
@@ -1403,4 +1415,125 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     }
     cnt[b] = 0u; /* for the next call */
   }
+}
+
+/* ---- top logprobs (fs_options.top_logprobs; runtime/filter.c) ------------
+** Each row's n largest raw logits (n <= FS_MAX_TOP_LOGPROBS = 256 <=
+** FT_THREADS), as keys (ft_tkey: distinct; equal values by increasing id,
+** NaN below every number), in two launches after the logits' pass and
+** before fsamp_filter_bias changes any logit:
+**  fsamp_toplp, grid (G, B): a slice of the row a CTA (at most
+**    fs_toplp_slice_q(n) float4s, fs_int.h), its n largest keys,
+**    descending and 0-padded, into keys[(b G + g) n ..], and its raw
+**    log-sum-exp pair (m, l) into pairs[b G + g];
+**  fsamp_toplp_merge, grid B: the G lists' n largest, and the row's
+**    log-sum-exp from the pairs (merged in slice order: deterministic),
+**    which it also leaves in lse for fsamp_filter's logprobs; the outputs.
+** ft_topn takes a set's n largest: the n-th largest of the threads' maxima
+** bounds the n-th largest key from below (n threads hold a key at or above
+** it), and only those n threads hold keys at or above it, at most n x the
+** keys a thread takes, which fs_int.h's shapes keep within FT_TCAP; those
+** are gathered into shared memory and sorted there.  No second try: the
+** gather always fits. */
+#define FT_TCAP 4096 /* fs_int.h's fs_toplp_slice_q and fs_toplp_slices_max assume it */
+
+struct ft_tshared {
+  unsigned long long key[FT_TCAP]; /* the gathered keys (first, the maxima's sort) */
+  ft_part mine, wpart[FT_WARPS];   /* ft_block_part's */
+  unsigned nk;
+};
+
+/* A raw logit's key: its value's order above (NaN as 0, below -inf), the
+** complement of its global id below (31-bit ids: never 0). */
+__device__ __forceinline__ unsigned long long ft_tkey(float z, unsigned tok) {
+  return (unsigned long long)(z == z ? ft_key(z) : 0u) << 32 | ~tok;
+}
+
+/* The n largest keys of a set (0 is no key) into sh.key[0 .. n),
+** descending, 0 past the set's size: tmax is this thread's largest (0:
+** none), scan(f) calls f(key) for each of the thread's.  Every thread
+** calls it. */
+template <typename Scan>
+__device__ void ft_topn(unsigned long long tmax, Scan scan, int n, ft_tshared &sh) {
+  ft_sort_desc(tmax, sh.key, sh.key + FT_THREADS);
+  const unsigned long long t = sh.key[n - 1] ? sh.key[n - 1] : 1ull;
+  if (threadIdx.x == 0) sh.nk = 0u;
+  __syncthreads(); /* every thread has read t before the gather writes sh.key */
+  scan([&](unsigned long long k) {
+    if (k >= t) {
+      const unsigned i = atomicAdd(&sh.nk, 1u);
+      if (i < FT_TCAP) sh.key[i] = k; /* always (the bound above) */
+    }
+  });
+  __syncthreads();
+  const unsigned nk = min(sh.nk, (unsigned)FT_TCAP);
+  unsigned np = 1u;
+  while (np < nk || np < (unsigned)n) np <<= 1;
+  for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) sh.key[i] = 0ull;
+  __syncthreads();
+#pragma unroll 1
+  for (unsigned k = 2; k <= np; k <<= 1) /* a bitonic sort of sh.key[0 .. np), descending */
+#pragma unroll 1
+    for (unsigned j = k >> 1; j > 0; j >>= 1) {
+      for (unsigned i = threadIdx.x; i < np; i += FT_THREADS) {
+        const unsigned l = i ^ j;
+        if (l > i) {
+          const unsigned long long a = sh.key[i], c = sh.key[l];
+          if (((i & k) == 0u) == (a < c)) sh.key[i] = c, sh.key[l] = a;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs) {
+  __shared__ ft_tshared sh;
+  const unsigned G = gridDim.x, g = blockIdx.x;
+  const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
+  fs_params q = p;
+  q.mask = nullptr; /* raw: every token */
+  const ft_row r = {p.zout + (long long)b * p.zout_stride, b, (int)((long long)nq * g / G),
+                    (int)((long long)nq * (g + 1u) / G)};
+  const unsigned off = (unsigned)p.vocab_offset;
+  unsigned long long tmax = 0ull;
+  float lm = FT_NINF, ll = 0.0f;
+  ft_scan(q, r, [&](int v, float z, bool) {
+    ft_lse_add(lm, ll, ft_lse_term(z));
+    tmax = ft_hi(tmax, ft_tkey(z, off + (unsigned)v));
+  });
+  ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
+  if (threadIdx.x == 0) pairs[(size_t)b * G + g] = make_float2(sh.mine.lm, sh.mine.ll);
+  ft_topn(tmax, [&](auto f) {
+    ft_scan(q, r, [&](int v, float z, bool) { f(ft_tkey(z, off + (unsigned)v)); });
+  }, n, sh);
+  unsigned long long *out = keys + ((size_t)b * G + g) * (size_t)n;
+  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
+}
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_toplp_merge(int n, int G, const unsigned long long *keys, const float2 *pairs,
+                      float *lse_out, int *tokens, float *values) {
+  __shared__ ft_tshared sh;
+  const int b = (int)blockIdx.x, m = G * n;
+  const unsigned long long *kr = keys + (size_t)b * m;
+  unsigned long long tmax = 0ull;
+  for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
+  /* the row's log-sum-exp: a thread's pairs in slice order, then the block's */
+  ft_part a = {FT_NINF, FT_NINF, 0.0f, FT_NINF, 0.0f, 0u, 0u};
+  for (int i = (int)threadIdx.x; i < G; i += FT_THREADS) {
+    const float2 x = pairs[(size_t)b * G + i];
+    a = ft_merge(a, {FT_NINF, x.x, x.y, FT_NINF, 0.0f, 0u, 0u}, 0.0f);
+  }
+  ft_block_part(a, sh, 0.0f); /* into sh.mine */
+  const float lse = sh.mine.lm + logf(sh.mine.ll);
+  ft_topn(tmax, [&](auto f) {
+    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) f(kr[i]);
+  }, n, sh);
+  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) {
+    const unsigned long long k = sh.key[i];
+    tokens[(size_t)b * n + i] = k ? (int)~(unsigned)k : -1;
+    values[(size_t)b * n + i] = k ? ft_unkey((unsigned)(k >> 32)) - lse : FT_NINF;
+  }
+  if (threadIdx.x == 0 && lse_out) lse_out[b] = lse;
 }

@@ -9,6 +9,7 @@
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
 **           [--logprobs 0|1] [--softcap C] [--logit-bias N]
 **           [--repetition-penalty R] [--top-k K] [--top-p P] [--min-p M]
+**           [--top-logprobs N]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape, batch and temperature are
@@ -29,6 +30,10 @@
 ** --top-k K, --top-p P, --min-p M filter each row's distribution
 ** (fs_options.top_k, top_p, min_p; 0, the default, for none); the library
 ** checks them.
+** --top-logprobs N asks every call for each row's N most likely tokens and
+** their logprobs (fs_options.top_logprobs; 0, the default, for none) and
+** prints the first row's first five; with --check 1 the lists are compared
+** with the reference's too (ids, and values within 1e-3).
 */
 #include "fs_tools.h"
 
@@ -52,6 +57,7 @@ typedef struct args {
   int top_k;           /* fs_options' filters (0: none) */
   float top_p, min_p;
   float rep;           /* fs_options.repetition_penalty (0: none) */
+  int top;             /* fs_options.top_logprobs (0: none) */
 } args;
 
 #define USAGE                                                                              \
@@ -59,7 +65,7 @@ typedef struct args {
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
   "               [--softcap C] [--logit-bias N] [--repetition-penalty R]\n"              \
-  "               [--top-k K] [--top-p P] [--min-p M]\n"
+  "               [--top-k K] [--top-p P] [--min-p M] [--top-logprobs N]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -73,7 +79,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 
 static int parse(int argc, char **argv, args *a) {
   *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0,
-              0, 0.0f, 0.0f, 0.0f};
+              0, 0.0f, 0.0f, 0.0f, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -89,7 +95,7 @@ static int parse(int argc, char **argv, args *a) {
                                              "--noise", "--mask-density", "--logprobs",
                                              "--softcap", "--logit-bias", "--top-k",
                                              "--top-p", "--min-p", "--repetition-penalty",
-                                             NULL};
+                                             "--top-logprobs", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -140,6 +146,8 @@ static int parse(int argc, char **argv, args *a) {
                                   : &a->rep) = x;
     } else if (!strcmp(k, "--top-k")) {
       st = int_arg(k, v, -1000000, 1000000, &a->top_k); /* the library's rule, its message */
+    } else if (!strcmp(k, "--top-logprobs")) {
+      st = int_arg(k, v, -1000000, 1000000, &a->top); /* the library's rule, its message */
     } else if (!strcmp(k, "--logit-bias")) {
       st = int_arg(k, v, -1000000, 1000000, &a->bias); /* the library's rule, its message */
     } else if (!strcmp(k, "--logprobs")) {
@@ -196,12 +204,23 @@ static void print_tokens(const int32_t *tok, int B) {
   printf(B > 16 ? " ...\n" : "\n");
 }
 
+/* The first row's first five of n top logprobs. */
+static void print_top(const int32_t *tok, const float *val, int n) {
+  if (n <= 0) return;
+  printf("top logprobs of row 0:");
+  for (int i = 0; i < n && i < 5; i++) printf(" %d:%.5g", tok[i], (double)val[i]);
+  printf(n > 5 ? " ...\n" : "\n");
+}
+
 /* No GPU: the CPU reference on host tensors. */
 static int run_cpu(const args *a) {
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *H = malloc(nh * 2), *W = malloc(nw * 2);
   int32_t *tok = malloc((size_t)a->B * 4);
-  if (!H || !W || !tok) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  const size_t nt = (size_t)a->B * (size_t)(a->top > 0 ? a->top : 0);
+  int32_t *ttok = malloc(nt * 4 + 4);
+  float *tval = malloc(nt * 4 + 4);
+  if (!H || !W || !tok || !ttok || !tval) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   unsigned long long s = a->seed;
   for (size_t i = 0; i < nh + nw; i++) {
     float u = (float)((lcg(&s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
@@ -219,7 +238,8 @@ static int run_cpu(const args *a) {
   fs_options opt = {.size = sizeof opt, .token_mask = mask, .logit_softcap = a->softcap,
                     .logit_bias_tokens = btok, .logit_bias_values = bval,
                     .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                    .top_p = a->top_p, .repetition_penalty = a->rep};
+                    .top_p = a->top_p, .repetition_penalty = a->rep, .top_logprobs = a->top,
+                    .top_logprob_tokens = ttok, .top_logprob_values = tval};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -231,29 +251,35 @@ static int run_cpu(const args *a) {
     return 1;
   }
   print_tokens(tok, a->B);
+  print_top(ttok, tval, a->top);
   printf("CPU reference: %.1f ms for B=%d D=%d V=%d (no timing of the GPU kernel: no GPU)\n", ms,
          a->B, a->D, a->V);
-  free(H); free(W); free(tok);
+  free(H); free(W); free(tok); free(ttok); free(tval);
   return 0;
 }
 
 /* Compares the last call's tokens with the CPU reference on the same data. */
 static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                  const fs_problem *p, const fs_sampling *sm, const uint32_t *mask,
-                 const int32_t *btok, const float *bval, CUdeviceptr tok, CUdeviceptr dlp) {
+                 const int32_t *btok, const float *bval, CUdeviceptr tok, CUdeviceptr dlp,
+                 CUdeviceptr dtt, CUdeviceptr dtv) {
   const fs_cu_api *cu = ctx->cu;
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
   int32_t *gpu = malloc((size_t)a->B * 4), *ref = malloc((size_t)a->B * 4);
   float *glp = malloc((size_t)a->B * 4), *rlp = malloc((size_t)a->B * 4);
+  const size_t nt = (size_t)a->B * (size_t)(a->top > 0 ? a->top : 0);
+  int32_t *gtt = malloc(nt * 4 + 4), *rtt = malloc(nt * 4 + 4);
+  float *gtv = malloc(nt * 4 + 4), *rtv = malloc(nt * 4 + 4);
   CUcontext dummy;
-  if (!h || !w || !gpu || !ref || !glp || !rlp)
+  if (!h || !w || !gpu || !ref || !glp || !rlp || !gtt || !rtt || !gtv || !rtv)
     return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   cu->cuMemcpyDtoH(h, H, nh * 2);
   cu->cuMemcpyDtoH(w, W, nw * 2);
   cu->cuMemcpyDtoH(gpu, tok, (size_t)a->B * 4);
   if (dlp) cu->cuMemcpyDtoH(glp, dlp, (size_t)a->B * 4);
+  if (nt) cu->cuMemcpyDtoH(gtt, dtt, nt * 4), cu->cuMemcpyDtoH(gtv, dtv, nt * 4);
   cu->cuCtxPopCurrent(&dummy);
   fs_problem q = *p;
   q.hidden_states = h;
@@ -262,7 +288,8 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                           .logit_softcap = a->softcap, .logit_bias_tokens = btok,
                           .logit_bias_values = bval, .logit_bias_count = a->bias,
                           .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p,
-                          .repetition_penalty = a->rep};
+                          .repetition_penalty = a->rep, .top_logprobs = a->top,
+                          .top_logprob_tokens = rtt, .top_logprob_values = rtv};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -271,13 +298,22 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   }
   printf("check: %d of %d tokens equal the CPU reference's\n", a->B - bad, a->B);
   if (dlp) printf("check: %d of %d logprobs within 1e-3 of the reference's\n", a->B - badlp, a->B);
+  size_t tsame = 0, tbad = 0; /* a place whose id differs may be a near-tie: counted, not failed */
+  for (size_t i = 0; i < nt; i++) {
+    tsame += gtt[i] == rtt[i];
+    tbad += gtt[i] == rtt[i] && !(fabsf(gtv[i] - rtv[i]) <= 1e-3f || (isnan(gtv[i]) && isnan(rtv[i])));
+  }
+  if (nt)
+    printf("check: %zu of %zu top-logprob places hold the reference's id, %zu of them with a "
+           "value off by more than 1e-3\n", tsame, nt, tbad);
   free(h); free(w); free(gpu); free(ref); free(glp); free(rlp);
-  return bad || badlp ? 3 : 0;
+  free(gtt); free(rtt); free(gtv); free(rtv);
+  return bad || badlp || tbad || tsame * 100 < nt * 99 ? 3 : 0;
 }
 
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
-  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0;
+  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0, dtt = 0, dtv = 0;
   CUevent e0, e1;
   CUcontext dummy;
   size_t wbytes = (size_t)a->V * a->D * 2, words;
@@ -293,6 +329,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (cu->cuMemAlloc(&H, (size_t)a->B * a->D * 2) || cu->cuMemAlloc(&W, wbytes) ||
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
       (a->logprobs && cu->cuMemAlloc(&dlp, (size_t)a->B * 4)) ||
+      (a->top > 0 && (cu->cuMemAlloc(&dtt, (size_t)a->B * (size_t)a->top * 4) ||
+                      cu->cuMemAlloc(&dtv, (size_t)a->B * (size_t)a->top * 4))) ||
       cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
                                               cu->cuMemcpyHtoD(dmask, mask, words * 4))) ||
       (btok && (cu->cuMemAlloc(&dbt, nb) || cu->cuMemAlloc(&dbv, nb) ||
@@ -313,7 +351,10 @@ static int run_gpu(fs_context *ctx, const args *a) {
                           .logit_bias_tokens = (const int32_t *)(uintptr_t)dbt,
                           .logit_bias_values = (const float *)(uintptr_t)dbv,
                           .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
-                          .top_p = a->top_p, .repetition_penalty = a->rep};
+                          .top_p = a->top_p, .repetition_penalty = a->rep,
+                          .top_logprobs = a->top,
+                          .top_logprob_tokens = (int32_t *)(uintptr_t)dtt,
+                          .top_logprob_values = (float *)(uintptr_t)dtv};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -329,10 +370,13 @@ static int run_gpu(fs_context *ctx, const args *a) {
   cu->cuEventSynchronize(e1);
   float ms = 0;
   cu->cuEventElapsedTime(&ms, e0, e1);
-  int32_t host_tok[16];
-  float host_lp[4];
+  int32_t host_tok[16], host_tt[5];
+  float host_lp[4], host_tv[5];
+  const int nshow = a->top < 5 ? a->top : 5;
   cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
   if (dlp) cu->cuMemcpyDtoH(host_lp, dlp, (size_t)(a->B < 4 ? a->B : 4) * 4);
+  if (nshow > 0)
+    cu->cuMemcpyDtoH(host_tt, dtt, (size_t)nshow * 4), cu->cuMemcpyDtoH(host_tv, dtv, (size_t)nshow * 4);
   cu->cuCtxPopCurrent(&dummy);
   if (st) goto fail;
   double us = ms * 1e3 / a->iters, floor_us = wbytes / bw * 1e6;
@@ -351,12 +395,14 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (a->top_k || a->top_p > 0.0f || a->min_p > 0.0f)
     printf("filters: min_p %g, top_k %d, top_p %g\n", (double)a->min_p, a->top_k,
            (double)a->top_p);
+  print_top(host_tt, host_tv, nshow);
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
     printf("\n");
   }
-  const int rc = a->check ? check(ctx, a, H, W, &p, &sm, mask, btok, bval, tok, dlp) : 0;
+  const int rc =
+      a->check ? check(ctx, a, H, W, &p, &sm, mask, btok, bval, tok, dlp, dtt, dtv) : 0;
   free(mask);
   free(btok);
   free(bval);

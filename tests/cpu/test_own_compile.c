@@ -57,12 +57,15 @@ int main(void) {
                                        "fsamp_tp_logprobs"};
   static const char *const bias[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
                                      "fsamp_bias_merge", "fsamp_bias_dedup"};
-  static const char *const filter[] = {"fsamp_filter"};
+  static const char *const filter[] = {"fsamp_filter",    "fsamp_filter_bias",
+                                       "fsamp_ftp_stats", "fsamp_ftp_round",
+                                       "fsamp_ftp_draw",  "fsamp_toplp",
+                                       "fsamp_toplp_merge"};
   static const char *const sm90a[] = {"sm_90a", NULL};
   check_module("reduce", FS_REDUCE_TEMPLATE, NULL, all_targets, reduce, 4);
-  check_module("bias", FS_BIAS_TEMPLATE, NULL, all_targets, bias, 3);
-  check_module("filter", FS_FILTER_TEMPLATE, NULL, all_targets, filter, 1);
-  check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", sm90a, filter, 1);
+  check_module("bias", FS_BIAS_TEMPLATE, NULL, all_targets, bias, 4);
+  check_module("filter", FS_FILTER_TEMPLATE, NULL, all_targets, filter, 7);
+  check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", sm90a, filter, 7);
   /* the modules' own entry points compile the same sources */
   char err[512];
   fs_cubin c;

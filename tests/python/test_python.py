@@ -25,6 +25,7 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
 Usage: test_python.py LAYOUT_BINARY   (FLASHSAMPLING_LIB, PYTHONPATH, the
 fake driver's LD_LIBRARY_PATH and FS_FAKE_CUDA come from ctest)."""
 import ctypes
+import math
 import random
 import struct
 import subprocess
@@ -169,6 +170,24 @@ def check_reference():
     if list(t2) != [off + pos[b] for b in range(B)]:
         fail(f"greedy rows with a repetition penalty of 1e-6 on a positive logit: {list(t2)}")
     print(f"ok 4c': a repetition penalty through Options moves greedy rows: {list(t2)}")
+    # top logprobs through Options (since 0.3.12): each row's 3 largest logits in
+    # order, with z - log-sum-exp (a field out of place would leave the lists
+    # unwritten or the call refused)
+    n = 3
+    tt = (ctypes.c_int32 * (B * n))()
+    tv = (ctypes.c_float * (B * n))()
+    fs.reference_sample(p, fs.Sampling(temperature=0.0, num_samples=1), (ctypes.c_int32 * B)(),
+                        options=fs.Options(top_logprobs=n, top_logprob_tokens=ctypes.addressof(tt),
+                                           top_logprob_values=ctypes.addressof(tv)))
+    for b in range(B):
+        order = sorted(range(V), key=lambda v: (-z[b][v], v))[:n]
+        lse = math.log(sum(math.exp(x) for x in z[b]))
+        got = list(tt[b * n:(b + 1) * n])
+        if got != [off + v for v in order] or \
+                any(abs(tv[b * n + i] - (z[b][order[i]] - lse)) > 1e-4 for i in range(n)):
+            fail(f"row {b}'s top logprobs: {got} {list(tv[b * n:(b + 1) * n])}, Python's "
+                 f"{[off + v for v in order]}")
+    print(f"ok 4c'': top logprobs through Options are Python's: {list(tt[:n])}")
     check_filters(p, list(tokens))
 
 

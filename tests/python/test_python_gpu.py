@@ -37,6 +37,10 @@ vocab_offset of 64:
      replay, what a direct call draws with the per-row top_ks tensor's
      contents then (1: the greedy tokens); a filter tensor of the wrong dtype,
      size or device and a bad scalar raise FlashSamplingError naming it.
+ 10. top_logprob_tokens_out= and top_logprob_values_out= (int32 / float32
+     [B, 20]) hold torch.topk's ids of the float64 logits, in order, and
+     their log-softmax within 1e-4; only one of the two raises
+     FlashSamplingError naming both.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is).  So could a row whose top-p or min-p boundary lies within fp32
@@ -290,6 +294,28 @@ def main():
                         fail(f"9 {name}: the error for a bad {kw} does not name it: {e}")
             print(f"ok 9 {name}: filters as the reference draws them; top_k within the top k; "
                   "graph replays read top_ks; bad ones rejected")
+            # 10. top logprobs (since 0.3.12) against torch's float64 logits
+            n = 20
+            tt = torch.empty((B, n), dtype=torch.int32, device=dev)
+            tv = torch.empty((B, n), dtype=torch.float32, device=dev)
+            fs.sample_torch(ctx, hidden, weight, seed=3, vocab_offset=off,
+                            top_logprob_tokens_out=tt, top_logprob_values_out=tv)
+            z = hidden.double() @ weight.double().T
+            want = torch.log_softmax(z, dim=1)
+            top = torch.topk(z, n, dim=1)
+            if not torch.equal(tt.long().cpu(), (top.indices + off).cpu()):
+                fail(f"10 {name}: top logprob ids {tt[0].tolist()}, torch's "
+                     f"{(top.indices[0] + off).tolist()}")
+            err = (tv.double() - want.gather(1, (tt.long() - off))).abs().max().item()
+            if not err <= 1e-4:
+                fail(f"10 {name}: top logprob values off by {err}")
+            try:
+                fs.sample_torch(ctx, hidden, weight, top_logprob_tokens_out=tt)
+                fail(f"10 {name}: top_logprob_tokens_out alone was accepted")
+            except fs.FlashSamplingError as e:
+                if "top_logprob_values_out" not in str(e):
+                    fail(f"10 {name}: the error for a lone tokens tensor does not name both: {e}")
+            print(f"ok 10 {name}: top logprobs are torch's topk and log-softmax within {err:.2g}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,396 @@
+// fs-test-timeout: 300
+/*
+** test_toplp.c: fs_options.top_logprobs on the GPU (since 0.3.12).
+** flashsampling.h: row b's n most likely tokens by raw logit (after the
+** soft-cap; before the bias, the penalty, the mask and the temperature),
+** equal logits by increasing id, NaN after every number, each with its raw
+** logit minus the row's log-sum-exp; -1 and -inf past the call's ids.
+**
+** Per case (below), fs_sample_ex with top_logprobs against
+** fs_reference_sample_ex with the same options (double logits):
+**  - every list holds distinct ids of the call, -1 exactly where the
+**    reference's has -1 (places >= V), and at least 99% of the places hold
+**    the reference's id; a place that differs is a near-tie: the exact
+**    logits (gu_logit) of the two ids within 1e-5 of sum |h w| + 1e-6;
+**  - every value is z - lse of its own id within 2e-5 + 1e-6 |lse| (z the
+**    exact logit, lse the reference row's), or NaN where the reference's is;
+**  - the draws are the reference's (at least 99%: the call takes the
+**    filters' path, whose logits' pass may sum in another order than the
+**    reference near a tie).
+** Cases (bf16 unless named):
+**   plain   B = 5, V = 1000, D = 256, n = 20, T = 1;
+**   one     B = 1, V = 151,936, D = 256, n = 20: 264 slices a row;
+**   fp16    B = 37, V = 5011, D = 256, vocab_offset 37, n = 64;
+**   mixed   B = 7, V = 5011, D = 512, vocab_offset 37, n = 20, per-row
+**           temperatures with greedy rows, 3 samples, logprobs, a mask, a
+**           soft-cap 4, a bias with a penalty (a +50 and a -inf entry a
+**           row), top-k 50: the lists must equal, bit for bit, those of the
+**           same inputs with none of these (they read the raw logits), and
+**           a draw whose token is in its row's list must have the list's
+**           value as its logprob, bit for bit (one log-sum-exp);
+**   n256    B = 4, V = 5011, D = 128, n = 256;
+**   widest  B = 2, V = 262,144, D = 64, n = 256: 32 slices, the most one
+**           merge takes (fs_int.h);
+**   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
+**   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
+**           exact in fp32, most of them tied: the lists must equal the
+**           reference's exactly (ids by increasing id within a tie);
+**   nan     B = 3, V = 10, D = 64, n = 16: token 7's W row NaN: its logit is
+**           NaN in every row, listed last, every value NaN;
+**   pinf    B = 3, V = 1000, D = 64, n = 20: token 777's logit +inf
+**           (listed first), every value NaN;
+**   big     B = 128, V = 151,936, D = 256, n = 20, greedy.
+** Then on plain's inputs: a CUDA graph captured after a first call replays
+** its lists; a fresh context's first such call inside a capture returns
+** FS_NOT_PREPARED naming top_logprobs; FS_NOISE_GROUP16 and the
+** tensor-parallel call (fs_sample_tp_ex) return FS_INVALID_ARGUMENT naming
+** options->top_logprobs.
+*/
+#include "gpu_graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF };
+
+typedef struct tl_case {
+  const char *name;
+  int B, D, V, n, dtype, offset, special, mixed;
+  float T;
+} tl_case;
+
+static const tl_case cases[] = {
+    {"plain", 5, 256, 1000, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
+    {"one", 1, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
+    {"fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 37, TL_RANDOM, 0, 1.0f},
+    {"mixed", 7, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 1, 1.0f},
+    {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f},
+    {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
+    {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
+    {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f},
+    {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f},
+    {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f},
+    {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f},
+};
+
+/* The case's head on the host (not uploaded). */
+static void make_head(gu_lmhead *lm, const tl_case *cs, unsigned long long seed) {
+  gu_lmhead_init(lm, cs->B, cs->D, cs->V, cs->dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
+                 seed);
+  const int dt = cs->dtype, D = cs->D;
+  unsigned long long st = seed ^ 0x55u;
+  if (cs->special == TL_TIES) {
+    const uint16_t lv[3] = {gu_encode(dt, -1.0f), gu_encode(dt, 0.0f), gu_encode(dt, 1.0f)};
+    for (int b = 0; b < cs->B; b++)
+      for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
+    for (int v = 0; v < cs->V; v++)
+      for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+  } else if (cs->special == TL_NAN) {
+    for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
+  } else if (cs->special == TL_PINF) {
+    for (int k = 0; k < D; k++)
+      lm->W[(size_t)777 * lm->ws + k] = k ? gu_encode(dt, 0.0f) : gu_encode(dt, INFINITY);
+    for (int b = 0; b < cs->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
+  }
+}
+
+/* Device arrays of one call's lists ([B, n] and a guard) and their host copies. */
+typedef struct lists {
+  size_t len;
+  CUdeviceptr dt, dv;
+  int32_t *t;
+  float *v;
+} lists;
+
+static lists lists_new(fs_context *ctx, size_t len) {
+  lists l = {len, gu_alloc(ctx, (len + GU_GUARD) * 4), gu_alloc(ctx, (len + GU_GUARD) * 4),
+             gu_malloc((len + GU_GUARD) * 4), gu_malloc((len + GU_GUARD) * 4)};
+  return l;
+}
+static void lists_fetch(fs_context *ctx, lists *l, const char *what) {
+  gu_download(ctx, l->t, l->dt, (l->len + GU_GUARD) * 4);
+  gu_download(ctx, l->v, l->dv, (l->len + GU_GUARD) * 4);
+  long bad = 0;
+  for (size_t i = l->len; i < l->len + GU_GUARD; i++)
+    bad += l->t[i] != -1 || gu_float_bits(l->v[i]) != 0xFFFFFFFFu;
+  CHECK_MSG(bad == 0, "%s: %ld guard entries written", what, bad);
+}
+static void lists_free(fs_context *ctx, lists *l) {
+  gu_free(ctx, l->dt);
+  gu_free(ctx, l->dv);
+  free(l->t);
+  free(l->v);
+}
+
+static int same_float(float a, float b) { return !memcmp(&a, &b, 4); }
+
+/* Checks the GPU's lists l against the reference's (rt, rv). */
+static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
+                        const int32_t *rt, const float *rv, const char *what) {
+  const int n = cs->n;
+  long same = 0, bad = 0, places = 0;
+  double worst = 0.0;
+  for (int b = 0; b < cs->B; b++) {
+    const int32_t *t = l->t + (size_t)b * n, *r = rt + (size_t)b * n;
+    const float *v = l->v + (size_t)b * n, *w = rv + (size_t)b * n;
+    /* the reference row's log-sum-exp from its first place */
+    const double lse = (double)gu_logit(lm, b, r[0] - cs->offset, NULL) - (double)w[0];
+    for (int i = 0; i < n; i++) {
+      places++;
+      const char *why = NULL;
+      if (r[i] < 0 || t[i] < 0) {
+        if (t[i] != r[i] || v[i] != -INFINITY) why = "pad";
+        same += !why;
+      } else if (t[i] < cs->offset || t[i] >= cs->offset + cs->V) {
+        why = "id out of the call";
+      } else {
+        for (int j = 0; j < i && !why; j++)
+          if (t[j] == t[i]) why = "repeated id";
+        double as, ar;
+        const double zt = gu_logit(lm, b, t[i] - cs->offset, &as);
+        const double zr = gu_logit(lm, b, r[i] - cs->offset, &ar);
+        same += t[i] == r[i];
+        if (!why && t[i] != r[i] && !(fabs(zt - zr) <= 1e-5 * (as > ar ? as : ar) + 1e-6))
+          why = "not a near-tie";
+        if (!why && isnan(w[i]) != isnan(v[i])) why = "NaN";
+        if (!why && !isnan(w[i])) {
+          const double err = fabs((double)v[i] - (zt - lse));
+          worst = err > worst ? err : worst;
+          if (!(err <= 2e-5 + 1e-6 * fabs(lse))) why = "value";
+        }
+      }
+      if (why && bad++ < 8)
+        fprintf(stderr, "%s: row %d place %d (%s): GPU (%d, %.8g), reference (%d, %.8g)\n", what,
+                b, i, why, t[i], (double)v[i], r[i], (double)w[i]);
+    }
+  }
+  CHECK_MSG(bad == 0, "%s: %ld of %ld places wrong", what, bad, places);
+  CHECK_MSG(same * 100 >= places * 99, "%s: only %ld of %ld places hold the reference's id",
+            what, same, places);
+  if (cs->special == TL_TIES)
+    CHECK_MSG(same == places, "%s: integer logits: %ld of %ld places differ", what,
+              places - same, places);
+  printf("ok %s: %ld places, %ld the reference's ids, worst value error %.2g\n", what, places,
+         same, worst);
+}
+
+static void run(fs_context *ctx, const tl_case *cs) {
+  char what[160];
+  snprintf(what, sizeof what, "%s %s B=%d V=%d n=%d", cs->name, gu_dtype_name(cs->dtype), cs->B,
+           cs->V, cs->n);
+  const int B = cs->B, n = cs->n, S = cs->mixed ? 3 : 1;
+  gu_lmhead lm;
+  make_head(&lm, cs, 0x70b1ull + (unsigned long long)B * 131u + (unsigned long long)cs->V);
+  gu_lmhead_upload(ctx, &lm);
+  const size_t nd = (size_t)B * S, nl = (size_t)B * n;
+  /* mixed: per-row temperatures (a greedy row every third), a mask, a bias */
+  float *temps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) temps[b] = b % 3 == 1 ? 0.0f : 0.6f + 0.2f * (float)(b % 5);
+  const long long words = (cs->offset + cs->V + 31) / 32;
+  uint32_t *mask = gu_malloc(sizeof(uint32_t) * (size_t)(B * words));
+  unsigned long long ms = 0xfeedull;
+  for (long long i = 0; i < B * words; i++) mask[i] = (uint32_t)fs_test_rand(&ms) | 0x10101010u;
+  int32_t *btok = gu_malloc(sizeof(int32_t) * 2 * (size_t)B);
+  float *bval = gu_malloc(sizeof(float) * 2 * (size_t)B);
+  for (int b = 0; b < B; b++) {
+    btok[2 * b] = cs->offset + (b * 97) % cs->V, bval[2 * b] = 50.0f;
+    btok[2 * b + 1] = cs->offset + (b * 13 + 5) % cs->V, bval[2 * b + 1] = -INFINITY;
+  }
+  CUdeviceptr dtemps = gu_upload_new(ctx, temps, sizeof(float) * (size_t)B);
+  CUdeviceptr dmask = gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words));
+  CUdeviceptr dbt = gu_upload_new(ctx, btok, sizeof(int32_t) * 2 * (size_t)B);
+  CUdeviceptr dbv = gu_upload_new(ctx, bval, sizeof(float) * 2 * (size_t)B);
+  CUdeviceptr dlp = gu_alloc(ctx, nd * 4);
+
+  fs_sampling s = {cs->T, NULL, S, 20261204ull, NULL, 9ull, NULL};
+  if (cs->mixed) s.temperatures = (const float *)gu_ptr(dtemps);
+  lists l = lists_new(ctx, nl);
+  fs_options opt = {.size = sizeof opt,
+                    .top_logprobs = n,
+                    .top_logprob_tokens = (int32_t *)gu_ptr(l.dt),
+                    .top_logprob_values = (float *)gu_ptr(l.dv)};
+  if (cs->mixed) {
+    opt.token_mask = (const uint32_t *)gu_ptr(dmask);
+    opt.logprobs = (float *)gu_ptr(dlp);
+    opt.logit_softcap = 4.0f;
+    opt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
+    opt.logit_bias_values = (const float *)gu_ptr(dbv);
+    opt.logit_bias_count = 2;
+    opt.repetition_penalty = 1.3f;
+    opt.top_k = 50;
+  }
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, nd, 1, 0);
+  gu_outputs_poison(ctx, &o);
+  fs_problem dp = gu_problem(&lm, 1);
+  fs_outputs out = gu_outputs_api(&o);
+  CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
+            fs_last_error(ctx));
+  gu_outputs_fetch(ctx, &o);
+  gu_outputs_check(&o, what);
+  lists_fetch(ctx, &l, what);
+
+  /* the reference, host pointers */
+  fs_problem hp = gu_problem(&lm, 0);
+  fs_sampling hs = s;
+  if (cs->mixed) hs.temperatures = temps;
+  int32_t *rt = gu_malloc(nl * 4), *rtok = gu_malloc(nd * 4);
+  float *rv = gu_malloc(nl * 4), *rlp = gu_malloc(nd * 4);
+  fs_options ropt = opt;
+  ropt.top_logprob_tokens = rt;
+  ropt.top_logprob_values = rv;
+  if (cs->mixed) {
+    ropt.token_mask = mask;
+    ropt.logprobs = rlp;
+    ropt.logit_bias_tokens = btok;
+    ropt.logit_bias_values = bval;
+  }
+  CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, NULL, NULL) == FS_OK);
+  check_lists(&lm, cs, &l, rt, rv, what);
+  long same = 0;
+  for (size_t i = 0; i < nd; i++) same += o.h_tokens[i] == rtok[i];
+  CHECK_MSG(same * 100 >= (long)nd * 99, "%s: only %ld of %zu draws are the reference's", what,
+            same, nd);
+
+  if (cs->mixed) {
+    /* the lists read the raw logits: the same without any other option */
+    lists l2 = lists_new(ctx, nl);
+    fs_options plain = {.size = sizeof plain,
+                        .logit_softcap = 4.0f,
+                        .top_logprobs = n,
+                        .top_logprob_tokens = (int32_t *)gu_ptr(l2.dt),
+                        .top_logprob_values = (float *)gu_ptr(l2.dv)};
+    fs_sampling s1 = {1.0f, NULL, 1, 1ull, NULL, 0ull, NULL};
+    gu_outputs o1;
+    gu_outputs_alloc(ctx, &o1, (size_t)B, 0, 0);
+    out = gu_outputs_api(&o1);
+    CHECK(fs_sample_ex(ctx, &dp, &s1, &plain, &out, NULL) == FS_OK);
+    lists_fetch(ctx, &l2, what);
+    CHECK_MSG(!memcmp(l.t, l2.t, nl * 4) && !memcmp(l.v, l2.v, nl * 4),
+              "%s: the options changed the lists", what);
+    /* a draw in its row's list: the same value as its logprob */
+    float *lp = gu_malloc(nd * 4);
+    gu_download(ctx, lp, dlp, nd * 4);
+    long in_list = 0, differ = 0;
+    for (size_t i = 0; i < nd; i++) {
+      const int b = (int)(i / (size_t)S);
+      for (int j = 0; j < n; j++)
+        if (l.t[(size_t)b * n + j] == o.h_tokens[i]) {
+          in_list++;
+          differ += !same_float(l.v[(size_t)b * n + j], lp[i]);
+        }
+    }
+    CHECK_MSG(in_list > 0 && differ == 0, "%s: %ld of %ld listed draws' logprobs differ", what,
+              differ, in_list);
+    printf("ok %s: the lists as without options; %ld listed draws' logprobs the list's\n", what,
+           in_list);
+    free(lp);
+    gu_outputs_free(ctx, &o1);
+    lists_free(ctx, &l2);
+  }
+  free(temps), free(mask), free(btok), free(bval), free(rt), free(rtok), free(rv), free(rlp);
+  gu_free(ctx, dtemps), gu_free(ctx, dmask), gu_free(ctx, dbt), gu_free(ctx, dbv);
+  gu_free(ctx, dlp);
+  lists_free(ctx, &l);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+static int no_reduce(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)count, (void)op, (void)stream;
+  return 1; /* never reached: the call is refused first */
+}
+
+/* Graph capture, a first call inside a capture, and the calls that refuse
+** top logprobs, on plain's inputs. */
+static void run_graph(fs_context *ctx) {
+  const tl_case *cs = &cases[0];
+  const char *what = "graph";
+  gu_lmhead lm;
+  make_head(&lm, cs, 0x6a9full);
+  gu_lmhead_upload(ctx, &lm);
+  const size_t nl = (size_t)cs->B * cs->n;
+  lists l = lists_new(ctx, nl);
+  fs_options opt = {.size = sizeof opt,
+                    .top_logprobs = cs->n,
+                    .top_logprob_tokens = (int32_t *)gu_ptr(l.dt),
+                    .top_logprob_values = (float *)gu_ptr(l.dv)};
+  fs_sampling s = {1.0f, NULL, 1, 3ull, NULL, 0ull, NULL};
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, (size_t)cs->B, 1, 1);
+  fs_problem dp = gu_problem(&lm, 1);
+  fs_outputs out = gu_outputs_api(&o);
+  CHECK(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK);
+  lists_fetch(ctx, &l, what);
+  int32_t *t0 = gu_malloc(nl * 4);
+  float *v0 = gu_malloc(nl * 4);
+  memcpy(t0, l.t, nl * 4), memcpy(v0, l.v, nl * 4);
+  gu_poison(ctx, l.dt, nl * 4);
+  gu_poison(ctx, l.dv, nl * 4);
+
+  CUstream stream;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int st = fs_sample_ex(ctx, &dp, &s, &opt, &out, (void *)stream);
+  CUgraph graph;
+  GU_CU(ctx, ctx->cu->cuStreamEndCapture(stream, &graph));
+  gu_pop(ctx);
+  CHECK_MSG(st == FS_OK, "%s: captured fs_sample_ex: %s", what, fs_last_error(ctx));
+  CUgraphExec exec;
+  gu_push(ctx);
+  GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
+  gu_pop(ctx);
+  snap g = gu_graph_replay(ctx, exec, stream, &o, what);
+  lists_fetch(ctx, &l, what);
+  CHECK_MSG(!memcmp(l.t, t0, nl * 4) && !memcmp(l.v, v0, nl * 4),
+            "%s: the replay's lists differ from the direct call's", what);
+  snap_free(&g);
+
+  fs_context *fresh;
+  CHECK(fs_context_create(0, &fresh) == FS_OK);
+  CHECK(fs_prepare(fresh, &dp, &s) == FS_OK);
+  gu_push(fresh);
+  GU_CU(fresh, fresh->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int st2 = fs_sample_ex(fresh, &dp, &s, &opt, &out, (void *)stream);
+  CUgraph g2;
+  GU_CU(fresh, fresh->cu->cuStreamEndCapture(stream, &g2));
+  gu_pop(fresh);
+  /* the refusal may be the logits' pass's, where its kernel is not loaded (filter.c) */
+  CHECK_MSG(st2 == FS_NOT_PREPARED && (strstr(fs_last_error(fresh), "top_logprobs") ||
+                                       strstr(fs_last_error(fresh), "before capture")),
+            "%s: first call while capturing: status %d, %s", what, st2, fs_last_error(fresh));
+  fs_context_destroy(fresh);
+
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
+  CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(ctx), "options->top_logprobs=20"),
+            "group16: %s", fs_last_error(ctx));
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
+  CHECK_MSG(fs_sample_tp_ex(ctx, &dp, &s, &opt, &out, no_reduce, NULL, NULL) ==
+                    FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(ctx), "options->top_logprobs=20"),
+            "fs_sample_tp_ex: %s", fs_last_error(ctx));
+  printf("ok %s: the replay's lists are the call's; capture, group16 and tensor-parallel "
+         "calls refused\n", what);
+  gu_push(ctx);
+  if (g2) ctx->cu->cuGraphDestroy(g2);
+  ctx->cu->cuGraphExecDestroy(exec);
+  ctx->cu->cuGraphDestroy(graph);
+  ctx->cu->cuStreamDestroy(stream);
+  gu_pop(ctx);
+  free(t0), free(v0);
+  lists_free(ctx, &l);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(ctx, &cases[i]);
+  run_graph(ctx);
+  fs_context_destroy(ctx);
+  return fs_test_done("test_toplp");
+}
