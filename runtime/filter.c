@@ -32,7 +32,9 @@
 ** With top_logprobs (any call: fs_filter_path) fsamp_toplp and
 ** fsamp_toplp_merge list each row's most likely tokens from the raw logits
 ** right after the logits' pass, before any bias changes them, and leave
-** the rows' log-sum-exps for fsamp_filter's logprobs.
+** the rows' log-sum-exps for fsamp_filter's logprobs; without a bias or a
+** sampled call's filters the logits' pass is the call itself, whose fused
+** kernel draws (toplp_draws), and the merge writes the logprobs.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -151,15 +153,14 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
   return fs_kernel_load(ctx, &v, out);
 }
 
-/* fsamp_toplp's slices a row for n listed: slices of ~16,384 logits (a
-** wave's second pass over its slices finds them in L2) and about two CTAs
-** an SM, within fs_int.h's shapes (validate.c checked that some G fits). */
+/* fsamp_toplp's slices a row for n listed: about two CTAs an SM in all,
+** at most what one merge takes (fs_int.h); FS_TOPLP_SLICES=G (tests,
+** measurements) asks for G. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
-  const long long q = ((long long)p->vocab + 3) / 4, per = fs_toplp_slice_q(n);
-  const long long par = (2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1) + p->batch - 1) / p->batch;
-  long long g = (q + 4095) / 4096;
-  g = g > par ? g : par;
-  g = g > (q + per - 1) / per ? g : (q + per - 1) / per;
+  const long long q = ((long long)p->vocab + 3) / 4;
+  long long g = (2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1) + p->batch - 1) / p->batch;
+  const char *e = getenv("FS_TOPLP_SLICES");
+  if (e && atoi(e) > 0) g = atoi(e);
   g = g < fs_toplp_slices_max(n) ? g : fs_toplp_slices_max(n);
   return (unsigned)(g < q ? g : q);
 }
@@ -177,20 +178,35 @@ typedef struct filter_call {
   float *lse;     /* with a bias and logprobs, or top logprobs: the rows' raw
                      log-sum-exps, else NULL */
   size_t extra_at;
+  int draw;       /* the logits' pass drew the call (top logprobs alone): no filter */
 } filter_call;
+
+/* Does a call with top logprobs draw in its logits' pass: neither a bias
+** nor filters of a sampled call need the logits before the draw, so the
+** call's own fused kernel draws while it writes them (and fsamp_toplp_merge
+** writes the logprobs), and fsamp_filter does not run (perf-notes 42). */
+static int toplp_draws(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
+  return m->top_n > 0 && m->bias_count == 0 &&
+         !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
+}
 
 static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                         const fs_opts *m, const fs_outputs *o, size_t extra, CUstream stream,
                         filter_call *fc) {
-  /* the logits' pass: a greedy call of one sample, unmasked, no logprobs */
-  fs_sampling g = *s;
-  g.temperature = 0.0f;
-  g.temperatures = NULL;
-  g.num_samples = 1;
+  /* the logits' pass: a greedy call of one sample, unmasked, no logprobs;
+  ** or (toplp_draws) the call itself, its draws into o */
   memset(fc, 0, sizeof *fc);
+  fc->draw = o && toplp_draws(ctx, s, m);
+  fs_sampling g = *s;
+  if (!fc->draw) {
+    g.temperature = 0.0f;
+    g.temperatures = NULL;
+    g.num_samples = 1;
+  }
   FS_TRY(logits_kernel(ctx, p, &g, stream, &fc->k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
-  const size_t zat = (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, 1) + 15) / 16 * 16;
+  const size_t zat =
+      (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, g.num_samples) + 15) / 16 * 16;
   /* then the scratch tokens; with a bias its entries' raw logits and the
   ** rows' raw log-sum-exps, and with a long one (long_bias) its
   ** entries made distinct (tokens, values); then the extra bytes */
@@ -265,13 +281,17 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   float *zout = (float *)(uintptr_t)(ctx->workspace + zat);
   fs_opts z;
   memset(&z, 0, sizeof z);
+  if (fc->draw) { /* the call's mask; its logprobs from fsamp_toplp_merge's sums */
+    z.words = m->words;
+    z.stride = m->stride;
+  }
   z.softcap = m->softcap;
   z.zout = zout;
   z.zout_stride = (long long)zs;
   fs_outputs scratch;
   memset(&scratch, 0, sizeof scratch);
   scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
-  FS_TRY(fs_launch_masked(ctx, fc->k, p, &g, &z, &scratch, stream));
+  FS_TRY(fs_launch_masked(ctx, fc->k, p, &g, &z, fc->draw ? o : &scratch, stream));
 
   fs_params_call(&fc->prm, p, s, m);
   if (o) { /* tensor parallelism (o NULL): the rank's draw goes to the workspace */
@@ -291,14 +311,15 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   if (nb && m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
   if (nt) { /* the raw logits' lists, before the bias below changes any */
     CUdeviceptr keys = ctx->workspace + kat, pairs = ctx->workspace + pat;
-    int n = nt, g = (int)G;
+    int n = nt, slices = (int)G, draws = fc->draw;
     int32_t *tokens = m->top_tokens;
     float *values = m->top_values;
     fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
     void *targs[] = {&fc->prm, &n, (void *)&keys, (void *)&pairs};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
-    void *margs[] = {&n, &g, (void *)&keys, (void *)&pairs, &fc->lse, &tokens, &values};
+    void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
+                     &values, &draws};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
   }
@@ -330,6 +351,7 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
                        const fs_opts *m, const fs_outputs *o, CUstream stream) {
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, o, 0, stream, &fc));
+  if (fc.draw) return FS_OK;
   void *args[] = {&fc.prm, &fc.f, &fc.fb, &fc.lse};
   CUlaunchAttribute at;
   CUlaunchConfig lc;

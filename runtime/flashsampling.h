@@ -364,14 +364,13 @@ typedef struct fs_outputs {
 **    -inf); with logprobs too, a sampled token in the list has the same
 **    value bit for bit (one log-sum-exp serves both).  The list does not
 **    depend on the sampling (temperature, seeds, samples, filters).  How:
-**    the call takes the filters' path (the logits written to the workspace,
-**    B x V x 4 bytes more), and two small kernels take each row's n largest
-**    (the row in slices of at most 2048 x floor(1024 / n) logits, each
-**    slice's n largest by a bound from its threads' maxima and a sort in
-**    shared memory, then the slices' lists merged), so that one row's
-**    slices' lists must fit one merge: V <= 2048 x floor(1024 / n) x
-**    floor(512 x floor(4096 / n) / n) (n = 20: 545 million; n = 256:
-**    262,144; the message names the most a V takes).  top_logprobs is
+**    the call's kernel writes the logits to the workspace (B x V x 4 bytes
+**    more; without a bias or a sampled call's filters it is the call's own
+**    fused kernel, which draws as it would without the lists; else the
+**    filters' path below), and two small kernels take each row's n largest
+**    (slices of the row, each read once in chunks, the keys above the n-th
+**    so far gathered and sorted in shared memory; then the slices' lists
+**    merged).  top_logprobs is
 **    0..FS_MAX_TOP_LOGPROBS (0: none, the pointers unread); else both
 **    arrays are 4-byte aligned device memory of B x n entries.  Not with
 **    FS_NOISE_GROUP16 (the filters' path draws with the per-token noise),

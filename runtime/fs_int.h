@@ -243,18 +243,10 @@ typedef struct fs_opts {
   long long zout_stride;
 } fs_opts;
 
-/* fsamp_toplp's shapes for n listed a row (filter.c, fsamp_filter.cu): a
-** slice of a row is at most fs_toplp_slice_q(n) float4s, so that the
-** logits at or above its bound, at most n x 4 x (its float4s a thread),
-** fit FT_TCAP = 4096 keys; one merge takes at most fs_toplp_slices_max(n)
-** slices' lists of n, for the same reason.  A row of V logits fits when
-** ceil(ceil(V / 4) / fs_toplp_slice_q(n)) <= fs_toplp_slices_max(n). */
-static inline long long fs_toplp_slice_q(int n) { return 512LL * (1024 / n); }
+/* fsamp_toplp_merge's lists for n listed a row (filter.c, fsamp_filter.cu):
+** at most fs_toplp_slices_max(n) slices' lists of n, so that the keys at or
+** above its bound, at most n x ceil(G n / 512), fit FT_TCAP = 4096. */
 static inline long long fs_toplp_slices_max(int n) { return 512LL * (4096 / n) / n; }
-static inline int fs_toplp_fits(int n, long long V) {
-  const long long q = (V + 3) / 4, per = fs_toplp_slice_q(n);
-  return (q + per - 1) / per <= fs_toplp_slices_max(n);
-}
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, any call with top_logprobs, or any call whose bias is

@@ -137,17 +137,11 @@ static int validate_filters(fs_context *ctx, const fs_options *o, fs_opts *m) {
 }
 
 /* The top_logprobs of a 0.3.12 fs_options into m (flashsampling.h). */
-static int validate_top(fs_context *ctx, const fs_options *o, const fs_problem *p, fs_opts *m) {
+static int validate_top(fs_context *ctx, const fs_options *o, fs_opts *m) {
   const int n = o->top_logprobs;
   if (!n) return FS_OK;
   if (n < 0 || n > FS_MAX_TOP_LOGPROBS)
     return BAD("options->top_logprobs=%d: must be in 0..%d (0: none)", n, FS_MAX_TOP_LOGPROBS);
-  if (!fs_toplp_fits(n, p->vocab)) {
-    const long long most = 4 * fs_toplp_slice_q(n) * fs_toplp_slices_max(n);
-    return BAD("options->top_logprobs=%d at V=%d: a row's slices' lists must fit one merge, V <= "
-               "2048 x floor(1024 / n) x floor(512 x floor(4096 / n) / n) (at this n: at most "
-               "%lld)", n, (int)p->vocab, most);
-  }
   if (!o->top_logprob_tokens || !o->top_logprob_values)
     return BAD("options->top_logprob_%s=NULL: top_logprobs=%d needs [B, %d] device arrays of "
                "tokens and values", o->top_logprob_tokens ? "values" : "tokens", n, n);
@@ -183,7 +177,7 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
                "header; a larger one is from a newer header)", o->size, sizeof(fs_options),
                size039, size034, size033, size032, size030, size02);
   if (o->size > size033) FS_TRY(validate_filters(ctx, o, m));
-  if (o->size > size039) FS_TRY(validate_top(ctx, o, p, m));
+  if (o->size > size039) FS_TRY(validate_top(ctx, o, m));
   if (o->size > size034) {
     const float r = o->repetition_penalty;
     if (!(r == 0.0f || (r > 0.0f && r <= FLT_MAX)))

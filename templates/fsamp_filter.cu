@@ -1418,28 +1418,37 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 }
 
 /* ---- top logprobs (fs_options.top_logprobs; runtime/filter.c) ------------
-** Each row's n largest raw logits (n <= FS_MAX_TOP_LOGPROBS = 256 <=
+** Each row's n largest raw logits (n <= FT_TMAX = FS_MAX_TOP_LOGPROBS <=
 ** FT_THREADS), as keys (ft_tkey: distinct; equal values by increasing id,
 ** NaN below every number), in two launches after the logits' pass and
 ** before fsamp_filter_bias changes any logit:
-**  fsamp_toplp, grid (G, B): a slice of the row a CTA (at most
-**    fs_toplp_slice_q(n) float4s, fs_int.h), its n largest keys,
+**  fsamp_toplp, grid (G, B): a slice of the row a CTA, its n largest keys,
 **    descending and 0-padded, into keys[(b G + g) n ..], and its raw
-**    log-sum-exp pair (m, l) into pairs[b G + g];
-**  fsamp_toplp_merge, grid B: the G lists' n largest, and the row's
-**    log-sum-exp from the pairs (merged in slice order: deterministic),
-**    which it also leaves in lse for fsamp_filter's logprobs; the outputs.
-** ft_topn takes a set's n largest: the n-th largest of the threads' maxima
-** bounds the n-th largest key from below (n threads hold a key at or above
+**    log-sum-exp pair (m, l) into pairs[b G + g].  The slice goes by in
+**    chunks of FT_TU float4s a thread, read once and held in registers:
+**    a chunk's keys at or above the bound t (the n-th of the list so far)
+**    are gathered into shared memory and merged into the list (ft_tmerge);
+**    where the list is not full yet, or the gather overflows, the chunk's
+**    own bound from its threads' maxima (below) narrows it first;
+**  fsamp_toplp_merge, grid B: the G lists' n largest (ft_topn), and the
+**    row's log-sum-exp from the pairs (merged in slice order:
+**    deterministic), which it also leaves in lse for fsamp_filter's
+**    logprobs; the outputs; where the logits' pass drew the call (draws),
+**    its logprobs.
+** A set's bound from its threads' maxima: the n-th largest of them bounds
+** the set's n-th largest key from below (n threads hold a key at or above
 ** it), and only those n threads hold keys at or above it, at most n x the
-** keys a thread takes, which fs_int.h's shapes keep within FT_TCAP; those
-** are gathered into shared memory and sorted there.  No second try: the
-** gather always fits. */
-#define FT_TCAP 4096 /* fs_int.h's fs_toplp_slice_q and fs_toplp_slices_max assume it */
+** keys a thread holds: 16 n for a chunk, n ceil(G n / FT_THREADS) for the
+** merge's lists, which fs_int.h's fs_toplp_slices_max keeps within FT_TCAP.
+** No second try: such a gather always fits. */
+#define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
+#define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
+#define FT_TU 4      /* a chunk's float4s a thread: 16 FT_TMAX <= FT_TCAP */
 
 struct ft_tshared {
-  unsigned long long key[FT_TCAP]; /* the gathered keys (first, the maxima's sort) */
-  ft_part mine, wpart[FT_WARPS];   /* ft_block_part's */
+  unsigned long long key[FT_TCAP];  /* the gathered keys (first, the maxima's sort) */
+  unsigned long long list[FT_TMAX]; /* fsamp_toplp: the slice's n largest so far */
+  ft_part mine, wpart[FT_WARPS];    /* ft_block_part's */
   unsigned nk;
 };
 
@@ -1449,41 +1458,83 @@ __device__ __forceinline__ unsigned long long ft_tkey(float z, unsigned tok) {
   return (unsigned long long)(z == z ? ft_key(z) : 0u) << 32 | ~tok;
 }
 
+/* a[0 .. np) (np a power of two) sorted into descending order in shared
+** memory by every thread of the block; ends with a barrier. */
+__device__ void ft_sort_keys(unsigned long long *a, unsigned np) {
+#pragma unroll 1
+  for (unsigned k = 2; k <= np; k <<= 1)
+#pragma unroll 1
+    for (unsigned j = k >> 1; j > 0; j >>= 1) {
+      for (unsigned i = threadIdx.x; i < np; i += FT_THREADS) {
+        const unsigned l = i ^ j;
+        if (l > i) {
+          const unsigned long long x = a[i], y = a[l];
+          if (((i & k) == 0u) == (x < y)) a[i] = y, a[l] = x;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+/* The least power of two at or above x (x <= FT_TCAP). */
+__device__ __forceinline__ unsigned ft_pow2(unsigned x) {
+  unsigned np = 1u;
+  while (np < x) np <<= 1;
+  return np;
+}
+
+/* The bound of a set from this thread's largest key tmax (0: none), for n:
+** the n-th largest of the block's, at least 1 (every key is).  Uses
+** sh.key[0 .. 2 FT_THREADS); every thread calls it and gets it. */
+__device__ __forceinline__ unsigned long long ft_tbound(unsigned long long tmax, int n,
+                                                        ft_tshared &sh) {
+  ft_sort_desc(tmax, sh.key, sh.key + FT_THREADS);
+  const unsigned long long t = sh.key[n - 1];
+  __syncthreads(); /* every thread has read it before sh.key is written again */
+  return t ? t : 1ull;
+}
+
 /* The n largest keys of a set (0 is no key) into sh.key[0 .. n),
 ** descending, 0 past the set's size: tmax is this thread's largest (0:
 ** none), scan(f) calls f(key) for each of the thread's.  Every thread
 ** calls it. */
 template <typename Scan>
 __device__ void ft_topn(unsigned long long tmax, Scan scan, int n, ft_tshared &sh) {
-  ft_sort_desc(tmax, sh.key, sh.key + FT_THREADS);
-  const unsigned long long t = sh.key[n - 1] ? sh.key[n - 1] : 1ull;
+  const unsigned long long t = ft_tbound(tmax, n, sh);
   if (threadIdx.x == 0) sh.nk = 0u;
-  __syncthreads(); /* every thread has read t before the gather writes sh.key */
+  __syncthreads();
   scan([&](unsigned long long k) {
     if (k >= t) {
       const unsigned i = atomicAdd(&sh.nk, 1u);
-      if (i < FT_TCAP) sh.key[i] = k; /* always (the bound above) */
+      if (i < FT_TCAP) sh.key[i] = k; /* always (the bound) */
     }
   });
   __syncthreads();
-  const unsigned nk = min(sh.nk, (unsigned)FT_TCAP);
-  unsigned np = 1u;
-  while (np < nk || np < (unsigned)n) np <<= 1;
+  const unsigned nk = min(sh.nk, (unsigned)FT_TCAP), np = ft_pow2(max(nk, (unsigned)n));
   for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) sh.key[i] = 0ull;
   __syncthreads();
-#pragma unroll 1
-  for (unsigned k = 2; k <= np; k <<= 1) /* a bitonic sort of sh.key[0 .. np), descending */
-#pragma unroll 1
-    for (unsigned j = k >> 1; j > 0; j >>= 1) {
-      for (unsigned i = threadIdx.x; i < np; i += FT_THREADS) {
-        const unsigned l = i ^ j;
-        if (l > i) {
-          const unsigned long long a = sh.key[i], c = sh.key[l];
-          if (((i & k) == 0u) == (a < c)) sh.key[i] = c, sh.key[l] = a;
-        }
-      }
-      __syncthreads();
-    }
+  ft_sort_keys(sh.key, np);
+}
+
+/* The list (nl of n so far, in sh.list) and the nk keys gathered in
+** sh.key merged: the n largest of both into sh.list; returns their count. */
+__device__ unsigned ft_tmerge(unsigned nk, unsigned nl, int n, ft_tshared &sh) {
+  if (nk + nl > FT_TCAP) { /* the gather's n largest first */
+    const unsigned np = ft_pow2(nk);
+    for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) sh.key[i] = 0ull;
+    __syncthreads();
+    ft_sort_keys(sh.key, np);
+    nk = (unsigned)n;
+  }
+  const unsigned np = ft_pow2(nk + nl);
+  for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS)
+    sh.key[i] = i < nk + nl ? sh.list[i - nk] : 0ull;
+  __syncthreads();
+  ft_sort_keys(sh.key, np);
+  const unsigned m = min(nk + nl, (unsigned)n);
+  for (unsigned i = threadIdx.x; i < m; i += FT_THREADS) sh.list[i] = sh.key[i];
+  __syncthreads();
+  return m;
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
@@ -1491,29 +1542,72 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   __shared__ ft_tshared sh;
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
-  fs_params q = p;
-  q.mask = nullptr; /* raw: every token */
-  const ft_row r = {p.zout + (long long)b * p.zout_stride, b, (int)((long long)nq * g / G),
-                    (int)((long long)nq * (g + 1u) / G)};
+  const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
+  const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
   const unsigned off = (unsigned)p.vocab_offset;
-  unsigned long long tmax = 0ull;
   float lm = FT_NINF, ll = 0.0f;
-  ft_scan(q, r, [&](int v, float z, bool) {
-    ft_lse_add(lm, ll, ft_lse_term(z));
-    tmax = ft_hi(tmax, ft_tkey(z, off + (unsigned)v));
-  });
+  unsigned nl = 0u;        /* the list's count (every thread's copy) */
+  unsigned long long t = 0ull; /* the list's n-th key once full: the bound */
+  for (int c0 = q0; c0 < q1; c0 += FT_THREADS * FT_TU) {
+    float4 q[FT_TU];
+#pragma unroll
+    for (int u = 0; u < FT_TU; u++) {
+      const int i = c0 + (int)threadIdx.x + u * FT_THREADS;
+      q[u] = i < q1 ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    /* calls f(key) for each of the thread's logits of the chunk */
+    auto each = [&](auto f) {
+#pragma unroll
+      for (int u = 0; u < FT_TU; u++) {
+        const int i = c0 + (int)threadIdx.x + u * FT_THREADS, v = 4 * i;
+        const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (i < q1 && v + e < p.V) f(zz[e], ft_tkey(zz[e], off + (unsigned)(v + e)));
+      }
+    };
+    unsigned long long tmax = 0ull;
+    if (threadIdx.x == 0) sh.nk = 0u;
+    __syncthreads(); /* the count is 0 before any gather */
+    each([&](float z, unsigned long long k) {
+      ft_lse_add(lm, ll, ft_lse_term(z));
+      tmax = ft_hi(tmax, k);
+      if (t && k >= t) { /* not before the list is full: it would take every key */
+        const unsigned i = atomicAdd(&sh.nk, 1u);
+        if (i < FT_TCAP) sh.key[i] = k;
+      }
+    });
+    __syncthreads();
+    unsigned nk = sh.nk;
+    if (!t || nk > FT_TCAP) { /* the chunk's own bound narrows the gather */
+      const unsigned long long tc = ft_hi(t, ft_tbound(tmax, n, sh));
+      if (threadIdx.x == 0) sh.nk = 0u;
+      __syncthreads();
+      each([&](float, unsigned long long k) {
+        if (k >= tc) {
+          const unsigned i = atomicAdd(&sh.nk, 1u);
+          if (i < FT_TCAP) sh.key[i] = k; /* always (the bound: at most 16 n) */
+        }
+      });
+      __syncthreads();
+      nk = min(sh.nk, (unsigned)FT_TCAP);
+    }
+    if (nk) {
+      nl = ft_tmerge(nk, nl, n, sh);
+      t = nl == (unsigned)n ? sh.list[n - 1] : 0ull;
+    }
+    __syncthreads(); /* every thread has read sh.nk before the next chunk zeroes it */
+  }
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
   if (threadIdx.x == 0) pairs[(size_t)b * G + g] = make_float2(sh.mine.lm, sh.mine.ll);
-  ft_topn(tmax, [&](auto f) {
-    ft_scan(q, r, [&](int v, float z, bool) { f(ft_tkey(z, off + (unsigned)v)); });
-  }, n, sh);
   unsigned long long *out = keys + ((size_t)b * G + g) * (size_t)n;
-  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
+  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = i < (int)nl ? sh.list[i] : 0ull;
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_toplp_merge(int n, int G, const unsigned long long *keys, const float2 *pairs,
-                      float *lse_out, int *tokens, float *values) {
+    fsamp_toplp_merge(const fs_params p, int n, int G, const unsigned long long *keys,
+                      const float2 *pairs, float *lse_out, int *tokens, float *values,
+                      int draws) {
   __shared__ ft_tshared sh;
   const int b = (int)blockIdx.x, m = G * n;
   const unsigned long long *kr = keys + (size_t)b * m;
@@ -1536,4 +1630,14 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     values[(size_t)b * n + i] = k ? ft_unkey((unsigned)(k >> 32)) - lse : FT_NINF;
   }
   if (threadIdx.x == 0 && lse_out) lse_out[b] = lse;
+  /* draws: the call's fused kernel drew into p.tokens (without logprobs):
+  ** each draw's logprob from its raw logit, FS_MASKED_LOGIT where the mask
+  ** bars it (a row that allows none), as the fused kernels report it */
+  for (int s = (int)threadIdx.x; draws && p.logprobs && s < p.num_samples; s += FT_THREADS) {
+    const size_t item = (size_t)b * p.num_samples + s;
+    const unsigned tok = (unsigned)p.tokens[item];
+    const bool ok = !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
+    const float z = __ldcg(p.zout + (long long)b * p.zout_stride + (tok - (unsigned)p.vocab_offset));
+    p.logprobs[item] = (ok ? z : FS_MASKED_LOGIT) - lse;
+  }
 }

@@ -13,24 +13,36 @@
 **    the reference's id; a place that differs is a near-tie: the exact
 **    logits (gu_logit) of the two ids within 1e-5 of sum |h w| + 1e-6;
 **  - every value is z - lse of its own id within 2e-5 + 1e-6 |lse| (z the
-**    exact logit, lse the reference row's), or NaN where the reference's is;
+**    exact logit, capped where the case caps, lse the reference row's), or
+**    NaN where the reference's is;
 **  - the draws are the reference's (at least 99%: the call takes the
 **    filters' path, whose logits' pass may sum in another order than the
 **    reference near a tie).
 ** Cases (bf16 unless named):
 **   plain   B = 5, V = 1000, D = 256, n = 20, T = 1;
 **   one     B = 1, V = 151,936, D = 256, n = 20: 264 slices a row;
+**   chunks  B = 2, V = 151,936, D = 256, n = 20, FS_TOPLP_SLICES=1: a row
+**           in one slice of 19 chunks (the running bound, the merges);
+**   rising  B = 2, V = 50,000, D = 64, n = 64, logits rising with the id
+**           (H = e_0, W[v][0] = v / 64 in bf16, so runs of equal logits):
+**           every chunk's keys beat the list's bound (the gather's
+**           overflow, the chunk's own bound), FS_TOPLP_SLICES=1;
 **   fp16    B = 37, V = 5011, D = 256, vocab_offset 37, n = 64;
 **   mixed   B = 7, V = 5011, D = 512, vocab_offset 37, n = 20, per-row
 **           temperatures with greedy rows, 3 samples, logprobs, a mask, a
 **           soft-cap 4, a bias with a penalty (a +50 and a -inf entry a
 **           row), top-k 50: the lists must equal, bit for bit, those of the
-**           same inputs with none of these (they read the raw logits), and
+**           same inputs with top-k 50 alone (they read the raw logits), and
 **           a draw whose token is in its row's list must have the list's
-**           value as its logprob, bit for bit (one log-sum-exp);
+**           value as its logprob, bit for bit (one log-sum-exp), and every
+**           draw the reference's logprob within 2e-5 + 1e-6 |lse| where its
+**           token is the reference's;
+**   drawn   mixed without the bias and the filter: the call's own fused
+**           kernel draws (filter.c's toplp_draws) and fsamp_toplp_merge
+**           writes the logprobs; the same checks;
 **   n256    B = 4, V = 5011, D = 128, n = 256;
 **   widest  B = 2, V = 262,144, D = 64, n = 256: 32 slices, the most one
-**           merge takes (fs_int.h);
+**           merge takes (fs_int.h), FS_TOPLP_SLICES=4096;
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
 **           exact in fp32, most of them tied: the lists must equal the
@@ -53,26 +65,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF };
+enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF, TL_RISING };
 
 typedef struct tl_case {
   const char *name;
   int B, D, V, n, dtype, offset, special, mixed;
   float T;
+  int slices; /* FS_TOPLP_SLICES (0: the library's choice) */
 } tl_case;
 
 static const tl_case cases[] = {
-    {"plain", 5, 256, 1000, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
-    {"one", 1, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
-    {"fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 37, TL_RANDOM, 0, 1.0f},
-    {"mixed", 7, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 1, 1.0f},
-    {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f},
-    {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
-    {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f},
-    {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f},
-    {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f},
-    {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f},
-    {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f},
+    {"plain", 5, 256, 1000, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
+    {"one", 1, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
+    {"chunks", 2, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
+    {"rising", 2, 64, 50000, 64, FS_DTYPE_BF16, 0, TL_RISING, 0, 1.0f, 1},
+    {"fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 37, TL_RANDOM, 0, 1.0f, 0},
+    {"mixed", 7, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 1, 1.0f, 0},
+    {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0},
+    {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
+    {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
+    {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
+    {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
+    {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
+    {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f, 0},
+    {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f, 0},
 };
 
 /* The case's head on the host (not uploaded). */
@@ -87,6 +103,11 @@ static void make_head(gu_lmhead *lm, const tl_case *cs, unsigned long long seed)
       for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
     for (int v = 0; v < cs->V; v++)
       for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+  } else if (cs->special == TL_RISING) { /* z_v = bf16(v / 64): rising, in runs */
+    memset(lm->H, 0, sizeof(uint16_t) * (size_t)cs->B * (size_t)lm->hs);
+    memset(lm->W, 0, sizeof(uint16_t) * (size_t)cs->V * (size_t)lm->ws);
+    for (int b = 0; b < cs->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
+    for (int v = 0; v < cs->V; v++) lm->W[(size_t)v * lm->ws] = gu_encode(dt, (float)v / 64.0f);
   } else if (cs->special == TL_NAN) {
     for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
   } else if (cs->special == TL_PINF) {
@@ -126,6 +147,13 @@ static void lists_free(fs_context *ctx, lists *l) {
 
 static int same_float(float a, float b) { return !memcmp(&a, &b, 4); }
 
+/* Row b's exact raw logit of id v (local), after the case's soft-cap (c
+** tanh(z / c) in double, as the reference takes it), and sum |h w| in *as. */
+static double raw_logit(const gu_lmhead *lm, const tl_case *cs, int b, int v, double *as) {
+  const double z = gu_logit(lm, b, v, as), c = cs->mixed ? 4.0 : 0.0;
+  return c > 0.0 ? c * tanh(z / c) : z;
+}
+
 /* Checks the GPU's lists l against the reference's (rt, rv). */
 static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
                         const int32_t *rt, const float *rv, const char *what) {
@@ -136,7 +164,7 @@ static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
     const int32_t *t = l->t + (size_t)b * n, *r = rt + (size_t)b * n;
     const float *v = l->v + (size_t)b * n, *w = rv + (size_t)b * n;
     /* the reference row's log-sum-exp from its first place */
-    const double lse = (double)gu_logit(lm, b, r[0] - cs->offset, NULL) - (double)w[0];
+    const double lse = raw_logit(lm, cs, b, r[0] - cs->offset, NULL) - (double)w[0];
     for (int i = 0; i < n; i++) {
       places++;
       const char *why = NULL;
@@ -149,8 +177,8 @@ static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
         for (int j = 0; j < i && !why; j++)
           if (t[j] == t[i]) why = "repeated id";
         double as, ar;
-        const double zt = gu_logit(lm, b, t[i] - cs->offset, &as);
-        const double zr = gu_logit(lm, b, r[i] - cs->offset, &ar);
+        const double zt = raw_logit(lm, cs, b, t[i] - cs->offset, &as);
+        const double zr = raw_logit(lm, cs, b, r[i] - cs->offset, &ar);
         same += t[i] == r[i];
         if (!why && t[i] != r[i] && !(fabs(zt - zr) <= 1e-5 * (as > ar ? as : ar) + 1e-6))
           why = "not a near-tie";
@@ -169,7 +197,7 @@ static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
   CHECK_MSG(bad == 0, "%s: %ld of %ld places wrong", what, bad, places);
   CHECK_MSG(same * 100 >= places * 99, "%s: only %ld of %ld places hold the reference's id",
             what, same, places);
-  if (cs->special == TL_TIES)
+  if (cs->special == TL_TIES || cs->special == TL_RISING)
     CHECK_MSG(same == places, "%s: integer logits: %ld of %ld places differ", what,
               places - same, places);
   printf("ok %s: %ld places, %ld the reference's ids, worst value error %.2g\n", what, places,
@@ -215,6 +243,8 @@ static void run(fs_context *ctx, const tl_case *cs) {
     opt.token_mask = (const uint32_t *)gu_ptr(dmask);
     opt.logprobs = (float *)gu_ptr(dlp);
     opt.logit_softcap = 4.0f;
+  }
+  if (cs->mixed == 1) {
     opt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
     opt.logit_bias_values = (const float *)gu_ptr(dbv);
     opt.logit_bias_count = 2;
@@ -226,8 +256,12 @@ static void run(fs_context *ctx, const tl_case *cs) {
   gu_outputs_poison(ctx, &o);
   fs_problem dp = gu_problem(&lm, 1);
   fs_outputs out = gu_outputs_api(&o);
+  char sl[16];
+  snprintf(sl, sizeof sl, "%d", cs->slices);
+  if (cs->slices) setenv("FS_TOPLP_SLICES", sl, 1);
   CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
             fs_last_error(ctx));
+  unsetenv("FS_TOPLP_SLICES");
   gu_outputs_fetch(ctx, &o);
   gu_outputs_check(&o, what);
   lists_fetch(ctx, &l, what);
@@ -244,8 +278,8 @@ static void run(fs_context *ctx, const tl_case *cs) {
   if (cs->mixed) {
     ropt.token_mask = mask;
     ropt.logprobs = rlp;
-    ropt.logit_bias_tokens = btok;
-    ropt.logit_bias_values = bval;
+    ropt.logit_bias_tokens = cs->mixed == 1 ? btok : NULL;
+    ropt.logit_bias_values = cs->mixed == 1 ? bval : NULL;
   }
   CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, NULL, NULL) == FS_OK);
   check_lists(&lm, cs, &l, rt, rv, what);
@@ -255,10 +289,12 @@ static void run(fs_context *ctx, const tl_case *cs) {
             same, nd);
 
   if (cs->mixed) {
-    /* the lists read the raw logits: the same without any other option */
+    /* the lists read the raw logits: the same without the other options
+    ** (mixed keeps its top-k, so that the logits' pass is the same kernel's) */
     lists l2 = lists_new(ctx, nl);
     fs_options plain = {.size = sizeof plain,
                         .logit_softcap = 4.0f,
+                        .top_k = cs->mixed == 1 ? 50 : 0,
                         .top_logprobs = n,
                         .top_logprob_tokens = (int32_t *)gu_ptr(l2.dt),
                         .top_logprob_values = (float *)gu_ptr(l2.dv)};
@@ -273,9 +309,17 @@ static void run(fs_context *ctx, const tl_case *cs) {
     /* a draw in its row's list: the same value as its logprob */
     float *lp = gu_malloc(nd * 4);
     gu_download(ctx, lp, dlp, nd * 4);
-    long in_list = 0, differ = 0;
+    long in_list = 0, differ = 0, lp_bad = 0;
     for (size_t i = 0; i < nd; i++) {
       const int b = (int)(i / (size_t)S);
+      const double lse = (double)rt[(size_t)b * n] >= 0
+                             ? raw_logit(&lm, cs, b, rt[(size_t)b * n] - cs->offset, NULL) -
+                                   (double)rv[(size_t)b * n]
+                             : 0.0;
+      if (o.h_tokens[i] == rtok[i] &&
+          !(fabs((double)lp[i] - (double)rlp[i]) <= 2e-5 + 1e-6 * fabs(lse)) && lp_bad++ < 5)
+        fprintf(stderr, "%s: draw %zu (token %d): logprob %.8g, the reference's %.8g\n", what, i,
+                o.h_tokens[i], (double)lp[i], (double)rlp[i]);
       for (int j = 0; j < n; j++)
         if (l.t[(size_t)b * n + j] == o.h_tokens[i]) {
           in_list++;
@@ -284,6 +328,7 @@ static void run(fs_context *ctx, const tl_case *cs) {
     }
     CHECK_MSG(in_list > 0 && differ == 0, "%s: %ld of %ld listed draws' logprobs differ", what,
               differ, in_list);
+    CHECK_MSG(lp_bad == 0, "%s: %ld draws' logprobs off the reference's", what, lp_bad);
     printf("ok %s: the lists as without options; %ld listed draws' logprobs the list's\n", what,
            in_list);
     free(lp);
