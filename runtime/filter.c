@@ -153,16 +153,20 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
   return fs_kernel_load(ctx, &v, out);
 }
 
-/* fsamp_toplp's slices a row for n listed: about two CTAs an SM in all,
-** at most what one merge takes (fs_int.h); FS_TOPLP_SLICES=G (tests,
-** measurements) asks for G. */
+/* fsamp_toplp's slices a row for n listed: about a CTA an SM in all (each
+** reads its slice once; perf-notes 42), but at most 512 / n, so that
+** fsamp_toplp_merge sorts at most 512 keys a row, and at most what one
+** merge takes (fs_int.h); FS_TOPLP_SLICES=G (tests, measurements) asks for
+** G.  G = 1 writes the outputs without the merge. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
   const long long q = ((long long)p->vocab + 3) / 4;
-  long long g = (2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1) + p->batch - 1) / p->batch;
+  long long g = ((ctx->sm_count > 0 ? ctx->sm_count : 1) + (long long)p->batch - 1) / p->batch;
+  g = g < 512 / n ? g : 512 / n;
   const char *e = getenv("FS_TOPLP_SLICES");
   if (e && atoi(e) > 0) g = atoi(e);
   g = g < fs_toplp_slices_max(n) ? g : fs_toplp_slices_max(n);
-  return (unsigned)(g < q ? g : q);
+  g = g < q ? g : q;
+  return (unsigned)(g > 1 ? g : 1);
 }
 
 /* The steps of a filtered call before its filters: fsamp_filter's module
@@ -315,13 +319,15 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     int32_t *tokens = m->top_tokens;
     float *values = m->top_values;
     fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
-    void *targs[] = {&fc->prm, &n, (void *)&keys, (void *)&pairs};
+    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs,
+                     &fc->lse, &tokens, &values,       &draws};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
     void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
                      &values, &draws};
-    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
-                                             FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
+    if (G > 1u) /* one slice a row wrote the outputs itself */
+      FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
+                                               FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
   }
   if (nb) {
     const float *values = m->bias_values;

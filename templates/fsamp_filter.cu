@@ -1420,21 +1420,23 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 /* ---- top logprobs (fs_options.top_logprobs; runtime/filter.c) ------------
 ** Each row's n largest raw logits (n <= FT_TMAX = FS_MAX_TOP_LOGPROBS <=
 ** FT_THREADS), as keys (ft_tkey: distinct; equal values by increasing id,
-** NaN below every number), in two launches after the logits' pass and
-** before fsamp_filter_bias changes any logit:
-**  fsamp_toplp, grid (G, B): a slice of the row a CTA, its n largest keys,
-**    descending and 0-padded, into keys[(b G + g) n ..], and its raw
-**    log-sum-exp pair (m, l) into pairs[b G + g].  The slice goes by in
-**    chunks of FT_TU float4s a thread, read once and held in registers:
-**    a chunk's keys at or above the bound t (the n-th of the list so far)
-**    are gathered into shared memory and merged into the list (ft_tmerge);
-**    where the list is not full yet, or the gather overflows, the chunk's
-**    own bound from its threads' maxima (below) narrows it first;
-**  fsamp_toplp_merge, grid B: the G lists' n largest (ft_topn), and the
-**    row's log-sum-exp from the pairs (merged in slice order:
-**    deterministic), which it also leaves in lse for fsamp_filter's
-**    logprobs; the outputs; where the logits' pass drew the call (draws),
-**    its logprobs.
+** NaN below every number), after the logits' pass and before
+** fsamp_filter_bias changes any logit:
+**  fsamp_toplp, grid (G, B): a slice of the row a CTA.  The slice goes by
+**    in chunks of FT_TU float4s a thread, read once (the next chunk's
+**    loads in flight while one is used): a chunk's keys at or above the
+**    bound t are gathered into sh.key; where the gather would overflow,
+**    or there is no bound yet, the chunk's own bound from its threads'
+**    maxima (below) narrows it, and where sh.key fills up it is sorted and
+**    cut to its n largest, whose n-th is the new t.  At the end the slice's
+**    n largest keys, descending and 0-padded, go to keys[(b G + g) n ..]
+**    and its raw log-sum-exp pair (m, l) to pairs[b G + g]; with G = 1 the
+**    outputs themselves (ft_toplp_out);
+**  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
+**    whole where they fit sh.key, else those at or above their bound), and
+**    the row's
+**    log-sum-exp from the pairs, merged in slice order (deterministic);
+**    the outputs (ft_toplp_out).
 ** A set's bound from its threads' maxima: the n-th largest of them bounds
 ** the set's n-th largest key from below (n threads hold a key at or above
 ** it), and only those n threads hold keys at or above it, at most n x the
@@ -1446,9 +1448,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #define FT_TU 4      /* a chunk's float4s a thread: 16 FT_TMAX <= FT_TCAP */
 
 struct ft_tshared {
-  unsigned long long key[FT_TCAP];  /* the gathered keys (first, the maxima's sort) */
-  unsigned long long list[FT_TMAX]; /* fsamp_toplp: the slice's n largest so far */
-  ft_part mine, wpart[FT_WARPS];    /* ft_block_part's */
+  unsigned long long key[FT_TCAP];        /* the gathered keys */
+  unsigned long long mx[2 * FT_THREADS];  /* ft_tbound's sort of the threads' maxima */
+  ft_part mine, wpart[FT_WARPS];          /* ft_block_part's */
   unsigned nk;
 };
 
@@ -1458,9 +1460,21 @@ __device__ __forceinline__ unsigned long long ft_tkey(float z, unsigned tok) {
   return (unsigned long long)(z == z ? ft_key(z) : 0u) << 32 | ~tok;
 }
 
-/* a[0 .. np) (np a power of two) sorted into descending order in shared
-** memory by every thread of the block; ends with a barrier. */
-__device__ void ft_sort_keys(unsigned long long *a, unsigned np) {
+/* The least power of two at or above x. */
+__device__ __forceinline__ unsigned ft_pow2(unsigned x) {
+  unsigned np = 1u;
+  while (np < x) np <<= 1;
+  return np;
+}
+
+/* sh.key[0 .. nk) (nk <= FT_TCAP) sorted into descending order, 0-padded
+** to a power of two of at least `least`, by every thread of the block;
+** ends with a barrier. */
+__device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
+  unsigned long long *a = sh.key;
+  const unsigned np = ft_pow2(max(nk, least));
+  for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) a[i] = 0ull;
+  __syncthreads();
 #pragma unroll 1
   for (unsigned k = 2; k <= np; k <<= 1)
 #pragma unroll 1
@@ -1476,86 +1490,77 @@ __device__ void ft_sort_keys(unsigned long long *a, unsigned np) {
     }
 }
 
-/* The least power of two at or above x (x <= FT_TCAP). */
-__device__ __forceinline__ unsigned ft_pow2(unsigned x) {
-  unsigned np = 1u;
-  while (np < x) np <<= 1;
-  return np;
-}
-
 /* The bound of a set from this thread's largest key tmax (0: none), for n:
-** the n-th largest of the block's, at least 1 (every key is).  Uses
-** sh.key[0 .. 2 FT_THREADS); every thread calls it and gets it. */
+** the n-th largest of the block's, at least 1 (every key is).  Every thread
+** calls it and gets it. */
 __device__ __forceinline__ unsigned long long ft_tbound(unsigned long long tmax, int n,
                                                         ft_tshared &sh) {
-  ft_sort_desc(tmax, sh.key, sh.key + FT_THREADS);
-  const unsigned long long t = sh.key[n - 1];
-  __syncthreads(); /* every thread has read it before sh.key is written again */
+  ft_sort_desc(tmax, sh.mx, sh.mx + FT_THREADS);
+  const unsigned long long t = sh.mx[n - 1];
+  __syncthreads(); /* every thread has read it before sh.mx is written again */
   return t ? t : 1ull;
 }
 
-/* The n largest keys of a set (0 is no key) into sh.key[0 .. n),
-** descending, 0 past the set's size: tmax is this thread's largest (0:
-** none), scan(f) calls f(key) for each of the thread's.  Every thread
-** calls it. */
-template <typename Scan>
-__device__ void ft_topn(unsigned long long tmax, Scan scan, int n, ft_tshared &sh) {
-  const unsigned long long t = ft_tbound(tmax, n, sh);
-  if (threadIdx.x == 0) sh.nk = 0u;
-  __syncthreads();
-  scan([&](unsigned long long k) {
-    if (k >= t) {
-      const unsigned i = atomicAdd(&sh.nk, 1u);
-      if (i < FT_TCAP) sh.key[i] = k; /* always (the bound) */
-    }
-  });
-  __syncthreads();
-  const unsigned nk = min(sh.nk, (unsigned)FT_TCAP), np = ft_pow2(max(nk, (unsigned)n));
-  for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) sh.key[i] = 0ull;
-  __syncthreads();
-  ft_sort_keys(sh.key, np);
+/* Adds key k to sh.key where k >= t (atomically counted in sh.nk). */
+__device__ __forceinline__ void ft_tgather(unsigned long long k, unsigned long long t,
+                                           ft_tshared &sh) {
+  if (k >= t) {
+    const unsigned i = atomicAdd(&sh.nk, 1u);
+    if (i < FT_TCAP) sh.key[i] = k;
+  }
 }
 
-/* The list (nl of n so far, in sh.list) and the nk keys gathered in
-** sh.key merged: the n largest of both into sh.list; returns their count. */
-__device__ unsigned ft_tmerge(unsigned nk, unsigned nl, int n, ft_tshared &sh) {
-  if (nk + nl > FT_TCAP) { /* the gather's n largest first */
-    const unsigned np = ft_pow2(nk);
-    for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) sh.key[i] = 0ull;
-    __syncthreads();
-    ft_sort_keys(sh.key, np);
-    nk = (unsigned)n;
+/* Row b's outputs from its n largest keys in sh.key[0 .. n) and its raw
+** log-sum-exp: the lists (token -1 and -inf where a key is 0), lse for
+** fsamp_filter's logprobs, and where the logits' pass drew the call
+** (draws: the fused kernel without logprobs, into p.tokens) each draw's
+** logprob from its raw logit, FS_MASKED_LOGIT where the mask bars it (a row
+** that allows none), as the fused kernels report it. */
+__device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float *lse_out,
+                             int *tokens, float *values, int draws, const ft_tshared &sh) {
+  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) {
+    const unsigned long long k = sh.key[i];
+    tokens[(size_t)b * n + i] = k ? (int)~(unsigned)k : -1;
+    values[(size_t)b * n + i] = k ? ft_unkey((unsigned)(k >> 32)) - lse : FT_NINF;
   }
-  const unsigned np = ft_pow2(nk + nl);
-  for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS)
-    sh.key[i] = i < nk + nl ? sh.list[i - nk] : 0ull;
-  __syncthreads();
-  ft_sort_keys(sh.key, np);
-  const unsigned m = min(nk + nl, (unsigned)n);
-  for (unsigned i = threadIdx.x; i < m; i += FT_THREADS) sh.list[i] = sh.key[i];
-  __syncthreads();
-  return m;
+  if (threadIdx.x == 0 && lse_out) lse_out[b] = lse;
+  for (int s = (int)threadIdx.x; draws && p.logprobs && s < p.num_samples; s += FT_THREADS) {
+    const size_t item = (size_t)b * p.num_samples + s;
+    const unsigned tok = (unsigned)p.tokens[item];
+    const bool ok = !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
+    const float z = __ldcg(p.zout + (long long)b * p.zout_stride + (tok - (unsigned)p.vocab_offset));
+    p.logprobs[item] = (ok ? z : FS_MASKED_LOGIT) - lse;
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs) {
+    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
+                float *lse_out, int *tokens, float *values, int draws) {
   __shared__ ft_tshared sh;
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
   const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
   const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
   const unsigned off = (unsigned)p.vocab_offset;
+  const unsigned room = FT_TCAP - 16u * (unsigned)n; /* sh.key's fill that leaves a chunk room */
   float lm = FT_NINF, ll = 0.0f;
-  unsigned nl = 0u;        /* the list's count (every thread's copy) */
-  unsigned long long t = 0ull; /* the list's n-th key once full: the bound */
-  for (int c0 = q0; c0 < q1; c0 += FT_THREADS * FT_TU) {
-    float4 q[FT_TU];
+  unsigned nk = 0u;            /* sh.key's count (every thread's copy) */
+  unsigned long long t = 0ull; /* the bound: the n-th of sh.key's keys at the last cut */
+  if (threadIdx.x == 0) sh.nk = 0u;
+  float4 q[FT_TU], nx[FT_TU];
+  auto load = [&](int c0, float4 *d) {
 #pragma unroll
     for (int u = 0; u < FT_TU; u++) {
       const int i = c0 + (int)threadIdx.x + u * FT_THREADS;
-      q[u] = i < q1 ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      d[u] = i < q1 ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    /* calls f(key) for each of the thread's logits of the chunk */
+  };
+  load(q0, nx);
+  for (int c0 = q0; c0 < q1; c0 += FT_THREADS * FT_TU) {
+#pragma unroll
+    for (int u = 0; u < FT_TU; u++) q[u] = nx[u];
+    if (c0 + FT_THREADS * FT_TU < q1) load(c0 + FT_THREADS * FT_TU, nx);
+    /* calls f(z, key) for each of the thread's logits of the chunk */
     auto each = [&](auto f) {
 #pragma unroll
       for (int u = 0; u < FT_TU; u++) {
@@ -1567,41 +1572,45 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       }
     };
     unsigned long long tmax = 0ull;
-    if (threadIdx.x == 0) sh.nk = 0u;
-    __syncthreads(); /* the count is 0 before any gather */
     each([&](float z, unsigned long long k) {
       ft_lse_add(lm, ll, ft_lse_term(z));
       tmax = ft_hi(tmax, k);
-      if (t && k >= t) { /* not before the list is full: it would take every key */
-        const unsigned i = atomicAdd(&sh.nk, 1u);
-        if (i < FT_TCAP) sh.key[i] = k;
-      }
+      if (t) ft_tgather(k, t, sh); /* not without a bound: it would take every key */
     });
     __syncthreads();
-    unsigned nk = sh.nk;
-    if (!t || nk > FT_TCAP) { /* the chunk's own bound narrows the gather */
+    unsigned m = sh.nk;
+    if (!t || m > FT_TCAP) { /* the chunk again, under its own bound too */
+      __syncthreads();        /* every thread has read sh.nk */
+      if (nk > room) {        /* cut sh.key to its n largest first */
+        ft_sort_keys(sh, nk, 1u);
+        nk = min(nk, (unsigned)n);
+        if (nk == (unsigned)n) t = sh.key[n - 1];
+      }
       const unsigned long long tc = ft_hi(t, ft_tbound(tmax, n, sh));
-      if (threadIdx.x == 0) sh.nk = 0u;
+      if (threadIdx.x == 0) sh.nk = nk;
       __syncthreads();
-      each([&](float, unsigned long long k) {
-        if (k >= tc) {
-          const unsigned i = atomicAdd(&sh.nk, 1u);
-          if (i < FT_TCAP) sh.key[i] = k; /* always (the bound: at most 16 n) */
-        }
-      });
+      each([&](float, unsigned long long k) { ft_tgather(k, tc, sh); }); /* 16 n at most */
       __syncthreads();
-      nk = min(sh.nk, (unsigned)FT_TCAP);
+      m = sh.nk;
     }
-    if (nk) {
-      nl = ft_tmerge(nk, nl, n, sh);
-      t = nl == (unsigned)n ? sh.list[n - 1] : 0ull;
+    nk = m;
+    if (nk > room) { /* cut, so that the next chunk finds room and a tighter bound */
+      ft_sort_keys(sh, nk, 1u);
+      nk = min(nk, (unsigned)n);
+      if (nk == (unsigned)n) t = sh.key[n - 1];
+      if (threadIdx.x == 0) sh.nk = nk;
     }
-    __syncthreads(); /* every thread has read sh.nk before the next chunk zeroes it */
+    __syncthreads(); /* every thread has read sh.nk before the next chunk adds to it */
   }
+  ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
+  if (G == 1u) {
+    ft_toplp_out(p, b, n, sh.mine.lm + logf(sh.mine.ll), lse_out, tokens, values, draws, sh);
+    return;
+  }
   if (threadIdx.x == 0) pairs[(size_t)b * G + g] = make_float2(sh.mine.lm, sh.mine.ll);
   unsigned long long *out = keys + ((size_t)b * G + g) * (size_t)n;
-  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = i < (int)nl ? sh.list[i] : 0ull;
+  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
 }
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
@@ -1611,8 +1620,6 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   __shared__ ft_tshared sh;
   const int b = (int)blockIdx.x, m = G * n;
   const unsigned long long *kr = keys + (size_t)b * m;
-  unsigned long long tmax = 0ull;
-  for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
   /* the row's log-sum-exp: a thread's pairs in slice order, then the block's */
   ft_part a = {FT_NINF, FT_NINF, 0.0f, FT_NINF, 0.0f, 0u, 0u};
   for (int i = (int)threadIdx.x; i < G; i += FT_THREADS) {
@@ -1621,23 +1628,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
   ft_block_part(a, sh, 0.0f); /* into sh.mine */
   const float lse = sh.mine.lm + logf(sh.mine.ll);
-  ft_topn(tmax, [&](auto f) {
-    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) f(kr[i]);
-  }, n, sh);
-  for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) {
-    const unsigned long long k = sh.key[i];
-    tokens[(size_t)b * n + i] = k ? (int)~(unsigned)k : -1;
-    values[(size_t)b * n + i] = k ? ft_unkey((unsigned)(k >> 32)) - lse : FT_NINF;
+  if (m <= FT_TCAP) { /* every list in sh.key, sorted */
+    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) sh.key[i] = kr[i];
+    ft_sort_keys(sh, (unsigned)m, (unsigned)n);
+  } else { /* the keys at or above the lists' bound, sorted */
+    unsigned long long tmax = 0ull;
+    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
+    const unsigned long long t = ft_tbound(tmax, n, sh);
+    if (threadIdx.x == 0) sh.nk = 0u;
+    __syncthreads();
+    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) ft_tgather(kr[i], t, sh);
+    __syncthreads();
+    ft_sort_keys(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
   }
-  if (threadIdx.x == 0 && lse_out) lse_out[b] = lse;
-  /* draws: the call's fused kernel drew into p.tokens (without logprobs):
-  ** each draw's logprob from its raw logit, FS_MASKED_LOGIT where the mask
-  ** bars it (a row that allows none), as the fused kernels report it */
-  for (int s = (int)threadIdx.x; draws && p.logprobs && s < p.num_samples; s += FT_THREADS) {
-    const size_t item = (size_t)b * p.num_samples + s;
-    const unsigned tok = (unsigned)p.tokens[item];
-    const bool ok = !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
-    const float z = __ldcg(p.zout + (long long)b * p.zout_stride + (tok - (unsigned)p.vocab_offset));
-    p.logprobs[item] = (ok ? z : FS_MASKED_LOGIT) - lse;
-  }
+  ft_toplp_out(p, b, n, lse, lse_out, tokens, values, draws, sh);
 }
