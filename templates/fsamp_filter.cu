@@ -1427,8 +1427,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    loads in flight while one is used): a chunk's keys at or above the
 **    bound t are gathered into sh.key; where the gather would overflow,
 **    or there is no bound yet, the chunk's own bound from its threads'
-**    maxima (below) narrows it, and where sh.key fills up it is sorted and
-**    cut to its n largest, whose n-th is the new t.  At the end the slice's
+**    maxima (below) narrows it and becomes t (n keys at or above it are
+**    then in sh.key), and where sh.key fills up it is sorted and cut to its
+**    n largest, whose n-th is the new t.  At the end the slice's
 **    n largest keys, descending and 0-padded, go to keys[(b G + g) n ..]
 **    and its raw log-sum-exp pair (m, l) to pairs[b G + g]; with G = 1 the
 **    outputs themselves (ft_toplp_out);
@@ -1468,11 +1469,19 @@ __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
 }
 
 /* sh.key[0 .. nk) (nk <= FT_TCAP) sorted into descending order, 0-padded
-** to a power of two of at least `least`, by every thread of the block;
-** ends with a barrier. */
+** to a power of two of at least `least`, by every thread of the block (up
+** to FT_THREADS keys a key a thread, by ft_sort_desc's shuffles); ends with
+** a barrier. */
 __device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
   unsigned long long *a = sh.key;
   const unsigned np = ft_pow2(max(nk, least));
+  if (np <= FT_THREADS) {
+    const unsigned i = threadIdx.x;
+    ft_sort_desc(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
+    a[i] = sh.mx[i]; /* every thread read its a[i] before ft_sort_desc's barriers */
+    __syncthreads();
+    return;
+  }
   for (unsigned i = nk + threadIdx.x; i < np; i += FT_THREADS) a[i] = 0ull;
   __syncthreads();
 #pragma unroll 1
@@ -1592,6 +1601,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       each([&](float, unsigned long long k) { ft_tgather(k, tc, sh); }); /* 16 n at most */
       __syncthreads();
       m = sh.nk;
+      t = tc; /* n keys at or above it are in sh.key: the later chunks' bound */
     }
     nk = m;
     if (nk > room) { /* cut, so that the next chunk finds room and a tighter bound */
