@@ -153,14 +153,15 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
   return fs_kernel_load(ctx, &v, out);
 }
 
-/* fsamp_toplp's slices a row for n listed: about a CTA an SM in all (each
-** reads its slice once; perf-notes 42), but at most 512 / n, so that
+/* fsamp_toplp's slices a row for n listed: about a CTA for two SMs in all
+** (each reads its slice once; perf-notes 42), but at most 512 / n, so that
 ** fsamp_toplp_merge sorts at most 512 keys a row, and at most what one
 ** merge takes (fs_int.h); FS_TOPLP_SLICES=G (tests, measurements) asks for
 ** G.  G = 1 writes the outputs without the merge. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
   const long long q = ((long long)p->vocab + 3) / 4;
-  long long g = ((ctx->sm_count > 0 ? ctx->sm_count : 1) + (long long)p->batch - 1) / p->batch;
+  const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
+  long long g = (sms + 2LL * p->batch - 1) / (2LL * p->batch);
   g = g < 512 / n ? g : 512 / n;
   const char *e = getenv("FS_TOPLP_SLICES");
   if (e && atoi(e) > 0) g = atoi(e);

@@ -1452,7 +1452,8 @@ struct ft_tshared {
   unsigned long long key[FT_TCAP];        /* the gathered keys */
   unsigned long long mx[2 * FT_THREADS];  /* ft_tbound's sort of the threads' maxima */
   ft_part mine, wpart[FT_WARPS];          /* ft_block_part's */
-  unsigned nk;
+  unsigned nk;                            /* ft_tgather's count */
+  unsigned add[3];                        /* fsamp_toplp's chunks' gather counts */
 };
 
 /* A raw logit's key: its value's order above (NaN as 0, below -inf), the
@@ -1554,8 +1555,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const unsigned room = FT_TCAP - 16u * (unsigned)n; /* sh.key's fill that leaves a chunk room */
   float lm = FT_NINF, ll = 0.0f;
   unsigned nk = 0u;            /* sh.key's count (every thread's copy) */
-  unsigned long long t = 0ull; /* the bound: the n-th of sh.key's keys at the last cut */
-  if (threadIdx.x == 0) sh.nk = 0u;
+  unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
+  /* sh.key cut to its n largest: t their n-th */
+  auto cut = [&]() {
+    ft_sort_keys(sh, nk, 1u);
+    nk = min(nk, (unsigned)n);
+    if (nk == (unsigned)n) t = sh.key[n - 1];
+  };
   float4 q[FT_TU], nx[FT_TU];
   auto load = [&](int c0, float4 *d) {
 #pragma unroll
@@ -1565,7 +1571,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     }
   };
   load(q0, nx);
-  for (int c0 = q0; c0 < q1; c0 += FT_THREADS * FT_TU) {
+  /* chunk c's gather counts in sh.add[c % 3]: read by every thread right
+  ** after the chunk's barrier, zeroed by thread 0 during chunk c + 2 (after
+  ** the barrier of c + 1, by which every thread has read it; before that of
+  ** c + 2, after which chunk c + 3 counts in it) */
+  if (threadIdx.x == 0) sh.add[0] = 0u;
+  for (int c0 = q0, c = 0; c0 < q1; c0 += FT_THREADS * FT_TU, c++) {
 #pragma unroll
     for (int u = 0; u < FT_TU; u++) q[u] = nx[u];
     if (c0 + FT_THREADS * FT_TU < q1) load(c0 + FT_THREADS * FT_TU, nx);
@@ -1580,37 +1591,36 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
           if (i < q1 && v + e < p.V) f(zz[e], ft_tkey(zz[e], off + (unsigned)(v + e)));
       }
     };
+    if (threadIdx.x == 0) sh.add[(c + 1) % 3] = 0u; /* chunk c - 2's */
     unsigned long long tmax = 0ull;
+    bool full = false; /* this thread's gather reached past the room */
     each([&](float z, unsigned long long k) {
       ft_lse_add(lm, ll, ft_lse_term(z));
       tmax = ft_hi(tmax, k);
-      if (t) ft_tgather(k, t, sh); /* not without a bound: it would take every key */
-    });
-    __syncthreads();
-    unsigned m = sh.nk;
-    if (!t || m > FT_TCAP) { /* the chunk again, under its own bound too */
-      __syncthreads();        /* every thread has read sh.nk */
-      if (nk > room) {        /* cut sh.key to its n largest first */
-        ft_sort_keys(sh, nk, 1u);
-        nk = min(nk, (unsigned)n);
-        if (nk == (unsigned)n) t = sh.key[n - 1];
+      if (t && k >= t) { /* not without a bound: it would take every key */
+        const unsigned i = nk + atomicAdd(&sh.add[c % 3], 1u);
+        if (i < FT_TCAP) sh.key[i] = k;
+        full |= i >= room;
       }
+    });
+    const int busy = __syncthreads_or(!t || full);
+    unsigned m = nk + sh.add[c % 3];
+    if (!busy) { /* the common case: a few keys more, room left */
+      nk = m;
+      continue;
+    }
+    if (!t || m > FT_TCAP) { /* no bound yet, or keys lost: the chunk again under its own */
+      if (nk > room) cut();
       const unsigned long long tc = ft_hi(t, ft_tbound(tmax, n, sh));
       if (threadIdx.x == 0) sh.nk = nk;
       __syncthreads();
       each([&](float, unsigned long long k) { ft_tgather(k, tc, sh); }); /* 16 n at most */
       __syncthreads();
       m = sh.nk;
-      t = tc; /* n keys at or above it are in sh.key: the later chunks' bound */
+      t = tc;
     }
     nk = m;
-    if (nk > room) { /* cut, so that the next chunk finds room and a tighter bound */
-      ft_sort_keys(sh, nk, 1u);
-      nk = min(nk, (unsigned)n);
-      if (nk == (unsigned)n) t = sh.key[n - 1];
-      if (threadIdx.x == 0) sh.nk = nk;
-    }
-    __syncthreads(); /* every thread has read sh.nk before the next chunk adds to it */
+    if (nk > room) cut(); /* so that the next chunk finds room and a tighter bound */
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
