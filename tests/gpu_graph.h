@@ -1,8 +1,8 @@
 /*
 ** gpu_graph.h: what the GPU tests of CUDA-graph capture share (test_determinism,
-** test_mask, test_mode_winners): a host copy of one call's outputs (snap),
-** a graph's instantiation across driver API versions, and one checked
-** replay.  Header-only (static), like gpu_util.h.
+** test_mask, test_mode_winners, test_bias, test_toplp): a host copy of one
+** call's outputs (snap), one call's capture, a graph's instantiation across
+** driver API versions, and one checked replay.  Header-only (static), like gpu_util.h.
 */
 #ifndef FS_GPU_GRAPH_H
 #define FS_GPU_GRAPH_H
@@ -42,6 +42,52 @@ static inline CUresult gu_graph_instantiate(fs_context *c, CUgraphExec *exec, CU
 #else
   return c->cu->cuGraphInstantiate(exec, graph, NULL, NULL, 0);
 #endif
+}
+
+/* One fs_sample_ex call of c captured on stream into *graph (ended and
+** returned whatever the call's status, which it returns). */
+static inline int gu_capture_ex(fs_context *c, CUstream stream, const fs_problem *p,
+                                const fs_sampling *s, const fs_options *opt,
+                                const fs_outputs *out, CUgraph *graph) {
+  gu_push(c);
+  GU_CU(c, c->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int st = fs_sample_ex(c, p, s, opt, out, (void *)stream);
+  GU_CU(c, c->cu->cuStreamEndCapture(stream, graph));
+  gu_pop(c);
+  return st;
+}
+
+/* gu_capture_ex's graph of a call that must succeed (a CHECK), instantiated. */
+static inline CUgraphExec gu_capture_exec(fs_context *c, CUstream stream, const fs_problem *p,
+                                          const fs_sampling *s, const fs_options *opt,
+                                          const fs_outputs *out, CUgraph *graph,
+                                          const char *what) {
+  const int st = gu_capture_ex(c, stream, p, s, opt, out, graph);
+  CHECK_MSG(st == FS_OK, "%s: captured fs_sample_ex: %s", what, fs_last_error(c));
+  CUgraphExec exec;
+  gu_push(c);
+  GU_CU(c, gu_graph_instantiate(c, &exec, *graph));
+  gu_pop(c);
+  return exec;
+}
+
+/* The status of a fresh context's first such call (after fs_prepare),
+** captured on stream; its message into msg (len bytes).  The graph and the
+** context are destroyed. */
+static inline int gu_capture_fresh(CUstream stream, const fs_problem *p, const fs_sampling *s,
+                                   const fs_options *opt, const fs_outputs *out, char *msg,
+                                   size_t len) {
+  fs_context *fresh;
+  CHECK(fs_context_create(0, &fresh) == FS_OK);
+  CHECK(fs_prepare(fresh, p, s) == FS_OK);
+  CUgraph g;
+  const int st = gu_capture_ex(fresh, stream, p, s, opt, out, &g);
+  snprintf(msg, len, "%s", fs_last_error(fresh));
+  gu_push(fresh);
+  if (g) fresh->cu->cuGraphDestroy(g);
+  gu_pop(fresh);
+  fs_context_destroy(fresh);
+  return st;
 }
 
 /* One replay of a captured graph, outputs poisoned first and checked after. */

@@ -334,17 +334,10 @@ static void run_graph(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   CUstream stream;
   gu_push(ctx);
   GU_CU(ctx, ctx->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  gu_pop(ctx);
   fs_outputs out = gu_outputs_api(&o);
-  const int st = fs_sample_ex(ctx, &dp, &s, &opt, &out, (void *)stream);
   CUgraph graph;
-  GU_CU(ctx, ctx->cu->cuStreamEndCapture(stream, &graph));
-  gu_pop(ctx);
-  CHECK_MSG(st == FS_OK, "%s: captured fs_sample_ex: %s", what, fs_last_error(ctx));
-  CUgraphExec exec;
-  gu_push(ctx);
-  GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
-  gu_pop(ctx);
+  CUgraphExec exec = gu_capture_exec(ctx, stream, &dp, &s, &opt, &out, &graph, what);
   snap g = gu_graph_replay(ctx, exec, stream, &o, what);
   CHECK_MSG(!memcmp(g.tok, whole.tok, n * sizeof *g.tok) &&
                 !memcmp(g.key, whole.key, n * sizeof *g.key),
@@ -352,27 +345,17 @@ static void run_graph(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   snap_free(&g);
 
   /* a fresh context's first call with a bias, inside a capture: refused */
-  fs_context *fresh;
-  CHECK(fs_context_create(0, &fresh) == FS_OK);
-  CHECK(fs_prepare(fresh, &dp, &s) == FS_OK);
-  gu_push(fresh);
-  GU_CU(fresh, fresh->cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  const int st2 = fs_sample_ex(fresh, &dp, &s, &opt, &out, (void *)stream);
-  CUgraph g2;
-  GU_CU(fresh, fresh->cu->cuStreamEndCapture(stream, &g2));
-  gu_pop(fresh);
+  char msg[512];
+  const int st2 = gu_capture_fresh(stream, &dp, &s, &opt, &out, msg, sizeof msg);
   /* the long list's first refusal may be its logits' pass's (filter.c) */
   CHECK_MSG(st2 == FS_NOT_PREPARED &&
-                strstr(fs_last_error(fresh), long_list ? "before capture" : "logit_bias_count"),
-            "%s: first biased call while capturing: status %d, %s", what, st2,
-            fs_last_error(fresh));
+                strstr(msg, long_list ? "before capture" : "logit_bias_count"),
+            "%s: first biased call while capturing: status %d, %s", what, st2, msg);
   gu_push(ctx);
-  if (g2) ctx->cu->cuGraphDestroy(g2);
   ctx->cu->cuGraphExecDestroy(exec);
   ctx->cu->cuGraphDestroy(graph);
   ctx->cu->cuStreamDestroy(stream);
   gu_pop(ctx);
-  fs_context_destroy(fresh);
   printf("ok %s: the graph replays the call, a first call in a capture is refused\n", what);
   snap_free(&whole);
   free(tok);
