@@ -237,7 +237,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     FS_TRY(capturing(ctx, stream, &cap));
     char why[96] = "options->min_p/top_k/top_p are set";
     if (nt)
-      snprintf(why, sizeof why, "options->top_logprobs=%d takes the filters' path (fs_options)",
+      snprintf(why, sizeof why, "options->top_logprobs=%d writes the logits out (fs_options)",
                nt);
     else if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
       snprintf(why, sizeof why, "options->logit_bias_count=%d takes the filters' path "

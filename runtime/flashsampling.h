@@ -363,21 +363,23 @@ typedef struct fs_outputs {
 **    NaN where logprobs are (a NaN or +inf logit in the row, or every logit
 **    -inf); with logprobs too, a sampled token in the list has the same
 **    value bit for bit (one log-sum-exp serves both).  The list does not
-**    depend on the sampling (temperature, seeds, samples, filters).  How:
+**    depend on the sampling (temperature, seeds, samples, filters), up to
+**    fp32 near-ties of the dot products (the kernel that computes the
+**    logits may differ with the call's mode).  How:
 **    the call's kernel writes the logits to the workspace (B x V x 4 bytes
 **    more; without a bias or a sampled call's filters it is the call's own
 **    fused kernel, which draws as it would without the lists; else the
 **    filters' path below), and two small kernels take each row's n largest
 **    (slices of the row, each read once in chunks, the keys above the n-th
 **    so far gathered and sorted in shared memory; then the slices' lists
-**    merged).  top_logprobs is
-**    0..FS_MAX_TOP_LOGPROBS (0: none, the pointers unread); else both
-**    arrays are 4-byte aligned device memory of B x n entries.  Not with
-**    FS_NOISE_GROUP16 (the filters' path draws with the per-token noise),
-**    not in the tensor-parallel calls (FS_INVALID_ARGUMENT: a rank sees its
-**    shard's ids only).  The first such call on a context compiles the
-**    filters' kernels and may grow the workspace: make one before
-**    capturing such calls in a CUDA graph. */
+**    merged).  top_logprobs is 0..FS_MAX_TOP_LOGPROBS (0: none, the
+**    pointers unread); else both arrays are 4-byte aligned device memory of
+**    B x n entries.  Not with
+**    FS_NOISE_GROUP16 (not implemented there), not in the tensor-parallel
+**    calls (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  The
+**    first such call on a context compiles the filters' kernels and may
+**    grow the workspace: make one before capturing such calls in a CUDA
+**    graph. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */

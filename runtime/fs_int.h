@@ -250,10 +250,10 @@ static inline long long fs_toplp_slices_max(int n) { return 512LL * (4096 / n) /
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, any call with top_logprobs, or any call whose bias is
-** longer than ctx->bias_short, or with model (one GPU; not a tensor-parallel rank, whose shard's V must
-** not decide), without FS_BIAS_SHORT in the environment and from B = 16,
-** long enough that its dot products would cost more than the logits
-** written out. */
+** longer than ctx->bias_short, or with model (one GPU; not a
+** tensor-parallel rank, whose shard's V must not decide), without
+** FS_BIAS_SHORT in the environment and from B = 16, long enough that its
+** dot products would cost more than the logits written out. */
 int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                    const fs_opts *m, int model);
 

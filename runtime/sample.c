@@ -493,7 +493,8 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   ** leave as it is; top logprobs and a long bias, greedy or not (the ranks'
   ** path, FS_FILTER_RANKS=1, lists no top logprobs) */
   if (fs_filter_path(ctx, problem, sampling, &m, 1)) {
-    if (ctx->filter_ranks && !m.top_n) return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
+    if (ctx->filter_ranks && !m.top_n)
+      return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   }
   if (m.bias_count) return fs_sample_biased(ctx, problem, sampling, options, outputs, stream);

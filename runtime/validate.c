@@ -247,8 +247,8 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
 
 int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
   if (m->top_n && noise == FS_NOISE_GROUP16)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->top_logprobs=%d: the lists take the "
-                  "filters' path, which draws with FS_NOISE_TOKEN (fs_context_set_noise)",
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->top_logprobs=%d: top logprobs need "
+                  "FS_NOISE_TOKEN (FS_NOISE_GROUP16 calls take no lists; fs_context_set_noise)",
                   m->top_n);
   if (!m->filter) return FS_OK;
   if (noise == FS_NOISE_GROUP16)

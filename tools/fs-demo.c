@@ -301,7 +301,8 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   size_t tsame = 0, tbad = 0; /* a place whose id differs may be a near-tie: counted, not failed */
   for (size_t i = 0; i < nt; i++) {
     tsame += gtt[i] == rtt[i];
-    tbad += gtt[i] == rtt[i] && !(fabsf(gtv[i] - rtv[i]) <= 1e-3f || (isnan(gtv[i]) && isnan(rtv[i])));
+    tbad += gtt[i] == rtt[i] &&
+            !(fabsf(gtv[i] - rtv[i]) <= 1e-3f || (isnan(gtv[i]) && isnan(rtv[i])));
   }
   if (nt)
     printf("check: %zu of %zu top-logprob places hold the reference's id, %zu of them with a "
@@ -375,8 +376,10 @@ static int run_gpu(fs_context *ctx, const args *a) {
   const int nshow = a->top < 5 ? a->top : 5;
   cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
   if (dlp) cu->cuMemcpyDtoH(host_lp, dlp, (size_t)(a->B < 4 ? a->B : 4) * 4);
-  if (nshow > 0)
-    cu->cuMemcpyDtoH(host_tt, dtt, (size_t)nshow * 4), cu->cuMemcpyDtoH(host_tv, dtv, (size_t)nshow * 4);
+  if (nshow > 0) {
+    cu->cuMemcpyDtoH(host_tt, dtt, (size_t)nshow * 4);
+    cu->cuMemcpyDtoH(host_tv, dtv, (size_t)nshow * 4);
+  }
   cu->cuCtxPopCurrent(&dummy);
   if (st) goto fail;
   double us = ms * 1e3 / a->iters, floor_us = wbytes / bw * 1e6;
