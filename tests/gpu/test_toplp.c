@@ -269,10 +269,10 @@ static void compare(fs_context *ctx, const tl_case *cs, const gu_lmhead *lmp,
     long in_list = 0, differ = 0, lp_bad = 0;
     for (size_t i = 0; i < nd; i++) {
       const int b = (int)(i / (size_t)S);
-      const double lse = (double)rt[(size_t)b * n] >= 0
-                             ? raw_logit(&lm, cs, b, rt[(size_t)b * n] - cs->offset, NULL) -
-                                   (double)rv[(size_t)b * n]
-                             : 0.0;
+      const int32_t first = rt[(size_t)b * n]; /* the row's log-sum-exp from its first place */
+      const double lse =
+          first >= 0 ? raw_logit(&lm, cs, b, first - cs->offset, NULL) - (double)rv[(size_t)b * n]
+                     : 0.0;
       if (o.h_tokens[i] == rtok[i] &&
           !(fabs((double)lp[i] - (double)rlp[i]) <= 2e-5 + 1e-6 * fabs(lse)) && lp_bad++ < 5)
         fprintf(stderr, "%s: draw %zu (token %d): logprob %.8g, the reference's %.8g\n", what, i,
