@@ -1424,15 +1424,19 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** fsamp_filter_bias changes any logit:
 **  fsamp_toplp, grid (G, B): a slice of the row a CTA.  The slice goes by
 **    in chunks of FT_TU float4s a thread, read once (the next chunk's
-**    loads in flight while one is used): a chunk's keys at or above the
-**    bound t are gathered into sh.key; where the gather would overflow,
-**    or there is no bound yet, the chunk's own bound from its threads'
-**    maxima (below) narrows it and becomes t (n keys at or above it are
-**    then in sh.key), and where sh.key fills up it is sorted and cut to its
-**    n largest, whose n-th is the new t.  At the end the slice's
-**    n largest keys, descending and 0-padded, go to keys[(b G + g) n ..]
-**    and its raw log-sum-exp pair (m, l) to pairs[b G + g]; with G = 1 the
-**    outputs themselves (ft_toplp_out);
+**    loads in flight while one is used; -inf past the slice and V): the
+**    log-sum-exp from each chunk's largest term, and the chunk's keys at or
+**    above the bound t gathered into sh.key (keys made only for the logits
+**    at or above t's value, and only where the chunk's largest reaches
+**    it).  Where there is no bound yet, the chunk's own bound from its
+**    threads' maxima (below) narrows the gather and becomes t (n keys at or
+**    above it are then in sh.key); where a gather loses keys (sh.key full),
+**    the kept keys are cut to n and the chunk is gathered again, in halves,
+**    under their own bounds; where sh.key holds more than FT_TCUT keys they
+**    are sorted and cut to their n largest, whose n-th is the new t.  At the
+**    end the slice's n largest keys, descending and 0-padded, go to
+**    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
+**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out);
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
 **    whole where they fit sh.key, else those at or above their bound), and
 **    the row's
@@ -1441,12 +1445,17 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** A set's bound from its threads' maxima: the n-th largest of them bounds
 ** the set's n-th largest key from below (n threads hold a key at or above
 ** it), and only those n threads hold keys at or above it, at most n x the
-** keys a thread holds: 16 n for a chunk, n ceil(G n / FT_THREADS) for the
-** merge's lists, which fs_int.h's fs_toplp_slices_max keeps within FT_TCAP.
-** No second try: such a gather always fits. */
+** keys a thread holds: 16 n for a chunk (into an empty sh.key), 8 n for
+** a half (into at most 9 n kept), n ceil(G n / FT_THREADS) for the merge's
+** lists, which fs_int.h's fs_toplp_slices_max keeps within FT_TCAP.  No
+** second try: such a gather always fits. */
 #define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
 #define FT_TU 4      /* a chunk's float4s a thread: 16 FT_TMAX <= FT_TCAP */
+#ifndef FT_TCUT
+#define FT_TCUT 512 /* sh.key's fill above which fsamp_toplp cuts it (<= FT_TCAP;
+                       FS_TOPLP_CUT, runtime/filter.c; perf-notes 43a) */
+#endif
 
 struct ft_tshared {
   unsigned long long key[FT_TCAP];        /* the gathered keys */
@@ -1552,7 +1561,6 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
   const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
   const unsigned off = (unsigned)p.vocab_offset;
-  const unsigned room = FT_TCAP - 16u * (unsigned)n; /* sh.key's fill that leaves a chunk room */
   float lm = FT_NINF, ll = 0.0f;
   unsigned nk = 0u;            /* sh.key's count (every thread's copy) */
   unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
@@ -1562,12 +1570,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     nk = min(nk, (unsigned)n);
     if (nk == (unsigned)n) t = sh.key[n - 1];
   };
+  /* the chunk at c0 into d: loads alone (their data is waited for where
+  ** it is used, a chunk later), 0 past the slice */
   float4 q[FT_TU], nx[FT_TU];
   auto load = [&](int c0, float4 *d) {
 #pragma unroll
     for (int u = 0; u < FT_TU; u++) {
       const int i = c0 + (int)threadIdx.x + u * FT_THREADS;
-      d[u] = i < q1 ? __ldcg(z4 + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      d[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (i < q1) d[u] = __ldcg(z4 + i);
     }
   };
   load(q0, nx);
@@ -1580,47 +1591,95 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #pragma unroll
     for (int u = 0; u < FT_TU; u++) q[u] = nx[u];
     if (c0 + FT_THREADS * FT_TU < q1) load(c0 + FT_THREADS * FT_TU, nx);
-    /* calls f(z, key) for each of the thread's logits of the chunk */
-    auto each = [&](auto f) {
+    if (c0 + FT_THREADS * FT_TU > q1 || 4LL * (c0 + FT_THREADS * FT_TU) > (long long)p.V) {
+      /* the slice's last chunk: -inf past the slice and past V */
+#pragma unroll
+      for (int u = 0; u < FT_TU; u++) {
+        const int r = (c0 + (int)threadIdx.x + u * FT_THREADS < q1)
+                          ? p.V - 4 * (c0 + (int)threadIdx.x + u * FT_THREADS)
+                          : 0; /* the float4's logits within the slice and V */
+        q[u] = make_float4(r > 0 ? q[u].x : FT_NINF, r > 1 ? q[u].y : FT_NINF,
+                           r > 2 ? q[u].z : FT_NINF, r > 3 ? q[u].w : FT_NINF);
+      }
+    }
+    /* calls f(z, key) for each of the thread's logits of the chunk's
+    ** float4s [u0, u1) within the slice and V; where `above` (the value of
+    ** bound, a key, is a number above -inf: the -inf padding is below it)
+    ** only for those at or above that value (ft_key orders as the floats,
+    ** -0 as +0, NaN below every number) */
+    auto each = [&](int u0, int u1, unsigned long long bound, auto f) {
+      const bool above = (unsigned)(bound >> 32) > ft_key(FT_NINF);
+      const float tf = ft_unkey((unsigned)(bound >> 32));
 #pragma unroll
       for (int u = 0; u < FT_TU; u++) {
         const int i = c0 + (int)threadIdx.x + u * FT_THREADS, v = 4 * i;
         const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
 #pragma unroll
         for (int e = 0; e < 4; e++)
-          if (i < q1 && v + e < p.V) f(zz[e], ft_tkey(zz[e], off + (unsigned)(v + e)));
+          if (u >= u0 && u < u1 && (above ? zz[e] >= tf : i < q1 && v + e < p.V))
+            f(zz[e], ft_tkey(zz[e], off + (unsigned)(v + e)));
       }
     };
     if (threadIdx.x == 0) sh.add[(c + 1) % 3] = 0u; /* chunk c - 2's */
-    unsigned long long tmax = 0ull;
-    bool full = false; /* this thread's gather reached past the room */
-    each([&](float z, unsigned long long k) {
-      ft_lse_add(lm, ll, ft_lse_term(z));
-      tmax = ft_hi(tmax, k);
-      if (t && k >= t) { /* not without a bound: it would take every key */
-        const unsigned i = nk + atomicAdd(&sh.add[c % 3], 1u);
-        if (i < FT_TCAP) sh.key[i] = k;
-        full |= i >= room;
-      }
-    });
+    /* the log-sum-exp from the chunk's largest term (the padding adds 0;
+    ** NaN terms make ll NaN) */
+    float mc = FT_NINF;
+#pragma unroll
+    for (int u = 0; u < FT_TU; u++)
+      mc = fmaxf(fmaxf(mc, fmaxf(q[u].x, q[u].y)), fmaxf(q[u].z, q[u].w));
+    if (mc == -FT_NINF) { /* a +inf term: NaN, as ft_lse_term makes it */
+      ll = __int_as_float(0x7fffffff);
+    } else {
+      const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m;
+      float s = 0.0f;
+#pragma unroll
+      for (int u = 0; u < FT_TU; u++)
+        s += (__expf(q[u].x - ms) + __expf(q[u].y - ms)) + (__expf(q[u].z - ms) + __expf(q[u].w - ms));
+      ll = ll * __expf(lm - ms) + s;
+      lm = m;
+    }
+    bool full = false; /* this thread's gather reached past FT_TCUT */
+    /* not without a bound: it would take every key; and with a bound that is
+    ** a number, only where the chunk's largest reaches it */
+    if (t && ((unsigned)(t >> 32) <= ft_key(FT_NINF) || mc >= ft_unkey((unsigned)(t >> 32))))
+      each(0, FT_TU, t, [&](float, unsigned long long k) {
+        if (k >= t) {
+          const unsigned i = nk + atomicAdd(&sh.add[c % 3], 1u);
+          if (i < FT_TCAP) sh.key[i] = k;
+          full |= i >= FT_TCUT;
+        }
+      });
     const int busy = __syncthreads_or(!t || full);
-    unsigned m = nk + sh.add[c % 3];
+    const unsigned m = nk + sh.add[c % 3];
     if (!busy) { /* the common case: a few keys more, room left */
       nk = m;
       continue;
     }
-    if (!t || m > FT_TCAP) { /* no bound yet, or keys lost: the chunk again under its own */
-      if (nk > room) cut();
+    /* the float4s [u0, u1) gathered again under their own bound (their
+    ** threads' maxima, at most 4 n (u1 - u0) keys), which becomes t */
+    auto regather = [&](int u0, int u1) {
+      unsigned long long tmax = 0ull;
+      each(u0, u1, 0ull, [&](float, unsigned long long k) { tmax = ft_hi(tmax, k); });
       const unsigned long long tc = ft_hi(t, ft_tbound(tmax, n, sh));
       if (threadIdx.x == 0) sh.nk = nk;
       __syncthreads();
-      each([&](float, unsigned long long k) { ft_tgather(k, tc, sh); }); /* 16 n at most */
+      each(u0, u1, tc, [&](float, unsigned long long k) { ft_tgather(k, tc, sh); });
       __syncthreads();
-      m = sh.nk;
+      nk = sh.nk;
       t = tc;
+    };
+    if (!t) { /* no bound yet: sh.key is empty, and 16 n <= FT_TCAP keys fit */
+      regather(0, FT_TU);
+    } else if (m > FT_TCAP) { /* keys lost: this chunk's dropped, the kept cut to
+                                 n, the chunk again in halves of at most 8 n */
+      if (nk > (unsigned)n) cut();
+      regather(0, FT_TU / 2);
+      if (nk > FT_TCAP - 8u * (unsigned)n) cut();
+      regather(FT_TU / 2, FT_TU);
+    } else {
+      nk = m;
     }
-    nk = m;
-    if (nk > room) cut(); /* so that the next chunk finds room and a tighter bound */
+    if (nk > FT_TCUT) cut(); /* so that the next chunk finds room and a tighter bound */
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */

@@ -51,6 +51,10 @@
 **           NaN in every row, listed last, every value NaN;
 **   pinf    B = 3, V = 1000, D = 64, n = 20: token 777's logit +inf
 **           (listed first), every value NaN;
+**   ninf    B = 2, V = 50,000, D = 64, n = 20: every logit from id 10 on
+**           -inf, so the list's bound is -inf (the bounds-checked gather),
+**           in one slice of 7 chunks (FS_TOPLP_SLICES=1) and, as
+**           ninf_sliced, in the library's slices;
 **   big     B = 128, V = 151,936, D = 256, n = 20, greedy.
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
 ** its lists; a fresh context's first such call inside a capture returns
@@ -67,7 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF, TL_RISING };
+enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF, TL_RISING, TL_NINF };
 
 typedef struct tl_case {
   const char *name;
@@ -90,6 +94,8 @@ static const tl_case cases[] = {
     {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
     {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
     {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f, 0},
+    {"ninf", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 1},
+    {"ninf_sliced", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 0},
     {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f, 0},
 };
 
@@ -116,6 +122,10 @@ static void make_head(gu_lmhead *lm, const tl_case *cs, unsigned long long seed)
     for (int k = 0; k < D; k++)
       lm->W[(size_t)777 * lm->ws + k] = k ? gu_encode(dt, 0.0f) : gu_encode(dt, INFINITY);
     for (int b = 0; b < cs->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
+  } else if (cs->special == TL_NINF) { /* z_v = W[v][0]: -inf from v = 10 */
+    memset(lm->H, 0, sizeof(uint16_t) * (size_t)cs->B * (size_t)lm->hs);
+    for (int b = 0; b < cs->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
+    for (int v = 10; v < cs->V; v++) lm->W[(size_t)v * lm->ws] = gu_encode(dt, -INFINITY);
   }
 }
 
@@ -186,7 +196,7 @@ static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
           why = "not a near-tie";
         if (!why && isnan(w[i]) != isnan(v[i])) why = "NaN";
         if (!why && !isnan(w[i])) {
-          const double err = fabs((double)v[i] - (zt - lse));
+          const double err = (double)v[i] == zt - lse ? 0.0 : fabs((double)v[i] - (zt - lse));
           worst = err > worst ? err : worst;
           if (!(err <= 2e-5 + 1e-6 * fabs(lse))) why = "value";
         }
