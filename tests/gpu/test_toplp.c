@@ -43,6 +43,8 @@
 **   n256    B = 4, V = 5011, D = 128, n = 256;
 **   widest  B = 2, V = 262,144, D = 64, n = 256: 32 slices, the most one
 **           merge takes (fs_int.h), FS_TOPLP_SLICES=4096;
+**   long256 B = 2, V = 151,936, D = 64, n = 256, FS_TOPLP_SLICES=1: 19
+**           chunks whose kept keys pass FT_TCUT = 512 and are cut;
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
 **           exact in fp32, most of them tied: the lists must equal the
@@ -90,6 +92,7 @@ static const tl_case cases[] = {
     {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0},
     {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
     {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
+    {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
     {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
     {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
     {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
