@@ -1439,22 +1439,26 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out);
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
 **    whole where they fit sh.key, else those at or above their bound), and
-**    the row's
-**    log-sum-exp from the pairs, merged in slice order (deterministic);
+**    the row's log-sum-exp from the pairs, merged in slice order
+**    (deterministic);
 **    the outputs (ft_toplp_out).
 ** A set's bound from its threads' maxima: the n-th largest of them bounds
 ** the set's n-th largest key from below (n threads hold a key at or above
 ** it), and only those n threads hold keys at or above it, at most n x the
 ** keys a thread holds: 16 n for a chunk (into an empty sh.key), 8 n for
-** a half (into at most 9 n kept), n ceil(G n / FT_THREADS) for the merge's
-** lists, which fs_int.h's fs_toplp_slices_max keeps within FT_TCAP.  No
-** second try: such a gather always fits. */
+** a half (into at most n kept, then at most FT_TCAP - 8 n), and
+** n ceil(G n / FT_THREADS) for the merge's lists, which fs_int.h's
+** fs_toplp_slices_max keeps within FT_TCAP.  No second try: such a gather
+** always fits. */
 #define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
 #define FT_TU 4      /* a chunk's float4s a thread: 16 FT_TMAX <= FT_TCAP */
 #ifndef FT_TCUT
 #define FT_TCUT 512 /* sh.key's fill above which fsamp_toplp cuts it (<= FT_TCAP;
-                       FS_TOPLP_CUT, runtime/filter.c; perf-notes 43a) */
+                       FS_TOPLP_CUT, runtime/filter.c; perf-notes 43b) */
+#endif
+#if FT_TCUT > FT_TCAP
+#error "FT_TCUT above FT_TCAP: a gather past the slots would go unseen"
 #endif
 
 struct ft_tshared {
