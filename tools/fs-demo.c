@@ -398,7 +398,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (a->top_k || a->top_p > 0.0f || a->min_p > 0.0f)
     printf("filters: min_p %g, top_k %d, top_p %g\n", (double)a->min_p, a->top_k,
            (double)a->top_p);
-  print_top(host_tt, host_tv, nshow);
+  print_top(host_tt, host_tv, a->top); /* its first nshow were copied */
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
