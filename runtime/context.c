@@ -47,6 +47,8 @@ static int new_context(fs_context **out) {
   ** lists take the filters' path (fs_filter_path), shorter ones the fused
   ** kernel's (with filters: the filters' path, made distinct above 1024),
   ** whatever the cost model of fs_filter_path says */
+  const char *ts = getenv("FS_TOPLP_SLICES");
+  ctx->toplp_slices = ts && atoi(ts) > 0 ? atoi(ts) : 0;
   const char *bs = getenv("FS_BIAS_SHORT");
   ctx->bias_short = FS_BIAS_SHORT;
   if (bs && *bs && strspn(bs, "0123456789") == strlen(bs) && strlen(bs) <= 5 &&

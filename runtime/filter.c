@@ -156,15 +156,15 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 /* fsamp_toplp's slices a row for n listed: about a CTA for two SMs in all
 ** (each reads its slice once; perf-notes 42), but at most 512 / n, so that
 ** fsamp_toplp_merge sorts at most 512 keys a row, and at most what one
-** merge takes (fs_int.h); FS_TOPLP_SLICES=G (tests, measurements) asks for
-** G.  G = 1 writes the outputs without the merge. */
+** merge takes (fs_int.h); ctx->toplp_slices > 0 (FS_TOPLP_SLICES=G at the
+** context's creation; tests, measurements) asks for G.  G = 1 writes the
+** outputs without the merge. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
   const long long q = ((long long)p->vocab + 3) / 4;
   const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   long long g = (sms + 2LL * p->batch - 1) / (2LL * p->batch);
   g = g < 512 / n ? g : 512 / n;
-  const char *e = getenv("FS_TOPLP_SLICES");
-  if (e && atoi(e) > 0) g = atoi(e);
+  if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
   g = g < fs_toplp_slices_max(n) ? g : fs_toplp_slices_max(n);
   g = g < q ? g : q;
   return (unsigned)(g > 1 ? g : 1);
@@ -315,13 +315,12 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->f.min_p = m->min_p;
   fc->f.top_k = m->top_k;
   fc->f.top_p = m->top_p;
-  if (nb && m->logprobs) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
+  if ((nb && m->logprobs) || nt) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
   if (nt) { /* the raw logits' lists, before the bias below changes any */
     CUdeviceptr keys = ctx->workspace + kat, pairs = ctx->workspace + pat;
     int n = nt, slices = (int)G, draws = fc->draw;
     int32_t *tokens = m->top_tokens;
     float *values = m->top_values;
-    fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
     void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs,
                      &fc->lse, &tokens, &values,       &draws};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,

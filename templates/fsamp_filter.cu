@@ -1475,6 +1475,14 @@ __device__ __forceinline__ unsigned long long ft_tkey(float z, unsigned tok) {
   return (unsigned long long)(z == z ? ft_key(z) : 0u) << 32 | ~tok;
 }
 
+/* Is key k's value (into tf) a number above -inf: then a logit at or above
+** k has a value >= tf, and the -inf padding has not.  A -inf or NaN key, or
+** 0, is not. */
+__device__ __forceinline__ bool ft_tabove(unsigned long long k, float &tf) {
+  tf = ft_unkey((unsigned)(k >> 32));
+  return (unsigned)(k >> 32) > ft_key(FT_NINF);
+}
+
 /* The least power of two at or above x. */
 __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
   unsigned np = 1u;
@@ -1612,8 +1620,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     ** only for those at or above that value (ft_key orders as the floats,
     ** -0 as +0, NaN below every number) */
     auto each = [&](int u0, int u1, unsigned long long bound, auto f) {
-      const bool above = (unsigned)(bound >> 32) > ft_key(FT_NINF);
-      const float tf = ft_unkey((unsigned)(bound >> 32));
+      float tf;
+      const bool above = ft_tabove(bound, tf);
 #pragma unroll
       for (int u = 0; u < FT_TU; u++) {
         const int i = c0 + (int)threadIdx.x + u * FT_THREADS, v = 4 * i;
@@ -1645,7 +1653,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     bool full = false; /* this thread's gather reached past FT_TCUT */
     /* not without a bound: it would take every key; and with a bound that is
     ** a number, only where the chunk's largest reaches it */
-    if (t && ((unsigned)(t >> 32) <= ft_key(FT_NINF) || mc >= ft_unkey((unsigned)(t >> 32))))
+    float tf;
+    if (t && (!ft_tabove(t, tf) || mc >= tf))
       each(0, FT_TU, t, [&](float, unsigned long long k) {
         if (k >= t) {
           const unsigned i = nk + atomicAdd(&sh.add[c % 3], 1u);

@@ -21,12 +21,12 @@
 ** Cases (bf16 unless named):
 **   plain   B = 5, V = 1000, D = 256, n = 20, T = 1;
 **   one     B = 1, V = 151,936, D = 256, n = 20: 264 slices a row;
-**   chunks  B = 2, V = 151,936, D = 256, n = 20, FS_TOPLP_SLICES=1: a row
+**   chunks  B = 2, V = 151,936, D = 256, n = 20, ctx->toplp_slices = 1: a row
 **           in one slice of 19 chunks (the running bound, the merges);
 **   rising  B = 2, V = 50,000, D = 64, n = 64, logits rising with the id
 **           (H = e_0, W[v][0] = v / 64 in bf16, so runs of equal logits):
 **           every chunk's keys beat the list's bound (the gather's
-**           overflow, the chunk's own bound), FS_TOPLP_SLICES=1;
+**           overflow, the chunk's own bound), ctx->toplp_slices = 1;
 **   fp16    B = 37, V = 5011, D = 256, vocab_offset 37, n = 64;
 **   mixed   B = 7, V = 5011, D = 512, vocab_offset 37, n = 20, per-row
 **           temperatures with greedy rows, 3 samples, logprobs, a mask, a
@@ -42,9 +42,18 @@
 **           writes the logprobs; the same checks;
 **   n256    B = 4, V = 5011, D = 128, n = 256;
 **   widest  B = 2, V = 262,144, D = 64, n = 256: 32 slices, the most one
-**           merge takes (fs_int.h), FS_TOPLP_SLICES=4096;
-**   long256 B = 2, V = 151,936, D = 64, n = 256, FS_TOPLP_SLICES=1: 19
+**           merge takes (fs_int.h), ctx->toplp_slices = 4096;
+**   long256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1: 19
 **           chunks whose kept keys pass FT_TCUT = 512 and are cut;
+**   ranked256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1:
+**           integer logits 1024 (v / 8192) + (v / 4) % 512 (H = e_0 + e_1 +
+**           e_2, three W columns exact in bf16), so each 8,192-logit chunk
+**           lies above the last and a thread's 16 logits of a chunk share
+**           one value, ranked by thread: every chunk's gather loses keys
+**           (the lost path), and its first half's own bound takes 255 x 8 + 1
+**           keys, past FT_TCAP - 8 n, so the kept keys are cut between the
+**           halves; as ranked256_sliced in the library's slices (2, whose
+**           second starts 48 float4s into a thread's rank);
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
 **           exact in fp32, most of them tied: the lists must equal the
@@ -55,7 +64,7 @@
 **           (listed first), every value NaN;
 **   ninf    B = 2, V = 50,000, D = 64, n = 20: every logit from id 10 on
 **           -inf, so the list's bound is -inf (the bounds-checked gather),
-**           in one slice of 7 chunks (FS_TOPLP_SLICES=1) and, as
+**           in one slice of 7 chunks (ctx->toplp_slices = 1) and, as
 **           ninf_sliced, in the library's slices;
 **   big     B = 128, V = 151,936, D = 256, n = 20, greedy.
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
@@ -73,13 +82,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF, TL_RISING, TL_NINF };
+enum { TL_RANDOM, TL_TIES, TL_NAN, TL_PINF, TL_RISING, TL_NINF, TL_RANKED };
 
 typedef struct tl_case {
   const char *name;
   int B, D, V, n, dtype, offset, special, mixed;
   float T;
-  int slices; /* FS_TOPLP_SLICES (0: the library's choice) */
+  int slices; /* ctx->toplp_slices (0: the library's choice) */
 } tl_case;
 
 static const tl_case cases[] = {
@@ -93,6 +102,8 @@ static const tl_case cases[] = {
     {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
     {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
     {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
+    {"ranked256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 1},
+    {"ranked256_sliced", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 0},
     {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
     {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
     {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
@@ -119,6 +130,17 @@ static void make_head(gu_lmhead *lm, const tl_case *cs, unsigned long long seed)
     memset(lm->W, 0, sizeof(uint16_t) * (size_t)cs->V * (size_t)lm->ws);
     for (int b = 0; b < cs->B; b++) lm->H[(size_t)b * lm->hs] = gu_encode(dt, 1.0f);
     for (int v = 0; v < cs->V; v++) lm->W[(size_t)v * lm->ws] = gu_encode(dt, (float)v / 64.0f);
+  } else if (cs->special == TL_RANKED) { /* z_v = 1024 (v / 8192) + (v / 4) % 512 */
+    memset(lm->H, 0, sizeof(uint16_t) * (size_t)cs->B * (size_t)lm->hs);
+    memset(lm->W, 0, sizeof(uint16_t) * (size_t)cs->V * (size_t)lm->ws);
+    for (int b = 0; b < cs->B; b++)
+      for (int k = 0; k < 3; k++) lm->H[(size_t)b * lm->hs + k] = gu_encode(dt, 1.0f);
+    for (int v = 0; v < cs->V; v++) {
+      const int r = (v / 4) % 512;
+      lm->W[(size_t)v * lm->ws] = gu_encode(dt, (float)(1024 * (v / 8192)));
+      lm->W[(size_t)v * lm->ws + 1] = gu_encode(dt, (float)(r & ~15));
+      lm->W[(size_t)v * lm->ws + 2] = gu_encode(dt, (float)(r & 15));
+    }
   } else if (cs->special == TL_NAN) {
     for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
   } else if (cs->special == TL_PINF) {
@@ -212,7 +234,7 @@ static void check_lists(const gu_lmhead *lm, const tl_case *cs, const lists *l,
   CHECK_MSG(bad == 0, "%s: %ld of %ld places wrong", what, bad, places);
   CHECK_MSG(same * 100 >= places * 99, "%s: only %ld of %ld places hold the reference's id",
             what, same, places);
-  if (cs->special == TL_TIES || cs->special == TL_RISING)
+  if (cs->special == TL_TIES || cs->special == TL_RISING || cs->special == TL_RANKED)
     CHECK_MSG(same == places, "%s: integer logits: %ld of %ld places differ", what,
               places - same, places);
   printf("ok %s: %ld places, %ld the reference's ids, worst value error %.2g\n", what, places,
@@ -360,12 +382,10 @@ static void run(fs_context *ctx, const tl_case *cs) {
   gu_outputs_poison(ctx, &o);
   fs_problem dp = gu_problem(&lm, 1);
   fs_outputs out = gu_outputs_api(&o);
-  char sl[16];
-  snprintf(sl, sizeof sl, "%d", cs->slices);
-  if (cs->slices) setenv("FS_TOPLP_SLICES", sl, 1);
+  ctx->toplp_slices = cs->slices; /* FS_TOPLP_SLICES's field (context.c) */
   CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
             fs_last_error(ctx));
-  unsetenv("FS_TOPLP_SLICES");
+  ctx->toplp_slices = 0;
   gu_outputs_fetch(ctx, &o);
   gu_outputs_check(&o, what);
   lists_fetch(ctx, &l, what);
