@@ -654,13 +654,15 @@ __device__ __forceinline__ unsigned long long ft_lo(unsigned long long x, unsign
 ** FT_THREADS): a bitonic sort, its exchanges within a warp by shuffles, the
 ** wider ones through a and spare (FT_THREADS elements each) in turn, one
 ** barrier each.  Every thread calls it. */
-template <typename T>
+template <int U = 1, typename T> /* U: 1 rolled, 16 unrolled (more registers) */
 __device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
   const unsigned i = threadIdx.x;
   bool t = false;
-#pragma unroll 1
+  /* unrolled: each step's partner, direction and buffer are constants
+  ** (perf-notes 44) */
+#pragma unroll U
   for (unsigned k = 2; k <= FT_THREADS; k <<= 1)
-#pragma unroll 1
+#pragma unroll U
     for (unsigned j = k >> 1; j > 0; j >>= 1) {
       T y;
       if (j < 32u) {
@@ -672,8 +674,9 @@ __device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
         y = buf[i ^ j];
         t = !t; /* the next wide exchange writes the other buffer */
       }
-      /* the lower of a pair keeps the larger in a descending run */
-      x = ((i & j) == 0u) == ((i & k) == 0u) ? ft_hi(x, y) : ft_lo(x, y);
+      /* the lower of a pair keeps the larger in a descending run (equal
+      ** elements: each its own) */
+      x = (y > x) == (((i & j) == 0u) == ((i & k) == 0u)) ? y : x;
     }
   __syncthreads(); /* every wide exchange's reads are done */
   a[i] = x;
@@ -1483,6 +1486,15 @@ __device__ __forceinline__ bool ft_tabove(unsigned long long k, float &tf) {
   return (unsigned)(k >> 32) > ft_key(FT_NINF);
 }
 
+/* e^x as __expf takes it (ex2.approx of x log2 e), its denormal results
+** flushed to 0: one MUFU.EX2 without __expf's rescaling around it (a
+** log-sum-exp's term below 2^-126 of its largest is lost either way). */
+__device__ __forceinline__ float ft_exp_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
+
 /* The least power of two at or above x. */
 __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
   unsigned np = 1u;
@@ -1494,12 +1506,13 @@ __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
 ** to a power of two of at least `least`, by every thread of the block (up
 ** to FT_THREADS keys a key a thread, by ft_sort_desc's shuffles); ends with
 ** a barrier. */
+template <int U = 1> /* ft_sort_desc's */
 __device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
   unsigned long long *a = sh.key;
   const unsigned np = ft_pow2(max(nk, least));
   if (np <= FT_THREADS) {
     const unsigned i = threadIdx.x;
-    ft_sort_desc(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
+    ft_sort_desc<U>(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
     a[i] = sh.mx[i]; /* every thread read its a[i] before ft_sort_desc's barriers */
     __syncthreads();
     return;
@@ -1526,7 +1539,7 @@ __device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
 ** calls it and gets it. */
 __device__ __forceinline__ unsigned long long ft_tbound(unsigned long long tmax, int n,
                                                         ft_tshared &sh) {
-  ft_sort_desc(tmax, sh.mx, sh.mx + FT_THREADS);
+  ft_sort_desc<1>(tmax, sh.mx, sh.mx + FT_THREADS);
   const unsigned long long t = sh.mx[n - 1];
   __syncthreads(); /* every thread has read it before sh.mx is written again */
   return t ? t : 1ull;
@@ -1578,7 +1591,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
   /* sh.key cut to its n largest: t their n-th */
   auto cut = [&]() {
-    ft_sort_keys(sh, nk, 1u);
+    ft_sort_keys<1>(sh, nk, 1u);
     nk = min(nk, (unsigned)n);
     if (nk == (unsigned)n) t = sh.key[n - 1];
   };
@@ -1614,11 +1627,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
                            r > 2 ? q[u].z : FT_NINF, r > 3 ? q[u].w : FT_NINF);
       }
     }
+    /* each float4's largest (NaN ignored) and the chunk's */
+    float mu[FT_TU], mc = FT_NINF;
+#pragma unroll
+    for (int u = 0; u < FT_TU; u++) {
+      mu[u] = fmaxf(fmaxf(q[u].x, q[u].y), fmaxf(q[u].z, q[u].w));
+      mc = fmaxf(mc, mu[u]);
+    }
     /* calls f(z, key) for each of the thread's logits of the chunk's
     ** float4s [u0, u1) within the slice and V; where `above` (the value of
     ** bound, a key, is a number above -inf: the -inf padding is below it)
     ** only for those at or above that value (ft_key orders as the floats,
-    ** -0 as +0, NaN below every number) */
+    ** -0 as +0, NaN below every number), in float4s whose largest reaches it */
     auto each = [&](int u0, int u1, unsigned long long bound, auto f) {
       float tf;
       const bool above = ft_tabove(bound, tf);
@@ -1626,19 +1646,16 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       for (int u = 0; u < FT_TU; u++) {
         const int i = c0 + (int)threadIdx.x + u * FT_THREADS, v = 4 * i;
         const float zz[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+        if (u < u0 || u >= u1 || (above && !(mu[u] >= tf))) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++)
-          if (u >= u0 && u < u1 && (above ? zz[e] >= tf : i < q1 && v + e < p.V))
+          if (above ? zz[e] >= tf : i < q1 && v + e < p.V)
             f(zz[e], ft_tkey(zz[e], off + (unsigned)(v + e)));
       }
     };
     if (threadIdx.x == 0) sh.add[(c + 1) % 3] = 0u; /* chunk c - 2's */
     /* the log-sum-exp from the chunk's largest term (the padding adds 0;
     ** NaN terms make ll NaN) */
-    float mc = FT_NINF;
-#pragma unroll
-    for (int u = 0; u < FT_TU; u++)
-      mc = fmaxf(fmaxf(mc, fmaxf(q[u].x, q[u].y)), fmaxf(q[u].z, q[u].w));
     if (mc == -FT_NINF) { /* a +inf term: NaN, as ft_lse_term makes it */
       ll = __int_as_float(0x7fffffff);
     } else {
@@ -1646,8 +1663,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < FT_TU; u++)
-        s += (__expf(q[u].x - ms) + __expf(q[u].y - ms)) + (__expf(q[u].z - ms) + __expf(q[u].w - ms));
-      ll = ll * __expf(lm - ms) + s;
+        s += (ft_exp_ftz(q[u].x - ms) + ft_exp_ftz(q[u].y - ms)) +
+             (ft_exp_ftz(q[u].z - ms) + ft_exp_ftz(q[u].w - ms));
+      ll = ll * ft_exp_ftz(lm - ms) + s;
       lm = m;
     }
     bool full = false; /* this thread's gather reached past FT_TCUT */
@@ -1722,7 +1740,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const float lse = sh.mine.lm + logf(sh.mine.ll);
   if (m <= FT_TCAP) { /* every list in sh.key, sorted */
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) sh.key[i] = kr[i];
-    ft_sort_keys(sh, (unsigned)m, (unsigned)n);
+    ft_sort_keys<16>(sh, (unsigned)m, (unsigned)n);
   } else { /* the keys at or above the lists' bound, sorted */
     unsigned long long tmax = 0ull;
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
@@ -1731,7 +1749,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     __syncthreads();
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) ft_tgather(kr[i], t, sh);
     __syncthreads();
-    ft_sort_keys(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
+    ft_sort_keys<16>(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
   }
   ft_toplp_out(p, b, n, lse, lse_out, tokens, values, draws, sh);
 }
