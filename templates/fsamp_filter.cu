@@ -650,19 +650,57 @@ __device__ __forceinline__ unsigned long long ft_lo(unsigned long long x, unsign
   return x < y ? x : y;
 }
 
+/* x or y, for the lower of a compare-exchange pair in a descending run
+** (up) the larger, else the smaller (equal elements: each its own). */
+template <typename T>
+__device__ __forceinline__ T ft_cx(T x, T y, bool up) {
+  return (y > x) == up ? y : x;
+}
+
 /* x, one per thread, sorted into descending order (no NaN) in a[0 ..
-** FT_THREADS): a bitonic sort, its exchanges within a warp by shuffles, the
-** wider ones through a and spare (FT_THREADS elements each) in turn, one
-** barrier each.  Every thread calls it. */
-template <int U = 1, typename T> /* U: 1 rolled, 16 unrolled (more registers) */
+** FT_THREADS): a bitonic sort, its exchanges within a warp by shuffles
+** (unrolled: each one's partner and direction constants but for the run's
+** bit, perf-notes 44), the wider ones through a and spare (FT_THREADS
+** elements each) in turn, one barrier each.  Every thread calls it. */
+template <typename T>
 __device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
   const unsigned i = threadIdx.x;
+#pragma unroll
+  for (unsigned k = 2; k <= 32u; k <<= 1) /* each warp's runs of up to 32 */
+#pragma unroll
+    for (unsigned j = k >> 1; j > 0; j >>= 1)
+      x = ft_cx(x, __shfl_xor_sync(0xffffffffu, x, (int)j), ((i & j) == 0u) == ((i & k) == 0u));
   bool t = false;
-  /* unrolled: each step's partner, direction and buffer are constants
-  ** (perf-notes 44) */
-#pragma unroll U
+#pragma unroll 1
+  for (unsigned k = 64; k <= FT_THREADS; k <<= 1) {
+    const bool lo = (i & k) == 0u; /* a descending run */
+#pragma unroll 1
+    for (unsigned j = k >> 1; j >= 32u; j >>= 1) {
+      T *buf = t ? spare : a;
+      buf[i] = x;
+      __syncthreads();
+      const T y = buf[i ^ j];
+      t = !t; /* the next wide exchange writes the other buffer */
+      x = ft_cx(x, y, ((i & j) == 0u) == lo);
+    }
+#pragma unroll
+    for (unsigned j = 16; j > 0; j >>= 1)
+      x = ft_cx(x, __shfl_xor_sync(0xffffffffu, x, (int)j), ((i & j) == 0u) == lo);
+  }
+  __syncthreads(); /* every wide exchange's reads are done */
+  a[i] = x;
+  __syncthreads();
+}
+
+/* ft_sort_desc with every step in one rolled loop: fewer registers, more
+** instructions (fsamp_filter's sorts, whose kernels would spill). */
+template <typename T>
+__device__ __forceinline__ void ft_sort_desc_rolled(T x, T *a, T *spare) {
+  const unsigned i = threadIdx.x;
+  bool t = false;
+#pragma unroll 1
   for (unsigned k = 2; k <= FT_THREADS; k <<= 1)
-#pragma unroll U
+#pragma unroll 1
     for (unsigned j = k >> 1; j > 0; j >>= 1) {
       T y;
       if (j < 32u) {
@@ -672,13 +710,11 @@ __device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
         buf[i] = x;
         __syncthreads();
         y = buf[i ^ j];
-        t = !t; /* the next wide exchange writes the other buffer */
+        t = !t;
       }
-      /* the lower of a pair keeps the larger in a descending run (equal
-      ** elements: each its own) */
-      x = (y > x) == (((i & j) == 0u) == ((i & k) == 0u)) ? y : x;
+      x = ft_cx(x, y, ((i & j) == 0u) == ((i & k) == 0u));
     }
-  __syncthreads(); /* every wide exchange's reads are done */
+  __syncthreads();
   a[i] = x;
   __syncthreads();
 }
@@ -771,13 +807,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     ** Everything at or above the bound fits in shared memory for typical k
     ** and peaked rows: one pass gathers it. */
     if ((on_k && k <= FT_THREADS) || (on_p && !on_k)) {
-      ft_sort_desc(tmax, sh.kz, sh.lz);
+      ft_sort_desc_rolled(tmax, sh.kz, sh.lz);
       float *top = sh.kz;
       if (cs > 1u) {
         const unsigned per = FT_THREADS / cs;
         if (threadIdx.x < per) *ft_peer(&sh.mx[rank * per + threadIdx.x], 0u) = sh.kz[threadIdx.x];
         ft_csync();
-        if (rank == 0u) ft_sort_desc(sh.mx[threadIdx.x], sh.mx, sh.lz);
+        if (rank == 0u) ft_sort_desc_rolled(sh.mx[threadIdx.x], sh.mx, sh.lz);
         top = sh.mx;
       }
       if (rank == 0u) {
@@ -1266,7 +1302,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   ft_block_part({tmax, lm, ll, FT_NINF, 0.0f, 0u, ninf}, sh, 0.0f); /* into sh.mine */
   const int k = f.top_ks ? f.top_ks[r.b] : f.top_k;
   if (k > 0 && k <= FT_THREADS) { /* block-uniform */
-    ft_sort_desc(tmax, sh.kz, sh.lz);
+    ft_sort_desc_rolled(tmax, sh.kz, sh.lz);
     if (threadIdx.x == 0 && sh.kz[k - 1] > FT_NINF)
       atomicMax(st + 3 * r.b + 2, (unsigned long long)ft_key(sh.kz[k - 1]));
   }
@@ -1460,6 +1496,14 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #define FT_TCUT 512 /* sh.key's fill above which fsamp_toplp cuts it (<= FT_TCAP;
                        FS_TOPLP_CUT, runtime/filter.c; perf-notes 43b) */
 #endif
+#ifndef FT_TROLLED /* ft_tbound's sort rolled (FS_TOPLP_TROLLED=0|1): where
+                      fsamp_toplp would spill with ft_sort_desc (sm_120) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define FT_TROLLED 1
+#else
+#define FT_TROLLED 0
+#endif
+#endif
 #if FT_TCUT > FT_TCAP
 #error "FT_TCUT above FT_TCAP: a gather past the slots would go unseen"
 #endif
@@ -1486,12 +1530,13 @@ __device__ __forceinline__ bool ft_tabove(unsigned long long k, float &tf) {
   return (unsigned)(k >> 32) > ft_key(FT_NINF);
 }
 
-/* e^x as __expf takes it (ex2.approx of x log2 e), its denormal results
-** flushed to 0: one MUFU.EX2 without __expf's rescaling around it (a
-** log-sum-exp's term below 2^-126 of its largest is lost either way). */
-__device__ __forceinline__ float ft_exp_ftz(float x) {
+/* 2^x by ex2.approx, its denormal results flushed to 0: one MUFU.EX2
+** without __expf's rescaling around it (a log-sum-exp's term below 2^-126
+** of its largest is lost either way). */
+#define FT_LOG2E 1.4426950408889634f
+__device__ __forceinline__ float ft_exp2_ftz(float x) {
   float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
@@ -1506,13 +1551,16 @@ __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
 ** to a power of two of at least `least`, by every thread of the block (up
 ** to FT_THREADS keys a key a thread, by ft_sort_desc's shuffles); ends with
 ** a barrier. */
-template <int U = 1> /* ft_sort_desc's */
+template <bool R = false> /* ft_sort_desc_rolled's registers, not ft_sort_desc's steps */
 __device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
   unsigned long long *a = sh.key;
   const unsigned np = ft_pow2(max(nk, least));
   if (np <= FT_THREADS) {
     const unsigned i = threadIdx.x;
-    ft_sort_desc<U>(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
+    if (R)
+      ft_sort_desc_rolled(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
+    else
+      ft_sort_desc(i < nk ? a[i] : 0ull, sh.mx, sh.mx + FT_THREADS);
     a[i] = sh.mx[i]; /* every thread read its a[i] before ft_sort_desc's barriers */
     __syncthreads();
     return;
@@ -1539,7 +1587,10 @@ __device__ void ft_sort_keys(ft_tshared &sh, unsigned nk, unsigned least) {
 ** calls it and gets it. */
 __device__ __forceinline__ unsigned long long ft_tbound(unsigned long long tmax, int n,
                                                         ft_tshared &sh) {
-  ft_sort_desc<1>(tmax, sh.mx, sh.mx + FT_THREADS);
+  if (FT_TROLLED)
+    ft_sort_desc_rolled(tmax, sh.mx, sh.mx + FT_THREADS);
+  else
+    ft_sort_desc(tmax, sh.mx, sh.mx + FT_THREADS);
   const unsigned long long t = sh.mx[n - 1];
   __syncthreads(); /* every thread has read it before sh.mx is written again */
   return t ? t : 1ull;
@@ -1591,7 +1642,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
   /* sh.key cut to its n largest: t their n-th */
   auto cut = [&]() {
-    ft_sort_keys<1>(sh, nk, 1u);
+    ft_sort_keys<true>(sh, nk, 1u);
     nk = min(nk, (unsigned)n);
     if (nk == (unsigned)n) t = sh.key[n - 1];
   };
@@ -1659,13 +1710,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (mc == -FT_NINF) { /* a +inf term: NaN, as ft_lse_term makes it */
       ll = __int_as_float(0x7fffffff);
     } else {
-      const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m;
+      /* e^(z - ms) as 2^(z log2 e - ms log2 e), one FFMA: off by at most
+      ** half an ulp of ms log2 e in the exponent, ~1e-7 |ms| (perf-notes 44) */
+      const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m, msl = ms * FT_LOG2E;
       float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < FT_TU; u++)
-        s += (ft_exp_ftz(q[u].x - ms) + ft_exp_ftz(q[u].y - ms)) +
-             (ft_exp_ftz(q[u].z - ms) + ft_exp_ftz(q[u].w - ms));
-      ll = ll * ft_exp_ftz(lm - ms) + s;
+        s += (ft_exp2_ftz(fmaf(q[u].x, FT_LOG2E, -msl)) + ft_exp2_ftz(fmaf(q[u].y, FT_LOG2E, -msl))) +
+             (ft_exp2_ftz(fmaf(q[u].z, FT_LOG2E, -msl)) + ft_exp2_ftz(fmaf(q[u].w, FT_LOG2E, -msl)));
+      ll = ll * ft_exp2_ftz((lm - ms) * FT_LOG2E) + s;
       lm = m;
     }
     bool full = false; /* this thread's gather reached past FT_TCUT */
@@ -1740,7 +1793,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   const float lse = sh.mine.lm + logf(sh.mine.ll);
   if (m <= FT_TCAP) { /* every list in sh.key, sorted */
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) sh.key[i] = kr[i];
-    ft_sort_keys<16>(sh, (unsigned)m, (unsigned)n);
+    ft_sort_keys(sh, (unsigned)m, (unsigned)n);
   } else { /* the keys at or above the lists' bound, sorted */
     unsigned long long tmax = 0ull;
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
@@ -1749,7 +1802,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     __syncthreads();
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) ft_tgather(kr[i], t, sh);
     __syncthreads();
-    ft_sort_keys<16>(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
+    ft_sort_keys(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
   }
   ft_toplp_out(p, b, n, lse, lse_out, tokens, values, draws, sh);
 }
