@@ -256,7 +256,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM, FS_TOPLP_CUT=N keys
       ** fsamp_toplp keeps before it cuts them to n, FS_TOPLP_TROLLED=0|1
-      ** its bounds' sort unrolled or rolled (fsamp_filter.cu) */
+      ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
+      ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM (fsamp_filter.cu) */
       static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
                                           "fsamp_ftp_stats", "fsamp_ftp_round",
                                           "fsamp_ftp_draw",  "fsamp_toplp",
@@ -266,7 +267,9 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
           {"FS_FILTER_MINB", "FT_MINB", 1, 2},
           {"FS_TOPLP_CUT", "FT_TCUT", 16, 4096},
-          {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1}};
+          {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1},
+          {"FS_TOPLP_TU", "FT_TU", 2, 4},
+          {"FS_TOPLP_MINB", "FT_TMINB", 1, 3}};
       const char *gather = getenv("FS_FILTER_GATHER");
       char head[256] = "";
       if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");

@@ -1491,7 +1491,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** always fits. */
 #define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
-#define FT_TU 4      /* a chunk's float4s a thread: 16 FT_TMAX <= FT_TCAP */
+#ifndef FT_TU
+#define FT_TU 4 /* a chunk's float4s a thread, 2 or 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
+#endif
+#ifndef FT_TMINB
+#define FT_TMINB FT_MINB /* fsamp_toplp's CTAs an SM (FS_TOPLP_MINB) */
+#endif
 #ifndef FT_TCUT
 #define FT_TCUT 512 /* sh.key's fill above which fsamp_toplp cuts it (<= FT_TCAP;
                        FS_TOPLP_CUT, runtime/filter.c; perf-notes 43b) */
@@ -1628,7 +1633,7 @@ __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
                 float *lse_out, int *tokens, float *values, int draws) {
   __shared__ ft_tshared sh;
