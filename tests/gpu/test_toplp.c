@@ -52,8 +52,8 @@
 **           one value, ranked by thread: every chunk's gather loses keys
 **           (the lost path), and its first half's own bound takes 255 x 8 + 1
 **           keys, past FT_TCAP - 8 n, so the kept keys are cut between the
-**           halves; as ranked256_sliced in the library's slices (2, whose
-**           second starts 48 float4s into a thread's rank);
+**           halves; as ranked256_sliced in the library's slices (8 of
+**           4,748 float4s, which start off a thread's rank);
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
 **           exact in fp32, most of them tied: the lists must equal the
