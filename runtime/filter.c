@@ -154,11 +154,12 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 }
 
 /* fsamp_toplp's slices a row for n listed: about a CTA for two SMs in all
-** (each reads its slice once; perf-notes 42), but at most 512 / n, so that
-** fsamp_toplp_merge sorts at most 512 keys a row, or 8 where that is more;
-** for n > 64 at B <= 16, 8 (the merge's sort of 8 n keys costs less than
-** the slices save, and no more than that of the 5 slices the SMs would
-** give at B = 16: perf-notes 44d); at most what one merge takes (fs_int.h); ctx->toplp_slices > 0 (FS_TOPLP_SLICES=G at the
+** (each reads its slice once; perf-notes 42), but at most max(512 / n, 8),
+** so that fsamp_toplp_merge sorts at most 512 keys a row, or 8 n for long
+** lists; for n > 64 at B <= 16, 8 (the merge's sort of 8 n keys costs
+** less than the slices save, and no more than that of the 5 slices the SMs
+** would give at B = 16: perf-notes 44d); at most what one merge takes
+** (fs_int.h); ctx->toplp_slices > 0 (FS_TOPLP_SLICES=G at the
 ** context's creation; tests, measurements) asks for G.  G = 1 writes the
 ** outputs without the merge. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {

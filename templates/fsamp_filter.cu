@@ -640,18 +640,15 @@ __device__ __forceinline__ float ft_minp_tau(const ft_rowf &r, float zmax) {
   return t == t ? t : FT_NINF;
 }
 
-/* The larger and the smaller of two floats (no NaN) or keys. */
-__device__ __forceinline__ float ft_hi(float x, float y) { return fmaxf(x, y); }
-__device__ __forceinline__ float ft_lo(float x, float y) { return fminf(x, y); }
+/* The larger of two keys. */
 __device__ __forceinline__ unsigned long long ft_hi(unsigned long long x, unsigned long long y) {
   return x > y ? x : y;
 }
-__device__ __forceinline__ unsigned long long ft_lo(unsigned long long x, unsigned long long y) {
-  return x < y ? x : y;
-}
 
 /* x or y, for the lower of a compare-exchange pair in a descending run
-** (up) the larger, else the smaller (equal elements: each its own). */
+** (up) the larger, else the smaller.  Where x == y the smaller side takes
+** y: the multiset is kept for distinct keys and for floats as numbers (a
+** -0 and +0 pair may come out as two of one; no caller tells them apart). */
 template <typename T>
 __device__ __forceinline__ T ft_cx(T x, T y, bool up) {
   return (y > x) == up ? y : x;
@@ -693,7 +690,8 @@ __device__ __forceinline__ void ft_sort_desc(T x, T *a, T *spare) {
 }
 
 /* ft_sort_desc with every step in one rolled loop: fewer registers, more
-** instructions (fsamp_filter's sorts, whose kernels would spill). */
+** instructions (fsamp_filter's sorts and fsamp_toplp's cuts, whose kernels
+** would spill, and ft_tbound's where FT_TROLLED). */
 template <typename T>
 __device__ __forceinline__ void ft_sort_desc_rolled(T x, T *a, T *spare) {
   const unsigned i = threadIdx.x;
@@ -1492,7 +1490,10 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
 #ifndef FT_TU
-#define FT_TU 4 /* a chunk's float4s a thread, 2 or 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
+#define FT_TU 4 /* a chunk's float4s a thread, 2 to 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
+#endif
+#if FT_TU < 2 || FT_TU > 4
+#error "FT_TU outside 2..4: the gathers' bounds assume a chunk of at most 16 keys a thread"
 #endif
 #ifndef FT_TMINB
 #define FT_TMINB FT_MINB /* fsamp_toplp's CTAs an SM (FS_TOPLP_MINB) */

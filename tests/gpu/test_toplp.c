@@ -49,8 +49,8 @@
 **           integer logits 1024 (v / 8192) + (v / 4) % 512 (H = e_0 + e_1 +
 **           e_2, three W columns exact in bf16), so each 8,192-logit chunk
 **           lies above the last and a thread's 16 logits of a chunk share
-**           one value, ranked by thread: every chunk's gather loses keys
-**           (the lost path), and its first half's own bound takes 255 x 8 + 1
+**           one value, ranked by thread (FT_TU = 4): every chunk's gather
+**           after the first loses keys (the lost path), and its first half's own bound takes 255 x 8 + 1
 **           keys, past FT_TCAP - 8 n, so the kept keys are cut between the
 **           halves; as ranked256_sliced in the library's slices (8 of
 **           4,748 float4s, which start off a thread's rank);
@@ -382,10 +382,11 @@ static void run(fs_context *ctx, const tl_case *cs) {
   gu_outputs_poison(ctx, &o);
   fs_problem dp = gu_problem(&lm, 1);
   fs_outputs out = gu_outputs_api(&o);
-  ctx->toplp_slices = cs->slices; /* FS_TOPLP_SLICES's field (context.c) */
+  const int slices = ctx->toplp_slices; /* FS_TOPLP_SLICES's field (context.c) */
+  if (cs->slices) ctx->toplp_slices = cs->slices;
   CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
             fs_last_error(ctx));
-  ctx->toplp_slices = 0;
+  ctx->toplp_slices = slices;
   gu_outputs_fetch(ctx, &o);
   gu_outputs_check(&o, what);
   lists_fetch(ctx, &l, what);
