@@ -1536,16 +1536,6 @@ __device__ __forceinline__ bool ft_tabove(unsigned long long k, float &tf) {
   return (unsigned)(k >> 32) > ft_key(FT_NINF);
 }
 
-/* 2^x by ex2.approx, its denormal results flushed to 0: one MUFU.EX2
-** without __expf's rescaling around it (a log-sum-exp's term below 2^-126
-** of its largest is lost either way). */
-#define FT_LOG2E 1.4426950408889634f
-__device__ __forceinline__ float ft_exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 /* The least power of two at or above x. */
 __device__ __forceinline__ unsigned ft_pow2(unsigned x) {
   unsigned np = 1u;
@@ -1716,15 +1706,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     if (mc == -FT_NINF) { /* a +inf term: NaN, as ft_lse_term makes it */
       ll = __int_as_float(0x7fffffff);
     } else {
-      /* e^(z - ms) as 2^(z log2 e - ms log2 e), one FFMA: off by at most
-      ** half an ulp of ms log2 e in the exponent, ~1e-7 |ms| (perf-notes 44) */
-      const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m, msl = ms * FT_LOG2E;
+      /* e^(z - ms) by fs_lse_term (fs_device.h: one FFMA and one MUFU, no
+      ** denormals; mc's rounding left uncorrected, ~1e-7 |ms|: perf-notes 44) */
+      const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m, msl = ms * FS_L2E;
       float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < FT_TU; u++)
-        s += (ft_exp2_ftz(fmaf(q[u].x, FT_LOG2E, -msl)) + ft_exp2_ftz(fmaf(q[u].y, FT_LOG2E, -msl))) +
-             (ft_exp2_ftz(fmaf(q[u].z, FT_LOG2E, -msl)) + ft_exp2_ftz(fmaf(q[u].w, FT_LOG2E, -msl)));
-      ll = ll * ft_exp2_ftz((lm - ms) * FT_LOG2E) + s;
+        s += (fs_lse_term(q[u].x, msl) + fs_lse_term(q[u].y, msl)) +
+             (fs_lse_term(q[u].z, msl) + fs_lse_term(q[u].w, msl));
+      ll = ll * fs_ex2_approx((lm - ms) * FS_L2E) + s;
       lm = m;
     }
     bool full = false; /* this thread's gather reached past FT_TCUT */

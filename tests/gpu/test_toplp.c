@@ -50,9 +50,9 @@
 **           e_2, three W columns exact in bf16), so each 8,192-logit chunk
 **           lies above the last and a thread's 16 logits of a chunk share
 **           one value, ranked by thread (FT_TU = 4): every chunk's gather
-**           after the first loses keys (the lost path), and its first half's own bound takes 255 x 8 + 1
-**           keys, past FT_TCAP - 8 n, so the kept keys are cut between the
-**           halves; as ranked256_sliced in the library's slices (8 of
+**           after the first loses keys (the lost path), and its first
+**           half's own bound takes 255 x 8 + 1 keys, past FT_TCAP - 8 n, so
+**           the kept keys are cut between the halves; as ranked256_sliced in the library's slices (8 of
 **           4,748 float4s, which start off a thread's rank);
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
