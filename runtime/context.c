@@ -43,19 +43,16 @@ static int new_context(fs_context **out) {
   ctx->prune = !(pr && !strcmp(pr, "0"));
   const char *fr = getenv("FS_FILTER_RANKS");
   ctx->filter_ranks = fr && !strcmp(fr, "1");
-  /* FS_TOPLP_SLICES=G (measurements): fsamp_toplp's slices a row, within
-  ** what one merge takes (filter.c's toplp_slices) */
-  const char *ts = getenv("FS_TOPLP_SLICES");
-  ctx->toplp_slices = ts && atoi(ts) > 0 ? atoi(ts) : 0;
+  /* FS_TOPLP_SLICES=G (1..FS_TOPLP_SLICES_MAX; tests, measurements):
+  ** fsamp_toplp's slices a row (filter.c's toplp_slices) */
+  ctx->toplp_slices = 0;
+  fs_env_int("FS_TOPLP_SLICES", 1, FS_TOPLP_SLICES_MAX, &ctx->toplp_slices);
   /* FS_BIAS_SHORT=N (0..FS_MAX_LOGIT_BIAS; tests and measurements): longer
   ** lists take the filters' path (fs_filter_path), shorter ones the fused
   ** kernel's (with filters: the filters' path, made distinct above 1024),
   ** whatever the cost model of fs_filter_path says */
-  const char *bs = getenv("FS_BIAS_SHORT");
   ctx->bias_short = FS_BIAS_SHORT;
-  if (bs && *bs && strspn(bs, "0123456789") == strlen(bs) && strlen(bs) <= 5 &&
-      atoi(bs) <= FS_MAX_LOGIT_BIAS)
-    ctx->bias_short = atoi(bs), ctx->bias_short_env = 1;
+  ctx->bias_short_env = fs_env_int("FS_BIAS_SHORT", 0, FS_MAX_LOGIT_BIAS, &ctx->bias_short) > 0;
   *out = ctx;
   return FS_OK;
 }

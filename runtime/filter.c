@@ -80,8 +80,8 @@ static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs
 ** CTAs; only 1 below sm_90 or with FS_FILTER_CLUSTER=1) fit on the GPU at
 ** once. */
 static int filter_clusters(fs_context *ctx) {
-  const char *e = getenv("FS_FILTER_CLUSTER");
-  const int cap = e && *e ? atoi(e) : 8;
+  int cap = 8;
+  fs_env_int("FS_FILTER_CLUSTER", 1, 8, &cap);
   memset(ctx->filter_clusters, 0, sizeof ctx->filter_clusters);
   ctx->filter_clusters[0] = 1;
   for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
@@ -154,23 +154,27 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 }
 
 /* fsamp_toplp's slices a row for n listed: about a CTA for two SMs in all
-** (each reads its slice once; perf-notes 42), but at most max(512 / n, 8),
-** so that fsamp_toplp_merge sorts at most 512 keys a row, or 8 n for long
-** lists; for n > 64 at B <= 16, 8 (the merge's sort of 8 n keys costs
-** less than the slices save, and no more than that of the 5 slices the SMs
-** would give at B = 16: perf-notes 44d); at most what one merge takes
-** (fs_int.h); ctx->toplp_slices > 0 (FS_TOPLP_SLICES=G at the
-** context's creation; tests, measurements) asks for G.  G = 1 writes the
-** outputs without the merge. */
+** (each reads its slice once; perf-notes 42), at most max(512 / n, 8)
+** for n <= 64 (so that fsamp_toplp_merge sorts their lists a key a thread,
+** or takes 8 of them); longer lists, whose slices' cuts weigh more, take
+** SMs n / (128 B), at most 16 (ft_tmerge merges sorted lists; measured
+** at n = 64 to 256 and B = 1 to 256: perf-notes 45b); at most
+** FS_TOPLP_SLICES_MAX and a float4 a slice; ctx->toplp_slices > 0
+** (FS_TOPLP_SLICES=G at the context's creation; tests, measurements) asks
+** for G.  G = 1 writes the outputs without the merge. */
 static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
   const long long q = ((long long)p->vocab + 3) / 4;
   const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   long long g = (sms + 2LL * p->batch - 1) / (2LL * p->batch);
-  const long long most = 512 / n > 8 ? 512 / n : 8;
-  if (n > 64 && p->batch <= 16) g = 8;
-  g = g < most ? g : most;
+  if (n <= 64) {
+    const long long most = 512 / n > 8 ? 512 / n : 8;
+    g = g < most ? g : most;
+  } else { /* two CTAs an SM for n = 256, one for 128, at most 16 */
+    g = sms * n / (128LL * p->batch);
+    g = g < 16 ? g : 16;
+  }
   if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
-  g = g < fs_toplp_slices_max(n) ? g : fs_toplp_slices_max(n);
+  g = g < FS_TOPLP_SLICES_MAX ? g : FS_TOPLP_SLICES_MAX;
   g = g < q ? g : q;
   return (unsigned)(g > 1 ? g : 1);
 }
@@ -262,7 +266,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM, FS_TOPLP_CUT=N keys
       ** fsamp_toplp keeps before it cuts them to n, FS_TOPLP_TROLLED=0|1
       ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
-      ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM (fsamp_filter.cu) */
+      ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
+      ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
       static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
                                           "fsamp_ftp_stats", "fsamp_ftp_round",
                                           "fsamp_ftp_draw",  "fsamp_toplp",
@@ -274,15 +279,16 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           {"FS_TOPLP_CUT", "FT_TCUT", 16, 4096},
           {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1},
           {"FS_TOPLP_TU", "FT_TU", 2, 4},
-          {"FS_TOPLP_MINB", "FT_TMINB", 1, 3}};
+          {"FS_TOPLP_MINB", "FT_TMINB", 1, 3},
+          {"FS_TOPLP_MSHFL", "FT_TMSHFL", 0, 1}};
       const char *gather = getenv("FS_FILTER_GATHER");
-      char head[256] = "";
+      char head[384] = "";
       if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
       for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
-        const char *v = getenv(knobs[i].env);
-        if (v && *v && atoi(v) >= knobs[i].lo && atoi(v) <= knobs[i].hi)
+        int v;
+        if (fs_env_int(knobs[i].env, knobs[i].lo, knobs[i].hi, &v) > 0)
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
-                   knobs[i].macro, atoi(v));
+                   knobs[i].macro, v);
       }
       CUfunction fns[7];
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",

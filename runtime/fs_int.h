@@ -246,10 +246,17 @@ typedef struct fs_opts {
   long long zout_stride;
 } fs_opts;
 
-/* fsamp_toplp_merge's lists for n listed a row (filter.c, fsamp_filter.cu):
-** at most fs_toplp_slices_max(n) slices' lists of n, so that the keys at or
-** above its bound, at most n x ceil(G n / 512), fit FT_TCAP = 4096. */
-static inline long long fs_toplp_slices_max(int n) { return 512LL * (4096 / n) / n; }
+/* Environment variable `name` as a whole number in [lo, hi] (decimal, an
+** optional '-', nothing else) into *v: 1 where it is one, 0 where unset or
+** empty, -1 (v untouched, a line on stderr naming the variable, its value
+** and the range) where it is anything else (env.c). */
+int fs_env_int(const char *name, int lo, int hi, int *v);
+
+/* fsamp_toplp's slices a row at most (filter.c): fsamp_toplp_merge takes
+** any number of lists (fsamp_filter.cu's ft_tmerge), but more slices than
+** the GPU has SMs only add lists to merge, and each costs the workspace
+** 8 n + 8 bytes a row. */
+#define FS_TOPLP_SLICES_MAX 1024
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, any call with top_logprobs, or any call whose bias is

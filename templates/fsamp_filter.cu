@@ -1475,19 +1475,17 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
 **    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out);
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
-**    whole where they fit sh.key, else those at or above their bound), and
-**    the row's log-sum-exp from the pairs, merged in slice order
-**    (deterministic);
+**    whole where they fit one thread a key, else merged pairwise as sorted
+**    lists by ft_tmerge), and the row's log-sum-exp from the pairs, merged
+**    in slice order (deterministic);
 **    the outputs (ft_toplp_out).
 ** A set's bound from its threads' maxima: the n-th largest of them bounds
 ** the set's n-th largest key from below (n threads hold a key at or above
 ** it), and only those n threads hold keys at or above it, at most n x the
-** keys a thread holds: 16 n for a chunk (into an empty sh.key), 8 n for
-** a half (into at most n kept, then at most FT_TCAP - 8 n), and
-** n ceil(G n / FT_THREADS) for the merge's lists, which fs_int.h's
-** fs_toplp_slices_max keeps within FT_TCAP.  No second try: such a gather
-** always fits. */
-#define FT_TCAP 4096 /* fs_int.h's fs_toplp_slices_max assumes it */
+** keys a thread holds: 16 n for a chunk (into an empty sh.key) and 8 n
+** for a half (into at most n kept, then at most FT_TCAP - 8 n).  No second
+** try: such a gather always fits. */
+#define FT_TCAP 4096
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
 #ifndef FT_TU
 #define FT_TU 4 /* a chunk's float4s a thread, 2 to 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
@@ -1509,6 +1507,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 #else
 #define FT_TROLLED 0
 #endif
+#endif
+#ifndef FT_TMSHFL
+#define FT_TMSHFL 1 /* ft_tmerge's strides below a warp by shuffles (FS_TOPLP_MSHFL=0|1) */
 #endif
 #if FT_TCUT > FT_TCAP
 #error "FT_TCUT above FT_TCAP: a gather past the slots would go unseen"
@@ -1707,14 +1708,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
       ll = __int_as_float(0x7fffffff);
     } else {
       /* e^(z - ms) by fs_lse_term (fs_device.h: one FFMA and one MUFU, no
-      ** denormals; mc's rounding left uncorrected, ~1e-7 |ms|: perf-notes 44) */
+      ** denormals), the sum corrected for msl's rounding by fs_lse_fix as
+      ** the fused kernels correct theirs */
       const float m = fmaxf(lm, mc), ms = m == FT_NINF ? 0.0f : m, msl = ms * FS_L2E;
       float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < FT_TU; u++)
         s += (fs_lse_term(q[u].x, msl) + fs_lse_term(q[u].y, msl)) +
              (fs_lse_term(q[u].z, msl) + fs_lse_term(q[u].w, msl));
-      ll = ll * fs_ex2_approx((lm - ms) * FS_L2E) + s;
+      ll = ll * fs_ex2_approx((lm - ms) * FS_L2E) + fs_lse_fix(s, ms, msl);
       lm = m;
     }
     bool full = false; /* this thread's gather reached past FT_TCUT */
@@ -1772,6 +1774,70 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
   for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
 }
 
+/* The n largest of G lists of n keys at kr (each descending, as
+** fsamp_toplp writes them) into sh.key[0 .. n), descending and 0-padded to
+** np = ft_pow2(n) (<= FT_TMAX): the lists go into sh.key in batches, each
+** padded to np, list i at sh.key[i np]; L lists are folded into ceil(L / 2)
+** by merging list p with list p + ceil(L / 2) into list p (their n largest:
+** the larger of a[j] and b[np - 1 - j] for each j, a bitonic sequence that
+** holds them, then sorted by log2 np half-cleaner steps), until one is
+** left, which stays at sh.key[0] while the next batch comes in after it.
+** A fold takes 1 + log2 np steps with a barrier each (the strides below a
+** warp's in one of them, by shuffles), ceil(log2 L) folds a batch, against
+** (log2 m)(log2 m + 1) / 2 steps for a bitonic sort of all m = G np keys
+** (perf-notes 45a).  Every thread calls it; ends with a barrier. */
+__device__ void ft_tmerge(ft_tshared &sh, const unsigned long long *kr, int G, int n) {
+  unsigned long long *a = sh.key;
+  const unsigned np = ft_pow2((unsigned)n), lg = (unsigned)__ffs((int)np) - 1u;
+  const unsigned per = FT_TCAP / np; /* lists a batch holds: >= 16 */
+  for (int next = 0; next < G;) {
+    const unsigned kept = next ? 1u : 0u; /* the lists so far, folded into one */
+    const unsigned take = min((unsigned)(G - next), per - kept);
+    for (unsigned i = threadIdx.x; i < take << lg; i += FT_THREADS) {
+      const unsigned l = i >> lg, j = i & (np - 1u);
+      a[((kept + l) << lg) + j] = j < (unsigned)n ? kr[(size_t)(next + (int)l) * n + j] : 0ull;
+    }
+    next += (int)take;
+    __syncthreads();
+    for (unsigned L = kept + take; L > 1u;) {
+      const unsigned h = (L + 1u) >> 1, pairs = L - h; /* list p with list p + h */
+      for (unsigned i = threadIdx.x; i < pairs << lg; i += FT_THREADS) {
+        const unsigned p = i >> lg, j = i & (np - 1u);
+        a[i] = ft_hi(a[i], a[((p + h) << lg) + (np - 1u - j)]);
+      }
+      __syncthreads();
+      /* the half-cleaners: strides of a warp or more through sh.key, the
+      ** rest (lists of 64 keys or more, FT_TMSHFL) by shuffles, a warp's
+      ** 32 consecutive keys held a key a thread (pairs np is a multiple of
+      ** 64, so a warp's threads take the loop's turns together) */
+      const unsigned last = FT_TMSHFL && np >= 64u ? 32u : 1u;
+#pragma unroll 1
+      for (unsigned s = np >> 1; s >= last; s >>= 1) {
+        for (unsigned i = threadIdx.x; i < pairs << (lg - 1u); i += FT_THREADS) {
+          const unsigned p = i >> (lg - 1u), k = i & ((np >> 1) - 1u);
+          const unsigned j = (p << lg) + ((k & ~(s - 1u)) << 1) + (k & (s - 1u));
+          const unsigned long long x = a[j], y = a[j + s];
+          if (y > x) a[j] = y, a[j + s] = x;
+        }
+        __syncthreads();
+      }
+      if (last == 32u) {
+        for (unsigned i = threadIdx.x; i < pairs << lg; i += FT_THREADS) {
+          unsigned long long x = a[i];
+#pragma unroll
+          for (unsigned s = 16u; s > 0u; s >>= 1) {
+            const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, s);
+            x = (i & s) ? (y < x ? y : x) : ft_hi(x, y); /* the larger to the lower index */
+          }
+          a[i] = x;
+        }
+        __syncthreads();
+      }
+      L = h;
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_toplp_merge(const fs_params p, int n, int G, const unsigned long long *keys,
                       const float2 *pairs, float *lse_out, int *tokens, float *values,
@@ -1787,18 +1853,11 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
   ft_block_part(a, sh, 0.0f); /* into sh.mine */
   const float lse = sh.mine.lm + logf(sh.mine.ll);
-  if (m <= FT_TCAP) { /* every list in sh.key, sorted */
+  if (m <= FT_THREADS) { /* every list in sh.key, sorted a key a thread */
     for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) sh.key[i] = kr[i];
     ft_sort_keys(sh, (unsigned)m, (unsigned)n);
-  } else { /* the keys at or above the lists' bound, sorted */
-    unsigned long long tmax = 0ull;
-    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) tmax = ft_hi(tmax, kr[i]);
-    const unsigned long long t = ft_tbound(tmax, n, sh);
-    if (threadIdx.x == 0) sh.nk = 0u;
-    __syncthreads();
-    for (int i = (int)threadIdx.x; i < m; i += FT_THREADS) ft_tgather(kr[i], t, sh);
-    __syncthreads();
-    ft_sort_keys(sh, min(sh.nk, (unsigned)FT_TCAP), (unsigned)n);
+  } else {
+    ft_tmerge(sh, kr, G, n);
   }
   ft_toplp_out(p, b, n, lse, lse_out, tokens, values, draws, sh);
 }

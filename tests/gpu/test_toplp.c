@@ -20,7 +20,7 @@
 **    reference near a tie).
 ** Cases (bf16 unless named):
 **   plain   B = 5, V = 1000, D = 256, n = 20, T = 1;
-**   one     B = 1, V = 151,936, D = 256, n = 20: 264 slices a row;
+**   one     B = 1, V = 151,936, D = 256, n = 20: 25 slices a row;
 **   chunks  B = 2, V = 151,936, D = 256, n = 20, ctx->toplp_slices = 1: a row
 **           in one slice of 19 chunks (the running bound, the merges);
 **   rising  B = 2, V = 50,000, D = 64, n = 64, logits rising with the id
@@ -41,8 +41,11 @@
 **           kernel draws (filter.c's toplp_draws) and fsamp_toplp_merge
 **           writes the logprobs; the same checks;
 **   n256    B = 4, V = 5011, D = 128, n = 256;
-**   widest  B = 2, V = 262,144, D = 64, n = 256: 32 slices, the most one
-**           merge takes (fs_int.h), ctx->toplp_slices = 4096;
+**   widest  B = 2, V = 262,144, D = 64, n = 256, ctx->toplp_slices = 4096:
+**           FS_TOPLP_SLICES_MAX = 1,024 slices (fs_int.h) of 64 float4s,
+**           whose lists the merge takes in 69 batches of 16 (ft_tmerge);
+**   merge100 B = 3, V = 151,936, D = 64, n = 100, 13 slices: lists padded
+**           from 100 to 128 keys, an odd number of them at each fold;
 **   long256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1: 19
 **           chunks whose kept keys pass FT_TCUT = 512 and are cut;
 **   ranked256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1:
@@ -52,12 +55,15 @@
 **           one value, ranked by thread (FT_TU = 4): every chunk's gather
 **           after the first loses keys (the lost path), and its first
 **           half's own bound takes 255 x 8 + 1 keys, past FT_TCAP - 8 n, so
-**           the kept keys are cut between the halves; as ranked256_sliced in the library's slices (8 of
-**           4,748 float4s, which start off a thread's rank);
+**           the kept keys are cut between the halves; as
+**           ranked256_sliced in the library's slices (16 of 2,374
+**           float4s, which start off a thread's rank: the merge of the
+**           ranked lists);
 **   short   B = 3, V = 100, D = 64, n = 256: 156 pads a row;
 **   ties    B = 64, V = 3000, D = 16, H and W in {-1, 0, 1}: integer logits,
 **           exact in fp32, most of them tied: the lists must equal the
-**           reference's exactly (ids by increasing id within a tie);
+**           reference's exactly (ids by increasing id within a tie); as
+**           ties_sliced at B = 4 in 11 slices (550 keys: ft_tmerge);
 **   nan     B = 3, V = 10, D = 64, n = 16: token 7's W row NaN: its logit is
 **           NaN in every row, listed last, every value NaN;
 **   pinf    B = 3, V = 1000, D = 64, n = 20: token 777's logit +inf
@@ -101,11 +107,13 @@ static const tl_case cases[] = {
     {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0},
     {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
     {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
+    {"merge100", 3, 64, 151936, 100, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 13},
     {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
     {"ranked256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 1},
     {"ranked256_sliced", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 0},
     {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
     {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
+    {"ties_sliced", 4, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 11},
     {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
     {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f, 0},
     {"ninf", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 1},
