@@ -81,7 +81,7 @@ static void filter_config(CUlaunchConfig *lc, CUlaunchAttribute *at, unsigned cs
 ** once. */
 static int filter_clusters(fs_context *ctx) {
   int cap = 8;
-  fs_env_int("FS_FILTER_CLUSTER", 1, 8, &cap);
+  fs_env_int("FS_FILTER_CLUSTER", 0, 8, &cap);
   memset(ctx->filter_clusters, 0, sizeof ctx->filter_clusters);
   ctx->filter_clusters[0] = 1;
   for (int i = 1; i < 4 && ctx->arch >= 90 && (1 << i) <= cap; i++) {
@@ -154,10 +154,12 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 }
 
 /* fsamp_toplp's slices a row for n listed: about a CTA for two SMs in all
-** (each reads its slice once; perf-notes 42), at most max(512 / n, 8)
-** for n <= 64 (so that fsamp_toplp_merge sorts their lists a key a thread,
-** or takes 8 of them); longer lists, whose slices' cuts weigh more, take
-** SMs n / (128 B), at most 16 (ft_tmerge merges sorted lists; measured
+** (each reads its slice once; perf-notes 42), at most 512 / n for
+** n <= 64 (so that fsamp_toplp_merge sorts their lists a key a thread),
+** but at least 4 for 16 < B <= 64 and, for n <= 32,
+** 2 up to B = SMs (about a wave of two CTAs an SM on the H200; perf-notes
+** 45d); longer lists, whose slices' cuts weigh more, take SMs n / (128 B),
+** at most 16 (ft_tmerge merges sorted lists; measured
 ** at n = 64 to 256 and B = 1 to 256: perf-notes 45b); at most
 ** FS_TOPLP_SLICES_MAX and a float4 a slice; ctx->toplp_slices > 0
 ** (FS_TOPLP_SLICES=G at the context's creation; tests, measurements) asks
@@ -167,8 +169,11 @@ static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) 
   const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   long long g = (sms + 2LL * p->batch - 1) / (2LL * p->batch);
   if (n <= 64) {
-    const long long most = 512 / n > 8 ? 512 / n : 8;
-    g = g < most ? g : most;
+    g = g < 512 / n ? g : 512 / n;
+    if (p->batch > 16 && p->batch <= 64)
+      g = g > 4 ? g : 4;
+    else if (n <= 32 && p->batch <= sms)
+      g = g > 2 ? g : 2;
   } else { /* two CTAs an SM for n = 256, one for 128, at most 16 */
     g = sms * n / (128LL * p->batch);
     g = g < 16 ? g : 16;

@@ -121,9 +121,9 @@ struct fs_context {
   CUfunction toplp_fn[2];   /* fsamp_toplp, fsamp_toplp_merge (top logprobs) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
-  int toplp_slices;         /* > 0: fsamp_toplp's slices a row, kept within what the
-                               merge takes (FS_TOPLP_SLICES=G at creation; tests and
-                               measurements), else the library's choice (filter.c) */
+  int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
+                               FS_TOPLP_SLICES_MAX (FS_TOPLP_SLICES=G at creation; tests
+                               and measurements), else the library's choice (filter.c) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs

@@ -44,8 +44,11 @@
 **   widest  B = 2, V = 262,144, D = 64, n = 256, ctx->toplp_slices = 4096:
 **           FS_TOPLP_SLICES_MAX = 1,024 slices (fs_int.h) of 64 float4s,
 **           whose lists the merge takes in 69 batches of 16 (ft_tmerge);
+**   merge20 B = 2, V = 151,936, D = 64, n = 20, 64 slices: lists of 32
+**           (padded from 20), folded through shared memory alone;
+**   top1    B = 2, V = 151,936, D = 64, n = 1, 600 slices: lists of one key;
 **   merge100 B = 3, V = 151,936, D = 64, n = 100, 13 slices: lists padded
-**           from 100 to 128 keys, an odd number of them at each fold;
+**           from 100 to 128 keys, odd counts at the first two folds (13, 7);
 **   long256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1: 19
 **           chunks whose kept keys pass FT_TCUT = 512 and are cut;
 **   ranked256 B = 2, V = 151,936, D = 64, n = 256, ctx->toplp_slices = 1:
@@ -107,6 +110,8 @@ static const tl_case cases[] = {
     {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0},
     {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
     {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
+    {"merge20", 2, 64, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 64},
+    {"top1", 2, 64, 151936, 1, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 600},
     {"merge100", 3, 64, 151936, 100, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 13},
     {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
     {"ranked256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 1},
