@@ -1776,9 +1776,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
 
 /* The n largest of G lists of n keys at kr (each descending, as
 ** fsamp_toplp writes them) into sh.key[0 .. n), descending, [n, np) the
-** next largest or 0 (np = ft_pow2(n) <= FT_TMAX): the lists go into sh.key in batches, each
-** padded to np, list i at sh.key[i np]; L lists are folded into ceil(L / 2)
-** by merging list p with list p + ceil(L / 2) into list p (their n largest:
+** next largest or 0 (np = ft_pow2(n) <= FT_TMAX): the lists go into sh.key
+** in batches, each padded to np, list i at sh.key[i np]; L lists fold into
+** ceil(L / 2), list p merged with list p + ceil(L / 2) into p (their n largest:
 ** the larger of a[j] and b[np - 1 - j] for each j, a bitonic sequence that
 ** holds them, then sorted by log2 np half-cleaner steps), until one is
 ** left, which stays at sh.key[0] while the next batch comes in after it.
