@@ -45,7 +45,6 @@ static int new_context(fs_context **out) {
   ctx->filter_ranks = fr && !strcmp(fr, "1");
   /* FS_TOPLP_SLICES=G (1..FS_TOPLP_SLICES_MAX; tests, measurements):
   ** fsamp_toplp's slices a row (filter.c's toplp_slices) */
-  ctx->toplp_slices = 0;
   fs_env_int("FS_TOPLP_SLICES", 1, FS_TOPLP_SLICES_MAX, &ctx->toplp_slices);
   /* FS_BIAS_SHORT=N (0..FS_MAX_LOGIT_BIAS; tests and measurements): longer
   ** lists take the filters' path (fs_filter_path), shorter ones the fused

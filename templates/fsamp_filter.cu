@@ -1825,10 +1825,8 @@ __device__ void ft_tmerge(ft_tshared &sh, const unsigned long long *kr, int G, i
         for (unsigned i = threadIdx.x; i < pairs << lg; i += FT_THREADS) {
           unsigned long long x = a[i];
 #pragma unroll
-          for (unsigned s = 16u; s > 0u; s >>= 1) {
-            const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, s);
-            x = (i & s) ? (y < x ? y : x) : ft_hi(x, y); /* the larger to the lower index */
-          }
+          for (unsigned s = 16u; s > 0u; s >>= 1) /* the larger to the lower index */
+            x = ft_cx(x, __shfl_xor_sync(0xffffffffu, x, s), (i & s) == 0u);
           a[i] = x;
         }
         __syncthreads();
