@@ -76,7 +76,8 @@ class Options(ctypes.Structure):
     replaced by z / r where z > 0, z r else, before its values are added.
     top_logprobs n (0 none, up to 256; since 0.3.12), top_logprob_tokens (int32) and
     top_logprob_values (float32), [B, n]: each row's n most likely tokens by raw
-    logit and their logprobs, in order."""
+    logit and their logprobs, in order.  ranks (int32, [B, S]; since 0.3.13): each
+    draw's rank, the count of the call's ids whose raw logit is >= its own."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
                 ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
@@ -87,18 +88,18 @@ class Options(ctypes.Structure):
                 ("repetition_penalty", ctypes.c_float),
                 ("repetition_penalties", ctypes.c_void_p),
                 ("top_logprobs", ctypes.c_int32), ("top_logprob_tokens", ctypes.c_void_p),
-                ("top_logprob_values", ctypes.c_void_p)]
+                ("top_logprob_values", ctypes.c_void_p), ("ranks", ctypes.c_void_p)]
 
     def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
                  logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0,
                  min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None,
                  repetition_penalty=0.0, repetition_penalties=None, top_logprobs=0,
-                 top_logprob_tokens=None, top_logprob_values=None):
+                 top_logprob_tokens=None, top_logprob_values=None, ranks=None):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
                          logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count,
                          min_p, min_ps, top_k, top_ks, top_p, top_ps, repetition_penalty,
                          repetition_penalties, top_logprobs, top_logprob_tokens,
-                         top_logprob_values)
+                         top_logprob_values, ranks)
 
 
 class FlashSamplingError(RuntimeError):
@@ -266,7 +267,7 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
                  top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None,
-                 top_logprob_tokens_out=None, top_logprob_values_out=None):
+                 top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -312,7 +313,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     contiguous CUDA tensors [B, n] (n <= 256; since 0.3.12), receive each row's
     n most likely tokens by raw logit, in order (equal logits by id), and
     their logprobs (vLLM's logprobs=n): the call then writes the logits to a
-    workspace, as the filters do."""
+    workspace, as the filters do.  ranks_out (int32, B x num_samples elements;
+    since 0.3.13) receives each draw's rank, as vLLM reports it beside a
+    logprob: the count of ids whose raw logit is >= the draw's (1 for the
+    most likely); the call writes the logits to a workspace for it too."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -387,7 +391,7 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                                      f"{tuple(top_logprob_values_out.shape)}: must both be "
                                      f"[B, n] with B = {B}")
     if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters or \
-            penalty or nt:
+            penalty or nt or ranks_out is not None:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
                       ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
@@ -399,7 +403,7 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       ptr(repetition_penalties, "repetition_penalties", torch.float32, B), nt,
                       ptr(top_logprob_tokens_out, "top_logprob_tokens_out", torch.int32, B * nt),
                       ptr(top_logprob_values_out, "top_logprob_values_out", torch.float32,
-                          B * nt))
+                          B * nt), ptr(ranks_out, "ranks_out", torch.int32, n))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -34,7 +34,12 @@
 ** right after the logits' pass, before any bias changes them, and leave
 ** the rows' log-sum-exps for fsamp_filter's logprobs; without a bias or a
 ** sampled call's filters the logits' pass is the call itself, whose fused
-** kernel draws (toplp_draws), and the merge writes the logprobs.
+** kernel draws (pass_draws), and the merge writes the logprobs.
+** With ranks (fs_options.ranks; any call: fs_filter_path) fsamp_rank runs
+** last: a row's slices count its written logits against its draws'
+** reported logits (outputs->logits, or the workspace where the caller
+** asked for none), each slice first putting its biased ids' raw logits
+** back where fsamp_filter_bias wrote their scores.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -144,7 +149,7 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
     return fs_err(ctx, FS_INTERNAL, "the filters' logits pass: built-in default %s is of the wt "
                   "family, which cannot write its logits out", v.name);
   if ((*out = fs_kernel_find(ctx, v.name)) != NULL) return FS_OK;
-  int cap;
+  int cap = 0;
   FS_TRY(capturing(ctx, stream, &cap));
   if (cap)
     return fs_err(ctx, FS_NOT_PREPARED, "stream is capturing and the filters' logits pass at "
@@ -197,15 +202,17 @@ typedef struct filter_call {
   float *lse;     /* with a bias and logprobs, or top logprobs: the rows' raw
                      log-sum-exps, else NULL */
   size_t extra_at;
-  int draw;       /* the logits' pass drew the call (top logprobs alone): no filter */
+  int draw;       /* the logits' pass drew the call (top logprobs, ranks): no filter */
+  float *drawn;   /* with ranks: the draws' reported logits ([B, S]), else NULL */
 } filter_call;
 
-/* Does a call with top logprobs draw in its logits' pass: neither a bias
-** nor filters of a sampled call need the logits before the draw, so the
-** call's own fused kernel draws while it writes them (and fsamp_toplp_merge
-** writes the logprobs), and fsamp_filter does not run (perf-notes 42). */
-static int toplp_draws(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
-  return m->top_n > 0 && m->bias_count == 0 &&
+/* Does a call with top logprobs or ranks draw in its logits' pass: neither
+** a bias nor filters of a sampled call need the logits before the draw, so
+** the call's own fused kernel draws while it writes them (and
+** fsamp_toplp_merge writes the logprobs, or without top logprobs the fused
+** kernel itself), and fsamp_filter does not run (perf-notes 42). */
+static int pass_draws(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
+  return (m->top_n > 0 || m->ranks) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
 }
 
@@ -215,7 +222,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   /* the logits' pass: a greedy call of one sample, unmasked, no logprobs;
   ** or (toplp_draws) the call itself, its draws into o */
   memset(fc, 0, sizeof *fc);
-  fc->draw = o && toplp_draws(ctx, s, m);
+  fc->draw = o && pass_draws(ctx, s, m);
   fs_sampling g = *s;
   if (!fc->draw) {
     g.temperature = 0.0f;
@@ -244,15 +251,20 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   const size_t kat = ((long_bias ? dat + B * nb * 8 : nb || nt ? lat + B * 4 : tat + B * 4) + 15) /
                      16 * 16,
                pat = kat + B * G * (size_t)nt * 8;
-  fc->extra_at = (pat + B * G * 8 + 15) / 16 * 16;
+  /* with ranks and no outputs->logits, the draws' logits for fsamp_rank */
+  const size_t dlat = (pat + B * G * 8 + 15) / 16 * 16;
+  const int own_logits = m->ranks && o && !o->logits;
+  fc->extra_at = (dlat + (own_logits ? B * (size_t)s->num_samples * 4 : 0) + 15) / 16 * 16;
   const size_t bytes = fc->extra_at + extra;
   if (!ctx->filter_module || (long_bias && !ctx->bias_module) || bytes > ctx->workspace_bytes) {
-    int cap;
+    int cap = 0;
     FS_TRY(capturing(ctx, stream, &cap));
     char why[96] = "options->min_p/top_k/top_p are set";
     if (nt)
       snprintf(why, sizeof why, "options->top_logprobs=%d writes the logits out (fs_options)",
                nt);
+    else if (m->ranks)
+      snprintf(why, sizeof why, "options->ranks writes the logits out (fs_options)");
     else if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
       snprintf(why, sizeof why, "options->logit_bias_count=%d takes the filters' path "
                "(fs_options)", m->bias_count);
@@ -276,7 +288,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
                                           "fsamp_ftp_stats", "fsamp_ftp_round",
                                           "fsamp_ftp_draw",  "fsamp_toplp",
-                                          "fsamp_toplp_merge"};
+                                          "fsamp_toplp_merge", "fsamp_rank"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -295,13 +307,14 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, v);
       }
-      CUfunction fns[7];
+      CUfunction fns[8];
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 7, &ctx->filter_module, fns));
+                           names, 8, &ctx->filter_module, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
+      ctx->rank_fn = fns[7];
       FS_TRY(filter_clusters(ctx));
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
@@ -309,9 +322,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   float *zout = (float *)(uintptr_t)(ctx->workspace + zat);
   fs_opts z;
   memset(&z, 0, sizeof z);
-  if (fc->draw) { /* the call's mask; its logprobs from fsamp_toplp_merge's sums */
+  if (fc->draw) { /* the call's mask; its logprobs from fsamp_toplp_merge's sums, or
+                    without top logprobs its own */
     z.words = m->words;
     z.stride = m->stride;
+    if (!nt) z.logprobs = m->logprobs;
   }
   z.softcap = m->softcap;
   z.zout = zout;
@@ -319,12 +334,18 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fs_outputs scratch;
   memset(&scratch, 0, sizeof scratch);
   scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
-  FS_TRY(fs_launch_masked(ctx, fc->k, p, &g, &z, fc->draw ? o : &scratch, stream));
+  fs_outputs drawn = scratch;
+  if (o) {
+    drawn = *o;
+    if (own_logits) drawn.logits = (float *)(uintptr_t)(ctx->workspace + dlat);
+    fc->drawn = m->ranks ? drawn.logits : NULL;
+  }
+  FS_TRY(fs_launch_masked(ctx, fc->k, p, &g, &z, fc->draw ? &drawn : &scratch, stream));
 
   fs_params_call(&fc->prm, p, s, m);
   if (o) { /* tensor parallelism (o NULL): the rank's draw goes to the workspace */
     fc->prm.tokens = o->tokens;
-    fc->prm.logits = o->logits;
+    fc->prm.logits = drawn.logits;
     fc->prm.keys = (unsigned long long *)o->keys;
   }
   fc->prm.logprobs = m->logprobs;
@@ -376,17 +397,42 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   return FS_OK;
 }
 
+/* fsamp_rank's slices a row: about two CTAs an SM in all, each at least
+** 1,024 float4s of the row (a read, no more work a float than a compare). */
+static unsigned rank_slices(const fs_context *ctx, const fs_problem *p) {
+  const long long q = ((long long)p->vocab + 3) / 4;
+  const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
+  long long g = (2 * sms + p->batch - 1) / p->batch, most = q / 1024;
+  g = g < most ? g : most;
+  return (unsigned)(g > 1 ? g : 1);
+}
+
+/* After the draw: fs_options.ranks zeroed, then fsamp_rank adds each
+** slice's counts into them. */
+static int rank_draws(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                      const fs_opts *m, filter_call *fc, CUstream stream) {
+  const size_t n = (size_t)p->batch * (size_t)s->num_samples;
+  FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)m->ranks, 0, n, stream));
+  int32_t *ranks = m->ranks;
+  void *args[] = {&fc->prm, (void *)&fc->drawn, (void *)&ranks, &fc->fb};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->rank_fn, rank_slices(ctx, p), (unsigned)p->batch, 1,
+                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank)", __FILE__, __LINE__) : FS_OK;
+}
+
 int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_outputs *o, CUstream stream) {
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, o, 0, stream, &fc));
-  if (fc.draw) return FS_OK;
-  void *args[] = {&fc.prm, &fc.f, &fc.fb, &fc.lse};
-  CUlaunchAttribute at;
-  CUlaunchConfig lc;
-  filter_config(&lc, &at, cluster_size(ctx, p->batch), (unsigned)p->batch, stream);
-  CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
-  return r ? fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__) : FS_OK;
+  if (!fc.draw) {
+    void *args[] = {&fc.prm, &fc.f, &fc.fb, &fc.lse};
+    CUlaunchAttribute at;
+    CUlaunchConfig lc;
+    filter_config(&lc, &at, cluster_size(ctx, p->batch), (unsigned)p->batch, stream);
+    CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
+    if (r) return fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__);
+  }
+  return m->ranks ? rank_draws(ctx, p, s, m, &fc, stream) : FS_OK;
 }
 
 /* ---- tensor parallelism ----------------------------------------------------

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 12
+#define FS_VERSION_PATCH 13
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.12"
+#define FS_VERSION_STRING "0.3.13"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -174,9 +174,10 @@ typedef struct fs_outputs {
 ** built against this header keeps working; a size that no version of
 ** fs_options has had (here: anything but 0.2's, which ends before logprobs,
 ** 0.3.0's, which ends before logit_softcap, 0.3.2's, which ends before
-** logit_bias_tokens, 0.3.3's, which ends before min_p, 0.3.4's, which ends
-** before repetition_penalty, 0.3.9's, which ends before top_logprobs, and
-** this one) is rejected.
+** logit_bias_tokens, 0.3.3's, which ends before min_p (its sizeof, padded to
+** the struct's alignment, or that offset), 0.3.4's, which ends
+** before repetition_penalty, 0.3.9's, which ends before top_logprobs, 0.3.12's,
+** which ends before ranks, and this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -379,7 +380,28 @@ typedef struct fs_outputs {
 **    calls (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  The
 **    first such call on a context compiles the filters' kernels and may
 **    grow the workspace: make one before capturing such calls in a CUDA
-**    graph. */
+**    graph.
+**  - ranks (since 0.3.13; the 0.3.12 struct ends before it): where each
+**    draw's rank goes, [B, num_samples] row-major like the tokens, as vLLM
+**    returns it beside a sampled token's logprob: the number of the call's
+**    V ids whose raw logit (after the soft-cap; before the bias, the
+**    repetition penalty, the token mask and the temperature) is >= the
+**    draw's reported logit (outputs->logits), so 1 for the most likely
+**    token and the drawn token's ties counted with it.  NaN logits are
+**    never counted, so a draw whose logit is NaN has rank 0; a row with no
+**    allowed token (its logit -inf) has the count of its ids whose logit is
+**    not NaN.  Comparisons in fp32, of the logits the call computed: up to
+**    fp32 near-ties of the dot products, as the lists above.  How: the
+**    call takes the path of top_logprobs (the logits written to the
+**    workspace, B x V x 4 bytes more; its own fused kernel drawing where
+**    neither a bias nor a sampled call's filters need them first), and
+**    after the draw one more kernel counts each row's logits against its
+**    draws (a read of the written logits; the biased ids' raw logits put
+**    back first).  4-byte aligned device memory of B x num_samples int32,
+**    or NULL.  Not with FS_NOISE_GROUP16, not in the tensor-parallel calls
+**    (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  As with
+**    top_logprobs, make one such call before capturing such calls in a
+**    CUDA graph. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -402,6 +424,8 @@ typedef struct fs_options {
   int32_t top_logprobs;             /* n, 0 (none) .. FS_MAX_TOP_LOGPROBS (since 0.3.12) */
   int32_t *top_logprob_tokens;      /* device [B, n]: the n most likely ids, in order */
   float *top_logprob_values;        /* device [B, n]: their log-probabilities */
+  int32_t *ranks;                   /* device [B, num_samples] or NULL: each draw's rank
+                                       among the raw logits, 1 for the largest (since 0.3.13) */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the

@@ -119,6 +119,7 @@ struct fs_context {
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
   CUfunction toplp_fn[2];   /* fsamp_toplp, fsamp_toplp_merge (top logprobs) */
+  CUfunction rank_fn;       /* fsamp_rank (fs_options.ranks) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
@@ -240,6 +241,8 @@ typedef struct fs_opts {
   int top_n;
   int32_t *top_tokens;
   float *top_values;
+  int32_t *ranks;             /* fs_options.ranks: [B, S] device (host for the reference) or
+                                 NULL */
   /* set by the filter path (filter.c) for the fused kernel it runs first:
   ** where every logit goes (fs_params.zout), or NULL */
   float *zout;
@@ -259,7 +262,7 @@ int fs_env_int(const char *name, int lo, int hi, int *v);
 #define FS_TOPLP_SLICES_MAX 1024
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
-** with filters, any call with top_logprobs, or any call whose bias is
+** with filters, any call with top_logprobs or ranks, or any call whose bias is
 ** longer than ctx->bias_short, or with model (one GPU; not a
 ** tensor-parallel rank, whose shard's V must not decide), without
 ** FS_BIAS_SHORT in the environment and from B = 16, long enough that its

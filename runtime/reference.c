@@ -49,7 +49,9 @@
 ** Top logprobs (fs_options.top_logprobs = n): each row's n largest raw
 ** logits (capped, before the bias and the mask; equal ones by the smaller
 ** id, NaN last), kept in order as the tiles go by, each z - lse in double
-** rounded to float.
+** rounded to float.  Ranks (fs_options.ranks): after the draws, the same
+** sums again, each draw's rank the count of its row's capped raw logits,
+** rounded to float, at or above its reported logit.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)
@@ -586,6 +588,41 @@ static void ref_block_draw(const fs_problem *p, const fs_sampling *s, const fs_o
   ref_finish(s, b0, nb, ns, sc);
 }
 
+/* fs_options.ranks on the host: each draw's rank, the count of the row's ids
+** whose raw logit (capped, rounded to float as the outputs report it) is >=
+** the draw's reported logit drawn[b S + s] (a NaN on either side counts
+** nothing): the same sums over W again, a block of rows at a time. */
+static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *drawn) {
+  const int B = p->batch, D = p->hidden, V = p->vocab;
+  int rows = REF_H_DOUBLES / D;
+  rows = rows < 1 ? 1 : rows > B ? B : rows;
+  double *h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
+  double *wt = malloc(sizeof(double) * (size_t)D * REF_VT);
+  if (!h || !wt) {
+    free(h), free(wt);
+    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the ranks",
+                  sizeof(double) * ((size_t)rows + REF_VT) * (size_t)D);
+  }
+  for (size_t i = 0; i < (size_t)B * (size_t)S; i++) m->ranks[i] = 0;
+  for (int b0 = 0; b0 < B; b0 += rows) {
+    const int nb = B - b0 < rows ? B - b0 : rows;
+    ref_h_block(p, b0, nb, h);
+    for (int v0 = 0; v0 < V; v0 += REF_VT) {
+      const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
+      ref_w_tile(p, v0, nv, wt);
+      for (int i = 0; i < nb; i++) {
+        double acc[REF_VT];
+        ref_dot(h + (size_t)i * D, wt, D, m->softcap, nv, acc);
+        const size_t o = (size_t)(b0 + i) * (size_t)S;
+        for (int j = 0; j < nv; j++)
+          for (int t = 0; t < S; t++) m->ranks[o + t] += (float)acc[j] >= drawn[o + t];
+      }
+    }
+  }
+  free(h), free(wt);
+  return FS_OK;
+}
+
 static int ref_misaligned(const void *ptr, unsigned a) {
   return ((uintptr_t)ptr % a) != 0;
 }
@@ -634,8 +671,16 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   if (samples < 1) samples = 1;
   if (samples > S) samples = S;
 
+  float *drawn = NULL; /* with ranks: the draws' reported logits */
+  if (m.ranks && !(drawn = malloc(sizeof(float) * (size_t)B * (size_t)S)))
+    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the "
+                  "ranks' logits", sizeof(float) * (size_t)B * (size_t)S);
   ref_scratch sc;
-  FS_TRY(ref_alloc(&sc, rows, samples, D, m.bias_count, m.filter ? V : 0, m.top_n));
+  const int st = ref_alloc(&sc, rows, samples, D, m.bias_count, m.filter ? V : 0, m.top_n);
+  if (st) {
+    free(drawn);
+    return st;
+  }
   for (int b0 = 0; b0 < B; b0 += rows) {
     const int b1 = B - b0 < rows ? B : b0 + rows;
     if (m.filter) ref_block_logits(problem, sampling, &m, b0, b1, &sc);
@@ -649,6 +694,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
           const size_t o = (size_t)(b0 + i) * S + (size_t)(s0 + t);
           tokens[o] = r->token;
           if (logits) logits[o] = (float)r->logit;
+          if (drawn) drawn[o] = (float)r->logit;
           if (m.logprobs) m.logprobs[o] = (float)(r->logit - r->lse);
           if (keys) keys[o] = fs_pack_key((float)r->score, (uint32_t)r->token);
         }
@@ -665,7 +711,9 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
     }
   }
   ref_free(&sc);
-  return FS_OK;
+  const int rst = drawn ? ref_ranks(problem, &m, S, drawn) : FS_OK;
+  free(drawn);
+  return rst;
 }
 
 int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,

@@ -143,6 +143,11 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                   "options->top_logprobs=%d: %s does not list the most likely tokens (a rank "
                   "sees its shard's ids only); 0 there, or an unsharded fs_sample_ex", m.top_n,
                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
+  if (c && m.ranks)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->ranks=%p: %s does not rank the draws (a rank sees its shard's ids "
+                  "only); NULL there, or an unsharded fs_sample_ex", (void *)m.ranks,
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "

@@ -157,6 +157,15 @@ static int validate_top(fs_context *ctx, const fs_options *o, fs_opts *m) {
   return FS_OK;
 }
 
+/* The ranks of a 0.3.13 fs_options into m (flashsampling.h). */
+static int validate_ranks(fs_context *ctx, const fs_options *o, fs_opts *m) {
+  if (!o->ranks) return FS_OK;
+  if (misaligned(o->ranks, 4))
+    return BAD("options->ranks=%p: must be 4-byte aligned", (void *)o->ranks);
+  m->ranks = o->ranks;
+  return FS_OK;
+}
+
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m) {
   memset(m, 0, sizeof *m);
@@ -166,18 +175,26 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size02 = offsetof(fs_options, logprobs);
   const size_t size030 = offsetof(fs_options, logit_softcap);
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
+  /* 0.3.3's struct ends with logit_bias_count, so its sizeof is padded past
+  ** min_p's offset to the struct's alignment (64 on LP64); its last bytes
+  ** are padding there, and min_p is read only from larger sizes */
   const size_t size033 = offsetof(fs_options, min_p);
+  const size_t size033p =
+      (size033 + _Alignof(fs_options) - 1) / _Alignof(fs_options) * _Alignof(fs_options);
   const size_t size034 = offsetof(fs_options, repetition_penalty);
   const size_t size039 = offsetof(fs_options, top_logprobs);
+  const size_t size0312 = offsetof(fs_options, ranks);
   if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
-      o->size != size032 && o->size != size033 && o->size != size034 && o->size != size039)
+      o->size != size032 && o->size != size033 && o->size != size033p && o->size != size034 &&
+      o->size != size039 && o->size != size0312)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.9 header, %zu for a 0.3.4 header, %zu for "
-               "a 0.3.3 header, %zu for a 0.3.2 header, %zu for a 0.3.0 header, %zu for a 0.2 "
-               "header; a larger one is from a newer header)", o->size, sizeof(fs_options),
-               size039, size034, size033, size032, size030, size02);
-  if (o->size > size033) FS_TRY(validate_filters(ctx, o, m));
+               "(%zu in this library, %zu for a 0.3.12 header, %zu for a 0.3.9 header, %zu for "
+               "a 0.3.4 header, %zu for a 0.3.3 header, %zu for a 0.3.2 header, %zu for a 0.3.0 "
+               "header, %zu for a 0.2 header; a larger one is from a newer header)", o->size,
+               sizeof(fs_options), size0312, size039, size034, size033p, size032, size030, size02);
+  if (o->size > size033p) FS_TRY(validate_filters(ctx, o, m));
   if (o->size > size039) FS_TRY(validate_top(ctx, o, m));
+  if (o->size > size0312) FS_TRY(validate_ranks(ctx, o, m));
   if (o->size > size034) {
     const float r = o->repetition_penalty;
     if (!(r == 0.0f || (r > 0.0f && r <= FLT_MAX)))
@@ -250,6 +267,10 @@ int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->top_logprobs=%d: top logprobs need "
                   "FS_NOISE_TOKEN (FS_NOISE_GROUP16 calls take no lists; fs_context_set_noise)",
                   m->top_n);
+  if (m->ranks && noise == FS_NOISE_GROUP16)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->ranks=%p: ranks need FS_NOISE_TOKEN "
+                  "(FS_NOISE_GROUP16 calls take no ranks; fs_context_set_noise)",
+                  (void *)m->ranks);
   if (!m->filter) return FS_OK;
   if (noise == FS_NOISE_GROUP16)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "

@@ -1859,3 +1859,76 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
   ft_toplp_out(p, b, n, lse, lse_out, tokens, values, draws, sh);
 }
+
+/* ---- ranks (fs_options.ranks) ------------------------------------------------
+** fsamp_rank, grid (G, B): CTA g of row b counts, for each draw s of the row,
+** the logits of its slice of the row's float4s (zout: the call's V raw
+** logits) that are >= the draw's reported logit drawn[b S + s], an fp32
+** compare (NaN on either side counts nothing), and adds its count to
+** ranks[b S + s], which the host zeroed.  With a logit bias
+** (fsamp_filter_bias wrote the biased ids' scores into zout) it first puts
+** back the raw logits of the biased ids of its own slice (bias.raw; a token
+** listed twice gets the same value twice), which no other CTA reads, and
+** waits for them at a barrier.  FT_RS samples a read of the slice. */
+#define FT_RS 4
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias) {
+  __shared__ unsigned part[FT_WARPS][FT_RS];
+  const unsigned G = gridDim.x, g = blockIdx.x;
+  const int b = (int)blockIdx.y, nq = (p.V + 3) / 4, S = p.num_samples;
+  const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
+  float *zrow = p.zout + (long long)b * p.zout_stride;
+  if (bias.count) {
+    const int *t = bias.tokens + (size_t)b * bias.count;
+    const float *raw = bias.raw + (size_t)b * bias.count;
+    for (int j = (int)threadIdx.x; j < bias.count; j += FT_THREADS) {
+      const long long v = (long long)t[j] - p.vocab_offset;
+      if (v >= 4LL * q0 && v < 4LL * q1 && v < p.V) zrow[v] = raw[j];
+    }
+    __syncthreads();
+  }
+  const float4 *z4 = (const float4 *)zrow;
+  const float nan = __int_as_float(0x7fffffff);
+  for (int s0 = 0; s0 < S; s0 += FT_RS) {
+    float d[FT_RS];
+    unsigned cnt[FT_RS];
+#pragma unroll
+    for (int k = 0; k < FT_RS; k++) {
+      d[k] = s0 + k < S ? drawn[(size_t)b * S + s0 + k] : nan;
+      cnt[k] = 0u;
+    }
+    for (int i0 = q0 + (int)threadIdx.x; i0 < q1; i0 += 4 * FT_THREADS) {
+      float4 x[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int i = i0 + u * FT_THREADS;
+        x[u] = i < q1 ? __ldcg(z4 + i) : make_float4(nan, nan, nan, nan);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int r = p.V - 4 * (i0 + u * FT_THREADS); /* the float4's logits within V */
+        const float zz[4] = {x[u].x, r > 1 ? x[u].y : nan, r > 2 ? x[u].z : nan,
+                             r > 3 ? x[u].w : nan};
+#pragma unroll
+        for (int k = 0; k < FT_RS; k++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) cnt[k] += zz[e] >= d[k] ? 1u : 0u;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < FT_RS; k++) {
+      unsigned c = cnt[k];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+      if ((threadIdx.x & 31u) == 0u) part[threadIdx.x / 32u][k] = c;
+    }
+    __syncthreads();
+    if (threadIdx.x < FT_RS && s0 + (int)threadIdx.x < S) {
+      unsigned c = 0u;
+      for (int w = 0; w < FT_WARPS; w++) c += part[w][threadIdx.x];
+      if (c) atomicAdd(ranks + (size_t)b * S + s0 + threadIdx.x, (int)c);
+    }
+    __syncthreads(); /* part read before the next samples' counts */
+  }
+}

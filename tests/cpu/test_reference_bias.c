@@ -1119,12 +1119,29 @@ static void test_bad_input(void) {
     }
   }
 
+  /* a 0.3.3 program's sizeof (its struct ends with logit_bias_count, padded
+  ** to the alignment: 64 on LP64) is taken, and the filters' bytes in its
+  ** padding are not read: a garbage min_p there filters nothing */
+  const size_t al = _Alignof(fs_options);
+  const size_t size033p = (offsetof(fs_options, min_p) + al - 1) / al * al;
+  {
+    fs_options o = {.size = size033p, .logit_bias_tokens = tok, .logit_bias_values = val,
+                    .logit_bias_count = 1, .min_p = 2.0f};
+    int32_t t33[2], t3[2];
+    const int rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, t33, NULL, NULL);
+    CHECK_MSG(rc == FS_OK, "a 0.3.3 program's sizeof %zu: status %d ('%s')", size033p, rc,
+              fs_last_error(NULL));
+    o.size = offsetof(fs_options, min_p);
+    REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &o, t3, NULL, NULL) == FS_OK);
+    CHECK_MSG(t33[0] == t3[0] && t33[1] == t3[1], "size %zu read the padding as min_p",
+              size033p);
+  }
   /* sizes between 0.3.2's and 0.3.3's (which ends before min_p), inside
   ** the filters' fields, or past this one's */
   const size_t sizes[] = {offsetof(fs_options, logit_bias_tokens) + 4,
                           offsetof(fs_options, logit_bias_values),
                           offsetof(fs_options, logit_bias_count),
-                          offsetof(fs_options, min_ps),
+                          offsetof(fs_options, min_ps) + 8,
                           sizeof(fs_options) + 8};
   int tried = 0;
   for (int i = 0; i < 5; i++) {

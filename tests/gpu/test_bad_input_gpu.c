@@ -433,6 +433,26 @@ static void test_bias_args(void) {
   CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "logit_bias_count=3") &&
                 fs_test_has(fs_last_error(g_ctx), "FS_NOISE_TOKEN"),
             "FS_NOISE_GROUP16 with a bias: %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+  /* and a bias long enough for the filters' path (above FS_BIAS_SHORT a
+  ** row), which once went there unchecked and drew with per-token noise */
+  {
+    const int nl = FS_BIAS_SHORT + 1;
+    const size_t bytes = sizeof(int32_t) * (size_t)TB * (size_t)nl;
+    const CUdeviceptr lt = gu_alloc(g_ctx, bytes), lv = gu_alloc(g_ctx, bytes);
+    o = opt;
+    o.logit_bias_count = nl;
+    o.logit_bias_tokens = (const int32_t *)gu_ptr(lt);
+    o.logit_bias_values = (const float *)gu_ptr(lv);
+    st = fs_sample_ex(g_ctx, &g_p, &g_s, &o, &out, NULL);
+    printf("%-44s -> %s: %s\n", "FS_NOISE_GROUP16 with a long logit bias", fs_status_string(st),
+           fs_last_error(g_ctx));
+    CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "logit_bias_count") &&
+                  fs_test_has(fs_last_error(g_ctx), "FS_NOISE_TOKEN"),
+              "FS_NOISE_GROUP16 with a bias of %d: %s: %s", nl, fs_status_string(st),
+              fs_last_error(g_ctx));
+    gu_free(g_ctx, lt);
+    gu_free(g_ctx, lv);
+  }
   REQUIRE(fs_context_set_noise(g_ctx, FS_NOISE_TOKEN) == FS_OK);
   /* the CPU reference checks the count too */
   {

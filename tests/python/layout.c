@@ -34,7 +34,7 @@ int main(void) {
   F("Options", fs_options, top_p); F("Options", fs_options, top_ps);
   F("Options", fs_options, repetition_penalty); F("Options", fs_options, repetition_penalties);
   F("Options", fs_options, top_logprobs); F("Options", fs_options, top_logprob_tokens);
-  F("Options", fs_options, top_logprob_values);
+  F("Options", fs_options, top_logprob_values); F("Options", fs_options, ranks);
   END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;

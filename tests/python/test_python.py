@@ -188,6 +188,18 @@ def check_reference():
             fail(f"row {b}'s top logprobs: {got} {list(tv[b * n:(b + 1) * n])}, Python's "
                  f"{[off + v for v in order]}")
     print(f"ok 4c'': top logprobs through Options are Python's: {list(tt[:n])}")
+    # ranks through Options (since 0.3.13): a greedy draw ranks 1 (no ties in
+    # these logits), a sampled one by the count of logits >= its own
+    rk = (ctypes.c_int32 * B)()
+    tg = (ctypes.c_int32 * B)()
+    lg = (ctypes.c_float * B)()
+    for T in (0.0, 2.0):
+        fs.reference_sample(p, fs.Sampling(temperature=T, num_samples=1, seed=11), tg, lg,
+                            options=fs.Options(ranks=ctypes.addressof(rk)))
+        want = [sum(1 for x in z[b] if ctypes.c_float(x).value >= lg[b]) for b in range(B)]
+        if list(rk) != want or (T == 0.0 and any(r != 1 for r in rk)):
+            fail(f"ranks at T={T}: {list(rk)}, Python's {want}")
+    print(f"ok 4c3: ranks through Options are Python's: {list(rk)}")
     check_filters(p, list(tokens))
 
 

@@ -41,6 +41,10 @@ vocab_offset of 64:
      [B, 20]) hold torch.topk's ids of the float64 logits, in order, and
      their log-softmax within 1e-4; only one of the two raises
      FlashSamplingError naming both.
+ 11. ranks_out= (int32 [B, 2], two samples) holds, for each draw, the count
+     of torch's logits (float64, rounded to float32) >= its logit, off by
+     one at most; a ranks_out of the wrong size raises FlashSamplingError
+     naming it.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is).  So could a row whose top-p or min-p boundary lies within fp32
@@ -316,6 +320,23 @@ def main():
                 if "top_logprob_values_out" not in str(e):
                     fail(f"10 {name}: the error for a lone tokens tensor does not name both: {e}")
             print(f"ok 10 {name}: top logprobs are torch's topk and log-softmax within {err:.2g}")
+            # 11. ranks (since 0.3.13): the count of torch's logits, rounded to
+            # float32, >= each draw's logit (off by one at most where a logit
+            # lies within fp32 rounding of the dot products)
+            rk = torch.empty((B, 2), dtype=torch.int32, device=dev)
+            tk, lgt = fs.sample_torch(ctx, hidden, weight, seed=5, num_samples=2,
+                                      vocab_offset=off, return_logits=True, ranks_out=rk)
+            want = (z.float().unsqueeze(1) >= lgt.unsqueeze(2)).sum(dim=2)
+            off_by = (rk.long() - want).abs().max().item()
+            if off_by > 1:
+                fail(f"11 {name}: ranks {rk[0].tolist()}, torch's {want[0].tolist()}")
+            try:
+                fs.sample_torch(ctx, hidden, weight, ranks_out=rk)  # 2 B entries for B draws
+                fail(f"11 {name}: a ranks_out of the wrong size was accepted")
+            except fs.FlashSamplingError as e:
+                if "ranks_out" not in str(e):
+                    fail(f"11 {name}: the error for a bad ranks_out does not name it: {e}")
+            print(f"ok 11 {name}: ranks are torch's counts (off by at most {off_by})")
 
 
 if __name__ == "__main__":

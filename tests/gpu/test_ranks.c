@@ -1,0 +1,344 @@
+// fs-test-timeout: 300
+/*
+** test_ranks.c: fs_options.ranks on the GPU (since 0.3.13).
+** flashsampling.h: a draw's rank is the number of the call's ids whose raw
+** logit (after the soft-cap; before the bias, the penalty, the mask and the
+** temperature) is >= the draw's reported logit, in fp32; NaN never counts.
+**
+** Per case (below), fs_sample_ex with ranks against fs_reference_sample_ex
+** with the same options (double logits rounded to float):
+**  - the draws are the reference's (at least 99%: the call's logits' pass
+**    may sum in another order than the reference near a tie);
+**  - a draw whose token is the reference's has the reference's rank, or
+**    (at most 1% of the draws, none where the logits are integers) a rank
+**    within the band of the exact logits: at least the count of ids whose
+**    exact logit is above d + tol and at most the count above d - tol (d
+**    the draw's logit, tol = 1e-5 of the row's largest sum |h w| + 1e-6);
+**    a draw that differs from the reference's, the same band;
+**  - every rank in 0..V, none written past the [B, S] outputs.
+** Cases (bf16 unless named):
+**   plain   B = 5, V = 1000, D = 256, T = 1: the call's own fused kernel
+**           draws while it writes the logits (filter.c's pass_draws);
+**   one     B = 1, V = 151,936, D = 256: 37 slices of the row;
+**   samples B = 3, V = 5011, D = 128, 6 samples (two rounds of FT_RS = 4),
+**           no outputs->logits (the workspace keeps the draws' logits),
+**           logprobs from the fused kernel;
+**   mixed   B = 7, V = 5011, D = 512, vocab_offset 37, per-row
+**           temperatures with greedy rows, 3 samples, logprobs, a mask, a
+**           soft-cap 4, a bias with a penalty (a +50 and a -inf entry a
+**           row, the -inf one on the row's largest raw logit), top-k 50:
+**           fsamp_filter draws over the biased scores and fsamp_rank puts
+**           the raw logits back first: a +50 entry drawn ranks by its raw
+**           logit (the reference's), not its score, and every draw counts
+**           the -inf entry's logit, the row's largest, not its -inf score;
+**   toplp   plain's inputs with top_logprobs 20: a draw in its row's list
+**           at place i (no tie) has rank i + 1;
+**   fp16    B = 37, V = 5011, D = 256, vocab_offset 37;
+**   ties    B = 16, V = 3000, D = 16, H and W in {-1, 0, 1}: integer
+**           logits, exact in fp32, most of them tied: every rank the
+**           reference's exactly, ties counted;
+**   nan     B = 3, V = 10, D = 64: token 7's logit NaN in every row,
+**           never counted; a masked-out row (no allowed id, logit -inf)
+**           ranks V - 1;
+**   big     B = 128, V = 151,936, D = 256, greedy.
+** Then on plain's inputs: a CUDA graph captured after a first call replays
+** its ranks; a fresh context's first such call inside a capture returns
+** FS_NOT_PREPARED; FS_NOISE_GROUP16 and the tensor-parallel call
+** (fs_sample_tp_ex) return FS_INVALID_ARGUMENT naming options->ranks.
+** Under tests/fakecuda (cpu/fake_ranks: no kernel runs) every call is made
+** and nothing compared but the graph's and the refusals.
+*/
+#include "gpu_graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { RK_RANDOM, RK_TIES, RK_NAN };
+
+typedef struct rk_case {
+  const char *name;
+  int B, D, V, S, dtype, offset, special;
+  int mixed;   /* 1: mask, soft-cap, bias, penalty, top-k, per-row T, logprobs */
+  int no_lg;   /* outputs->logits NULL */
+  int top;     /* top_logprobs */
+  float T;
+} rk_case;
+
+static const rk_case cases[] = {
+    {"plain", 5, 256, 1000, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f},
+    {"one", 1, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f},
+    {"samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 0, 1.0f},
+    {"mixed", 7, 512, 5011, 3, FS_DTYPE_BF16, 37, RK_RANDOM, 1, 0, 0, 1.0f},
+    {"toplp", 5, 256, 1000, 2, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 20, 1.0f},
+    {"fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 0, 0, 1.0f},
+    {"ties", 16, 16, 3000, 2, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 0, 1.0f},
+    {"nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 0, 1.0f},
+    {"big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 0.0f},
+};
+
+static void make_head(gu_lmhead *lm, const rk_case *cs, unsigned long long seed) {
+  gu_lmhead_init(lm, cs->B, cs->D, cs->V, cs->dtype, cs->offset, 0, 0, gu_w_scale(cs->D, 1.0),
+                 seed);
+  const int dt = cs->dtype, D = cs->D;
+  unsigned long long st = seed ^ 0x77u;
+  if (cs->special == RK_TIES) {
+    const uint16_t lv[3] = {gu_encode(dt, -1.0f), gu_encode(dt, 0.0f), gu_encode(dt, 1.0f)};
+    for (int b = 0; b < cs->B; b++)
+      for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
+    for (int v = 0; v < cs->V; v++)
+      for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+  } else if (cs->special == RK_NAN) {
+    for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
+  }
+}
+
+/* Row b's exact raw logit of id v (local), capped where the case caps. */
+static double raw_logit(const gu_lmhead *lm, const rk_case *cs, int b, int v, double *as) {
+  const double z = gu_logit(lm, b, v, as), c = cs->mixed ? 4.0 : 0.0;
+  return c > 0.0 ? c * tanh(z / c) : z;
+}
+
+/* Does rank r lie in the band of row b's exact logits around logit d. */
+static int in_band(const gu_lmhead *lm, const rk_case *cs, int b, float d, int r) {
+  double *z = gu_malloc(sizeof(double) * (size_t)cs->V), amax = 0.0;
+  for (int v = 0; v < cs->V; v++) {
+    double as;
+    z[v] = raw_logit(lm, cs, b, v, &as);
+    amax = as > amax ? as : amax;
+  }
+  const double tol = 1e-5 * amax + 1e-6;
+  int lo = 0, hi = 0;
+  for (int v = 0; v < cs->V; v++) lo += z[v] > (double)d + tol, hi += z[v] >= (double)d - tol;
+  free(z);
+  return lo <= r && r <= hi;
+}
+
+static void run(fs_context *ctx, const rk_case *cs) {
+  char what[160];
+  snprintf(what, sizeof what, "%s %s B=%d V=%d S=%d", cs->name, gu_dtype_name(cs->dtype), cs->B,
+           cs->V, cs->S);
+  const int B = cs->B, S = cs->S, n = cs->top;
+  gu_lmhead lm;
+  make_head(&lm, cs, 0x7a4bull + (unsigned long long)B * 131u + (unsigned long long)cs->V);
+  gu_lmhead_upload(ctx, &lm);
+  const size_t nd = (size_t)B * S;
+  float *temps = gu_malloc(sizeof(float) * (size_t)B);
+  for (int b = 0; b < B; b++) temps[b] = b % 3 == 1 ? 0.0f : 0.6f + 0.2f * (float)(b % 5);
+  const long long words = (cs->offset + cs->V + 31) / 32;
+  uint32_t *mask = gu_malloc(sizeof(uint32_t) * (size_t)(B * words));
+  unsigned long long ms = 0xfeedull;
+  for (long long i = 0; i < B * words; i++) mask[i] = (uint32_t)fs_test_rand(&ms) | 0x10101010u;
+  if (cs->special == RK_NAN) /* row 2: no allowed id */
+    for (long long i = 2 * words; i < 3 * words; i++) mask[i] = 0u;
+  int32_t *btok = gu_malloc(sizeof(int32_t) * 2 * (size_t)B);
+  float *bval = gu_malloc(sizeof(float) * 2 * (size_t)B);
+  for (int b = 0; b < B; b++) { /* the -inf entry on the row's largest raw logit */
+    int top = 0;
+    double zt = -INFINITY;
+    for (int v = 0; cs->mixed && v < cs->V; v++) {
+      const double z = gu_logit(&lm, b, v, NULL);
+      if (z > zt) zt = z, top = v;
+    }
+    btok[2 * b] = cs->offset + (b * 97) % cs->V, bval[2 * b] = 50.0f;
+    btok[2 * b + 1] = cs->offset + top, bval[2 * b + 1] = -INFINITY;
+  }
+  CUdeviceptr dtemps = gu_upload_new(ctx, temps, sizeof(float) * (size_t)B);
+  CUdeviceptr dmask = gu_upload_new(ctx, mask, sizeof(uint32_t) * (size_t)(B * words));
+  CUdeviceptr dbt = gu_upload_new(ctx, btok, sizeof(int32_t) * 2 * (size_t)B);
+  CUdeviceptr dbv = gu_upload_new(ctx, bval, sizeof(float) * 2 * (size_t)B);
+  CUdeviceptr dlp = gu_alloc(ctx, nd * 4);
+  CUdeviceptr drk = gu_alloc(ctx, (nd + GU_GUARD) * 4);
+  CUdeviceptr dlt = gu_alloc(ctx, (size_t)B * (n ? n : 1) * 4);
+  CUdeviceptr dlv = gu_alloc(ctx, (size_t)B * (n ? n : 1) * 4);
+  gu_poison(ctx, drk, (nd + GU_GUARD) * 4);
+
+  fs_sampling s = {cs->T, NULL, S, 20261204ull, NULL, 9ull, NULL};
+  if (cs->mixed) s.temperatures = (const float *)gu_ptr(dtemps);
+  fs_options opt = {.size = sizeof opt, .ranks = (int32_t *)gu_ptr(drk)};
+  if (cs->mixed || cs->no_lg) opt.logprobs = (float *)gu_ptr(dlp);
+  if (cs->mixed || cs->special == RK_NAN) opt.token_mask = (const uint32_t *)gu_ptr(dmask);
+  if (cs->mixed) {
+    opt.logit_softcap = 4.0f;
+    opt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
+    opt.logit_bias_values = (const float *)gu_ptr(dbv);
+    opt.logit_bias_count = 2;
+    opt.repetition_penalty = 1.3f;
+    opt.top_k = 50;
+  }
+  if (n) {
+    opt.top_logprobs = n;
+    opt.top_logprob_tokens = (int32_t *)gu_ptr(dlt);
+    opt.top_logprob_values = (float *)gu_ptr(dlv);
+  }
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, nd, !cs->no_lg, 0);
+  gu_outputs_poison(ctx, &o);
+  fs_problem dp = gu_problem(&lm, 1);
+  fs_outputs out = gu_outputs_api(&o);
+  CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
+            fs_last_error(ctx));
+  gu_outputs_fetch(ctx, &o);
+  gu_outputs_check(&o, what);
+  int32_t *rk = gu_malloc((nd + GU_GUARD) * 4);
+  gu_download(ctx, rk, drk, (nd + GU_GUARD) * 4);
+  long guard = 0;
+  for (size_t i = nd; i < nd + GU_GUARD; i++) guard += rk[i] != -1;
+  CHECK_MSG(guard == 0, "%s: %ld entries written past the ranks", what, guard);
+
+  if (gu_fake_driver()) { /* every call was made; no kernel ran: nothing to compare */
+    printf("ok %s: the call was made (the fake driver runs no kernel)\n", what);
+  } else {
+    fs_problem hp = gu_problem(&lm, 0);
+    fs_sampling hs = s;
+    if (cs->mixed) hs.temperatures = temps;
+    int32_t *rtok = gu_malloc(nd * 4), *rrk = gu_malloc(nd * 4);
+    int32_t *rlt = gu_malloc((size_t)B * (n ? n : 1) * 4);
+    float *rlg = gu_malloc(nd * 4), *rlp = gu_malloc(nd * 4);
+    float *rlv = gu_malloc((size_t)B * (n ? n : 1) * 4);
+    fs_options ropt = opt;
+    ropt.ranks = rrk;
+    ropt.logprobs = rlp;
+    ropt.token_mask = opt.token_mask ? mask : NULL;
+    ropt.logit_bias_tokens = cs->mixed ? btok : NULL;
+    ropt.logit_bias_values = cs->mixed ? bval : NULL;
+    ropt.top_logprob_tokens = n ? rlt : NULL;
+    ropt.top_logprob_values = n ? rlv : NULL;
+    CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlg, NULL) == FS_OK);
+    long same_tok = 0, same_rank = 0, band = 0, bad = 0, sum = 0;
+    for (size_t i = 0; i < nd; i++) {
+      const int b = (int)(i / (size_t)S);
+      const float d = cs->no_lg ? rlg[i] : o.h_logits[i];
+      const int tok_same = o.h_tokens[i] == rtok[i];
+      same_tok += tok_same;
+      const char *why = NULL;
+      if (rk[i] < 0 || rk[i] > cs->V) why = "out of 0..V";
+      else if (tok_same && rk[i] == rrk[i]) same_rank++;
+      else if (in_band(&lm, cs, b, d, rk[i])) band++;
+      else why = "outside the band";
+      sum += rk[i];
+      if (why && bad++ < 8)
+        fprintf(stderr, "%s: draw %zu (row %d): GPU token %d logit %.9g rank %d, reference %d "
+                "%.9g %d (%s)\n", what, i, b, o.h_tokens[i], (double)d, rk[i], rtok[i],
+                (double)rlg[i], rrk[i], why);
+    }
+    CHECK_MSG(bad == 0, "%s: %ld of %zu ranks wrong", what, bad, nd);
+    CHECK_MSG(same_tok * 100 >= (long)nd * 99, "%s: only %ld of %zu draws the reference's", what,
+              same_tok, nd);
+    CHECK_MSG(band * 100 <= (long)nd, "%s: %ld of %zu ranks off the reference's", what, band, nd);
+    if (cs->special != RK_RANDOM)
+      CHECK_MSG(same_rank == (long)nd, "%s: integer logits: %ld of %zu ranks the reference's",
+                what, same_rank, nd);
+    if (cs->special == RK_NAN)
+      CHECK_MSG(rk[2] == cs->V - 1, "%s: the masked-out row ranks %d, not V - 1", what, rk[2]);
+    if (cs->mixed) { /* a +50 entry drawn: its rank is of its raw logit */
+      long biased = 0;
+      for (size_t i = 0; i < nd; i++)
+        biased += o.h_tokens[i] == btok[2 * (i / (size_t)S)] && rk[i] > 1;
+      CHECK_MSG(biased > 0, "%s: no draw of a +50 entry ranked below the top", what);
+      printf("ok %s: %ld draws of +50 entries ranked by their raw logits\n", what, biased);
+    }
+    if (n) { /* a draw in its row's list at place j (no tie at j) has rank j + 1 */
+      int32_t *lt = gu_malloc((size_t)B * n * 4);
+      float *lv = gu_malloc((size_t)B * n * 4);
+      gu_download(ctx, lt, dlt, (size_t)B * n * 4);
+      gu_download(ctx, lv, dlv, (size_t)B * n * 4);
+      long listed = 0, off = 0;
+      for (size_t i = 0; i < nd; i++) {
+        const int b = (int)(i / (size_t)S);
+        for (int j = 0; j < n; j++) {
+          const size_t k = (size_t)b * n + j;
+          if (lt[k] != o.h_tokens[i] || (j + 1 < n && lv[k + 1] == lv[k])) continue;
+          listed++;
+          off += rk[i] != j + 1;
+        }
+      }
+      CHECK_MSG(listed > 0 && off == 0, "%s: %ld of %ld listed draws not ranked by place", what,
+                off, listed);
+      printf("ok %s: %ld listed draws ranked by their place\n", what, listed);
+      free(lt), free(lv);
+    }
+    printf("ok %s: %ld draws, %ld the reference's tokens, %ld its ranks, %ld in the band; mean "
+           "rank %.1f\n", what, (long)nd, same_tok, same_rank, band, (double)sum / (double)nd);
+    free(rtok), free(rrk), free(rlt), free(rlg), free(rlp), free(rlv);
+  }
+  free(rk), free(temps), free(mask), free(btok), free(bval);
+  gu_free(ctx, dtemps), gu_free(ctx, dmask), gu_free(ctx, dbt), gu_free(ctx, dbv);
+  gu_free(ctx, dlp), gu_free(ctx, drk), gu_free(ctx, dlt), gu_free(ctx, dlv);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+static int no_reduce(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)count, (void)op, (void)stream;
+  return 1; /* never reached: the call is refused first */
+}
+
+/* Graph capture, a first call inside a capture, and the calls that refuse
+** ranks, on plain's inputs. */
+static void run_graph(fs_context *ctx) {
+  const rk_case *cs = &cases[0];
+  const char *what = "graph";
+  gu_lmhead lm;
+  make_head(&lm, cs, 0x6a9full);
+  gu_lmhead_upload(ctx, &lm);
+  const size_t nd = (size_t)cs->B;
+  CUdeviceptr drk = gu_alloc(ctx, nd * 4);
+  fs_options opt = {.size = sizeof opt, .ranks = (int32_t *)gu_ptr(drk)};
+  fs_sampling s = {1.0f, NULL, 1, 3ull, NULL, 0ull, NULL};
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, nd, 1, 1);
+  fs_problem dp = gu_problem(&lm, 1);
+  fs_outputs out = gu_outputs_api(&o);
+  CHECK(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK);
+  int32_t *r0 = gu_malloc(nd * 4), *r1 = gu_malloc(nd * 4);
+  gu_download(ctx, r0, drk, nd * 4);
+  gu_poison(ctx, drk, nd * 4);
+
+  CUstream stream;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  gu_pop(ctx);
+  CUgraph graph;
+  CUgraphExec exec = gu_capture_exec(ctx, stream, &dp, &s, &opt, &out, &graph, what);
+  snap g = gu_graph_replay(ctx, exec, stream, &o, what);
+  gu_download(ctx, r1, drk, nd * 4);
+  CHECK_MSG(!memcmp(r0, r1, nd * 4), "%s: the replay's ranks differ from the direct call's",
+            what);
+  snap_free(&g);
+
+  char msg[512];
+  const int st2 = gu_capture_fresh(stream, &dp, &s, &opt, &out, msg, sizeof msg);
+  CHECK_MSG(st2 == FS_NOT_PREPARED && (strstr(msg, "ranks") || strstr(msg, "before capture")),
+            "%s: first call while capturing: status %d, %s", what, st2, msg);
+
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
+  CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(ctx), "options->ranks="),
+            "group16: %s", fs_last_error(ctx));
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
+  CHECK_MSG(fs_sample_tp_ex(ctx, &dp, &s, &opt, &out, no_reduce, NULL, NULL) ==
+                    FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(ctx), "options->ranks="),
+            "fs_sample_tp_ex: %s", fs_last_error(ctx));
+  printf("ok %s: the replay's ranks are the call's; capture, group16 and tensor-parallel "
+         "calls refused\n", what);
+  gu_push(ctx);
+  ctx->cu->cuGraphExecDestroy(exec);
+  ctx->cu->cuGraphDestroy(graph);
+  ctx->cu->cuStreamDestroy(stream);
+  gu_pop(ctx);
+  free(r0), free(r1);
+  gu_free(ctx, drk);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(ctx, &cases[i]);
+  run_graph(ctx);
+  fs_context_destroy(ctx);
+  return fs_test_done("test_ranks");
+}
