@@ -27,23 +27,30 @@ int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen)
   return fs_own_compile(FS_BIAS_TEMPLATE, NULL, target, out, err, errlen);
 }
 
-/* Compiles and loads the module once per context. */
+/* Compiles and loads the module once per context: ctx->bias_module is set
+** only once every step has succeeded (a failed one is tried again by the
+** next call). */
 int fs_bias_load(fs_context *ctx) {
   static const char *const names[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
                                       "fsamp_bias_merge", "fsamp_bias_dedup"};
   CUfunction fns[4];
+  CUmodule mod = NULL;
   if (ctx->bias_module) return FS_OK;
-  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 4,
-                       &ctx->bias_module, fns));
+  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 4, &mod,
+                       fns));
+  /* its sort's words at FS_MAX_LOGIT_BIAS entries (64 KB: every target
+  ** from sm_80 has that much a block) */
+  const CUresult r = ctx->cu->cuFuncSetAttribute(
+      fns[3], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * FS_MAX_LOGIT_BIAS);
+  if (r) {
+    ctx->cu->cuModuleUnload(mod);
+    return fs_cu_fail(ctx, r, "cuFuncSetAttribute(fsamp_bias_dedup)", __FILE__, __LINE__);
+  }
   ctx->bias_fn[0] = fns[0];
   ctx->bias_fn[1] = fns[1];
   ctx->bias_merge_fn = fns[2];
   ctx->bias_dedup_fn = fns[3];
-  /* its sort's words at FS_MAX_LOGIT_BIAS entries (64 KB: every target
-  ** from sm_80 has that much a block) */
-  FS_CHECK_CU(ctx, ctx->cu->cuFuncSetAttribute(fns[3],
-                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                               4 * FS_MAX_LOGIT_BIAS));
+  ctx->bias_module = mod;
   return FS_OK;
 }
 

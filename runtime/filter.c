@@ -308,14 +308,20 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                    knobs[i].macro, v);
       }
       CUfunction fns[8];
+      CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 8, &ctx->filter_module, fns));
+                           names, 8, &mod, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
       ctx->rank_fn = fns[7];
-      FS_TRY(filter_clusters(ctx));
+      const int st = filter_clusters(ctx);
+      if (st) {
+        ctx->cu->cuModuleUnload(mod);
+        return st;
+      }
+      ctx->filter_module = mod;
     }
     FS_TRY(fs_workspace_reserve(ctx, bytes));
   }

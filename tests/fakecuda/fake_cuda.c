@@ -13,7 +13,10 @@
 **  - memory accounting: allocations fail with CUDA_ERROR_OUT_OF_MEMORY past
 **    FS_FAKE_CUDA_MEM_GB (default 141) in all, and cuMemGetInfo reports it;
 **  - stream capture: cuStreamIsCapturing is true between a stream's
-**    cuStreamBeginCapture and cuStreamEndCapture (which gives a graph).
+**    cuStreamBeginCapture and cuStreamEndCapture (which gives a graph);
+**  - one injected failure: FS_FAKE_CUDA_FAIL_ONCE="<call>:<kernel>" fails
+**    the first cuFuncSetAttribute or cuOccupancyMaxActiveClusters on that
+**    kernel.
 ** So a test under it checks what the runtime decides and allocates, never
 ** what a kernel computes.  Each function has cuda.h's prototype, so its
 ** symbol is the versioned one the runtime resolves (cuMemAlloc_v2, ...).
@@ -94,18 +97,33 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image) {
   return *m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule m) { free(m); return CUDA_SUCCESS; }
-static int g_func_token;
+/* A function is its name's slot here (the same name, the same handle), so
+** that FS_FAKE_CUDA_FAIL_ONCE="<driver call>:<kernel name>" can make that
+** call on that kernel fail once, with CUDA_ERROR_UNKNOWN (the runtime's
+** recovery from a failed module set-up). */
+enum { MAX_FUNCS = 256 };
+static char g_func_name[MAX_FUNCS][64];
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   (void)m;
-  (void)name;
-  *f = (CUfunction)&g_func_token;
+  int i = 0;
+  while (i < MAX_FUNCS - 1 && g_func_name[i][0] && strcmp(g_func_name[i], name)) i++;
+  if (!g_func_name[i][0]) snprintf(g_func_name[i], sizeof g_func_name[i], "%s", name);
+  *f = (CUfunction)(void *)g_func_name[i];
   return CUDA_SUCCESS;
 }
+static int fail_once(const char *call, CUfunction f) {
+  static int failed;
+  const char *e = getenv("FS_FAKE_CUDA_FAIL_ONCE"), *colon = e ? strchr(e, ':') : NULL;
+  if (failed || !colon || strncmp(e, call, (size_t)(colon - e)) || call[colon - e] ||
+      strcmp(colon + 1, (const char *)(void *)f))
+    return 0;
+  failed = 1;
+  return 1;
+}
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
-  (void)f;
   (void)a;
   (void)v;
-  return CUDA_SUCCESS;
+  return fail_once("cuFuncSetAttribute", f) ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
   (void)f;
@@ -121,10 +139,9 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction 
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c) {
-  (void)f;
   (void)c;
   *n = 66;
-  return CUDA_SUCCESS;
+  return fail_once("cuOccupancyMaxActiveClusters", f) ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **args,
