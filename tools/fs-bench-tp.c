@@ -35,6 +35,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,49 +135,80 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  int R = 0, D = 8192, V = 128256, reps = 20, batches[16] = {16, 64, 256}, nb = 3, logprobs = 0;
-  int top_k = 0;
-  float top_p = 1.0f;
-  const char *csv_path = NULL;
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const char *k = argv[i], *v = argv[i + 1];
-    if (!strcmp(k, "--ranks")) R = atoi(v);
-    else if (!strcmp(k, "--reps")) reps = atoi(v);
-    else if (!strcmp(k, "--logprobs")) {
-      if (strcmp(v, "0") && strcmp(v, "1"))
-        return fprintf(stderr, "fs-bench-tp: --logprobs %s: must be 0 or 1\n", v), 2;
-      logprobs = *v == '1';
+#define USAGE                                                                                  \
+  "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
+  "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]\n"
+
+/* A bad argument: the message names the argument, its value and the rule. */
+#define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
+
+typedef struct tp_args {
+  int R; /* 0: every visible GPU (up to MAXR) */
+  int D, V, reps, batches[16], nb, logprobs, top_k;
+  float top_p;
+  const char *csv_path;
+} tp_args;
+
+/* Parses the command line into *a: 0, or the exit status (0 after --help is
+** -1: the caller exits 0; 2 for a bad argument, message printed). */
+static int parse(int argc, char **argv, tp_args *a) {
+  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 1.0f, NULL};
+  for (int i = 1; i < argc; i++) {
+    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+      fputs(USAGE, stdout);
+      return -1;
     }
-    else if (!strcmp(k, "--top-k")) {
-      char *e;
-      top_k = (int)strtol(v, &e, 10);
-      if (*e || top_k < 0) return fprintf(stderr, "fs-bench-tp: --top-k %s: must be an integer >= 0\n", v), 2;
+    static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
+                                             "--top-p", "--csv", "--model", "--shape",
+                                             "--batch", NULL};
+    if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
+    if (!v) return bad("%s: the option takes a value", k);
+    i++;
+    if (!strcmp(k, "--ranks")) {
+      if (fs_tools_parse_int(v, 1, MAXR, &a->R))
+        return bad("--ranks %s: the number of GPUs must be an integer in 1..%d", v, MAXR);
+    } else if (!strcmp(k, "--reps")) {
+      if (fs_tools_parse_int(v, 3, 100000, &a->reps))
+        return bad("--reps %s: the repetitions per median must be an integer in 3..100000", v);
+    } else if (!strcmp(k, "--logprobs")) {
+      if (fs_tools_parse_int(v, 0, 1, &a->logprobs)) return bad("--logprobs %s: must be 0 or 1", v);
+    } else if (!strcmp(k, "--top-k")) {
+      if (fs_tools_parse_int(v, 0, INT_MAX, &a->top_k))
+        return bad("--top-k %s: must be an integer in 0..%d", v, INT_MAX);
     } else if (!strcmp(k, "--top-p")) {
-      char *e;
-      top_p = strtof(v, &e);
-      if (*e || !(top_p >= 0.0f && top_p <= 1.0f))
-        return fprintf(stderr, "fs-bench-tp: --top-p %s: must be a number in [0, 1]\n", v), 2;
-    }
-    else if (!strcmp(k, "--csv")) csv_path = v;
-    else if (!strcmp(k, "--model")) {
+      if (fs_tools_parse_float(v, &a->top_p) || !(a->top_p >= 0.0f && a->top_p <= 1.0f))
+        return bad("--top-p %s: must be a number in [0, 1]", v);
+    } else if (!strcmp(k, "--csv")) {
+      if (!*v) return bad("--csv '': the path must not be empty");
+      a->csv_path = v;
+    } else if (!strcmp(k, "--model")) {
       const fs_model *m = fs_model_find(v);
-      if (!m) return fprintf(stderr, "fs-bench-tp: unknown model %s\n", v), 2;
-      D = m->hidden; V = m->vocab;
+      if (!m) return bad("--model %s: not a preset (fs-tune --list-models lists them)", v);
+      a->D = m->hidden;
+      a->V = m->vocab;
     } else if (!strcmp(k, "--shape")) {
-      if (sscanf(v, "D=%d,V=%d", &D, &V) != 2) return fprintf(stderr, "fs-bench-tp: --shape D=..,V=..\n"), 2;
-    } else if (!strcmp(k, "--batch")) {
-      nb = 0;
-      for (char *s = (char *)v; *s && nb < 16;) {
-        batches[nb++] = (int)strtol(s, &s, 10);
-        if (*s == ',') s++;
-      }
+      char why[256];
+      if (fs_tools_parse_shape(v, &a->D, &a->V, why, sizeof why))
+        return bad("--shape %s: %s", *v ? v : "''", why);
     } else {
-      return fprintf(stderr, "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] "
-                             "[--batch LIST] [--reps N] [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]\n"), 2;
+      if ((a->nb = fs_tools_parse_batches(v, a->batches, 16)) < 1)
+        return bad("--batch %s: expected up to 16 comma-separated batch sizes in 1..%d",
+                   *v ? v : "''", FS_MAX_BATCH);
     }
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  tp_args a;
+  const int pst = parse(argc, argv, &a);
+  if (pst) return pst < 0 ? 0 : pst;
+  int R = a.R, D = a.D, V = a.V, reps = a.reps, nb = a.nb, logprobs = a.logprobs;
+  const int top_k = a.top_k, *batches = a.batches;
+  const float top_p = a.top_p;
+  const char *csv_path = a.csv_path;
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
   fs_context *c0 = NULL;
   if (fs_context_create(0, &c0)) return fprintf(stderr, "fs-bench-tp: %s\n", fs_last_error(NULL)), 1;
   int ngpu = 0;

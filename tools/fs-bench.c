@@ -231,21 +231,6 @@ static void bench_shape(bench *bn, const char *label, int D, int V, const int *b
   bn->cu->cuMemFree(r.keys);
 }
 
-/* Parses a comma-separated list of batch sizes in 1..FS_MAX_BATCH into out
-** (at most max): the count, or -1. */
-static int parse_list(const char *s, int *out, int max) {
-  int n = 0;
-  while (*s) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 1 || v > FS_MAX_BATCH || n == max) return -1;
-    out[n++] = (int)v;
-    if (*end && *end != ',') return -1;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return n;
-}
-
 #define USAGE                                                                           \
   "usage: fs-bench [--model NAME | --shape D=..,V=.. | --all-models] [--batch LIST]\n" \
   "                [--dtype bf16|fp16] [--temperature T] [--reps N] [--csv FILE]\n" \
@@ -277,13 +262,11 @@ int main(int argc, char **argv) {
       if (!m) return bad("--model %s: not a preset (fs-tune --list-models lists them)", v);
       D = m->hidden; V = m->vocab; label = m->name;
     } else if (!strcmp(k, "--shape")) {
-      char tail;
-      if (sscanf(v, "D=%d,V=%d%c", &D, &V, &tail) != 2 || D < 8 || D % 8 || D > FS_MAX_HIDDEN ||
-          V < 1 || V > FS_MAX_VOCAB_ROWS)
-        return bad("--shape %s: expected D=<hidden, a multiple of 8 in 8..%d>,V=<vocabulary "
-                   "in 1..%d>", v, FS_MAX_HIDDEN, FS_MAX_VOCAB_ROWS);
+      char why[256];
+      if (fs_tools_parse_shape(v, &D, &V, why, sizeof why))
+        return bad("--shape %s: %s", *v ? v : "''", why);
     } else if (!strcmp(k, "--batch")) {
-      if ((nb = parse_list(v, batches, 64)) < 1)
+      if ((nb = fs_tools_parse_batches(v, batches, 64)) < 1)
         return bad("--batch %s: expected up to 64 comma-separated batch sizes in 1..%d", v,
                    FS_MAX_BATCH);
     } else if (!strcmp(k, "--dtype")) {
@@ -294,9 +277,9 @@ int main(int argc, char **argv) {
       if (fs_tools_parse_int(v, 3, 100000, &reps))
         return bad("--reps %s: the repetitions per median must be an integer in 3..100000", v);
     } else if (!strcmp(k, "--temperature")) {
-      char *end;
-      temperature = strtof(v, &end);
-      if (end == v || *end || !(temperature == 0.0f || temperature >= FS_MIN_TEMPERATURE) ||
+      /* an underflow to 0 (1e-50) is an error, not greedy */
+      if (fs_tools_parse_float(v, &temperature) ||
+          !(temperature == 0.0f || temperature >= FS_MIN_TEMPERATURE) ||
           !(temperature < INFINITY))
         return bad("--temperature %s: must be 0 (greedy) or a finite number >= %g", v,
                    (double)FS_MIN_TEMPERATURE);

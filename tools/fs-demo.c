@@ -12,8 +12,10 @@
 **           [--top-logprobs N]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
-** reference's (exit 3 if any differs).  The shape, batch and temperature are
-** checked by the library (its message names the field and the rule).
+** reference's (exit 3 if any differs).  The shape is checked here (the
+** rules of fs_problem); the temperature by the library (its message names the
+** field and the rule), but a number out of a float's range (1e-50, which
+** strtof reads as 0) is an error here.
 ** --mask-density P (0 < P <= 1) draws through fs_sample_ex with a token mask
 ** that allows each (row, token) with probability P (from --seed).
 ** --logprobs 1 asks every call for the draws' logprobs (fs_options.logprobs)
@@ -34,6 +36,10 @@
 ** their logprobs (fs_options.top_logprobs; 0, the default, for none) and
 ** prints the first row's first five; with --check 1 the lists are compared
 ** with the reference's too (ids, and values within 1e-3).
+** --ranks 1 asks every call for each draw's rank (fs_options.ranks: the count
+** of ids whose raw logit is >= the drawn one's) and prints the first rows';
+** with --check 1 they are compared with the reference's (a rank off by a
+** near-tie of the logits is counted, not failed).
 */
 #include "fs_tools.h"
 
@@ -58,6 +64,7 @@ typedef struct args {
   float top_p, min_p;
   float rep;           /* fs_options.repetition_penalty (0: none) */
   int top;             /* fs_options.top_logprobs (0: none) */
+  int ranks;           /* fs_options.ranks (0: none) */
 } args;
 
 #define USAGE                                                                              \
@@ -65,10 +72,20 @@ typedef struct args {
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
   "               [--softcap C] [--logit-bias N] [--repetition-penalty R]\n"              \
-  "               [--top-k K] [--top-p P] [--min-p M] [--top-logprobs N]\n"
+  "               [--top-k K] [--top-p P] [--min-p M] [--top-logprobs N] [--ranks 0|1]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
+
+/* A float option, whole string, within a float's range (the rule of its
+** value is the library's). */
+static int float_arg(const char *k, const char *v, float *out) {
+  const int r = fs_tools_parse_float(v, out);
+  if (r == -2)
+    return bad("%s %s: out of a float's range (it would read as 0 or infinity)", k, v);
+  if (r) return bad("%s %s: not a number", k, *v ? v : "''");
+  return 0;
+}
 
 /* An integer option in lo..hi, whole string. */
 static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
@@ -79,7 +96,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 
 static int parse(int argc, char **argv, args *a) {
   *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0,
-              0, 0.0f, 0.0f, 0.0f, 0};
+              0, 0.0f, 0.0f, 0.0f, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -95,7 +112,7 @@ static int parse(int argc, char **argv, args *a) {
                                              "--noise", "--mask-density", "--logprobs",
                                              "--softcap", "--logit-bias", "--top-k",
                                              "--top-p", "--min-p", "--repetition-penalty",
-                                             "--top-logprobs", NULL};
+                                             "--top-logprobs", "--ranks", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -106,9 +123,9 @@ static int parse(int argc, char **argv, args *a) {
       a->D = m->hidden;
       a->V = m->vocab;
     } else if (!strcmp(k, "--shape")) {
-      char tail;
-      if (sscanf(v, "D=%d,V=%d%c", &a->D, &a->V, &tail) != 2)
-        return bad("--shape %s: expected D=<hidden size>,V=<vocabulary size>", v);
+      char why[256];
+      if (fs_tools_parse_shape(v, &a->D, &a->V, why, sizeof why))
+        return bad("--shape %s: %s", *v ? v : "''", why);
     } else if (!strcmp(k, "--batch")) {
       st = int_arg(k, v, 1, FS_MAX_BATCH, &a->B);
     } else if (!strcmp(k, "--dtype")) {
@@ -116,9 +133,7 @@ static int parse(int argc, char **argv, args *a) {
       else if (!strcmp(v, "fp16")) a->dtype = FS_DTYPE_FP16;
       else return bad("--dtype %s: the element type is bf16 or fp16", v);
     } else if (!strcmp(k, "--temperature")) {
-      char *end;
-      a->T = strtof(v, &end);
-      if (end == v || *end) return bad("--temperature %s: not a number", v);
+      st = float_arg(k, v, &a->T);
     } else if (!strcmp(k, "--seed")) {
       char *end;
       errno = 0;
@@ -130,20 +145,20 @@ static int parse(int argc, char **argv, args *a) {
         return bad("--noise %s: " FS_TOOLS_NOISE_RULE, *v ? v : "''");
     } else if (!strcmp(k, "--mask-density")) {
       char *end;
+      errno = 0;
       a->mask_density = strtod(v, &end);
-      if (end == v || *end || !(a->mask_density > 0.0 && a->mask_density <= 1.0))
+      if (end == v || *end || errno == ERANGE ||
+          !(a->mask_density > 0.0 && a->mask_density <= 1.0))
         return bad("--mask-density %s: must be a number in (0, 1]", v);
     } else if (!strcmp(k, "--iters")) {
       st = int_arg(k, v, 1, 100000, &a->iters);
     } else if (!strcmp(k, "--softcap") || !strcmp(k, "--top-p") || !strcmp(k, "--min-p") ||
                !strcmp(k, "--repetition-penalty")) {
-      char *end;
-      const float x = strtof(v, &end);
-      if (end == v || *end) return bad("%s %s: not a number", k, v);
-      *(!strcmp(k, "--softcap")   ? &a->softcap
-        : !strcmp(k, "--top-p")   ? &a->top_p
-        : !strcmp(k, "--min-p")   ? &a->min_p
-                                  : &a->rep) = x;
+      st = float_arg(k, v,
+                     !strcmp(k, "--softcap") ? &a->softcap
+                     : !strcmp(k, "--top-p") ? &a->top_p
+                     : !strcmp(k, "--min-p") ? &a->min_p
+                                             : &a->rep);
     } else if (!strcmp(k, "--top-k")) {
       st = int_arg(k, v, -1000000, 1000000, &a->top_k); /* the library's rule, its message */
     } else if (!strcmp(k, "--top-logprobs")) {
@@ -152,6 +167,8 @@ static int parse(int argc, char **argv, args *a) {
       st = int_arg(k, v, -1000000, 1000000, &a->bias); /* the library's rule, its message */
     } else if (!strcmp(k, "--logprobs")) {
       st = int_arg(k, v, 0, 1, &a->logprobs);
+    } else if (!strcmp(k, "--ranks")) {
+      st = int_arg(k, v, 0, 1, &a->ranks);
     } else {
       st = int_arg(k, v, 0, 1, &a->check);
     }
@@ -212,15 +229,23 @@ static void print_top(const int32_t *tok, const float *val, int n) {
   printf(n > 5 ? " ...\n" : "\n");
 }
 
+/* The first rows' ranks (fs_options.ranks). */
+static void print_ranks(const int32_t *rk, int B) {
+  printf("ranks:");
+  for (int b = 0; b < (B < 8 ? B : 8); b++) printf(" %d", rk[b]);
+  printf(B > 8 ? " ...\n" : "\n");
+}
+
 /* No GPU: the CPU reference on host tensors. */
 static int run_cpu(const args *a) {
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *H = malloc(nh * 2), *W = malloc(nw * 2);
   int32_t *tok = malloc((size_t)a->B * 4);
   const size_t nt = (size_t)a->B * (size_t)(a->top > 0 ? a->top : 0);
-  int32_t *ttok = malloc(nt * 4 + 4);
+  int32_t *ttok = malloc(nt * 4 + 4), *rk = malloc((size_t)a->B * 4);
   float *tval = malloc(nt * 4 + 4);
-  if (!H || !W || !tok || !ttok || !tval) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  if (!H || !W || !tok || !ttok || !tval || !rk)
+    return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   unsigned long long s = a->seed;
   for (size_t i = 0; i < nh + nw; i++) {
     float u = (float)((lcg(&s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
@@ -239,7 +264,8 @@ static int run_cpu(const args *a) {
                     .logit_bias_tokens = btok, .logit_bias_values = bval,
                     .logit_bias_count = a->bias, .min_p = a->min_p, .top_k = a->top_k,
                     .top_p = a->top_p, .repetition_penalty = a->rep, .top_logprobs = a->top,
-                    .top_logprob_tokens = ttok, .top_logprob_values = tval};
+                    .top_logprob_tokens = ttok, .top_logprob_values = tval,
+                    .ranks = a->ranks ? rk : NULL};
   double t0 = fs_tools_now();
   int st = fs_reference_sample_ex(&p, &sm, a->noise, &opt, tok, NULL, NULL);
   free(mask);
@@ -252,9 +278,10 @@ static int run_cpu(const args *a) {
   }
   print_tokens(tok, a->B);
   print_top(ttok, tval, a->top);
+  if (a->ranks) print_ranks(rk, a->B);
   printf("CPU reference: %.1f ms for B=%d D=%d V=%d (no timing of the GPU kernel: no GPU)\n", ms,
          a->B, a->D, a->V);
-  free(H); free(W); free(tok); free(ttok); free(tval);
+  free(H); free(W); free(tok); free(ttok); free(tval); free(rk);
   return 0;
 }
 
@@ -262,23 +289,25 @@ static int run_cpu(const args *a) {
 static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                  const fs_problem *p, const fs_sampling *sm, const uint32_t *mask,
                  const int32_t *btok, const float *bval, CUdeviceptr tok, CUdeviceptr dlp,
-                 CUdeviceptr dtt, CUdeviceptr dtv) {
+                 CUdeviceptr dtt, CUdeviceptr dtv, CUdeviceptr drk) {
   const fs_cu_api *cu = ctx->cu;
   size_t nh = (size_t)a->B * a->D, nw = (size_t)a->V * a->D;
   uint16_t *h = malloc(nh * 2), *w = malloc(nw * 2);
   int32_t *gpu = malloc((size_t)a->B * 4), *ref = malloc((size_t)a->B * 4);
   float *glp = malloc((size_t)a->B * 4), *rlp = malloc((size_t)a->B * 4);
+  int32_t *grk = malloc((size_t)a->B * 4), *rrk = malloc((size_t)a->B * 4);
   const size_t nt = (size_t)a->B * (size_t)(a->top > 0 ? a->top : 0);
   int32_t *gtt = malloc(nt * 4 + 4), *rtt = malloc(nt * 4 + 4);
   float *gtv = malloc(nt * 4 + 4), *rtv = malloc(nt * 4 + 4);
   CUcontext dummy;
-  if (!h || !w || !gpu || !ref || !glp || !rlp || !gtt || !rtt || !gtv || !rtv)
+  if (!h || !w || !gpu || !ref || !glp || !rlp || !gtt || !rtt || !gtv || !rtv || !grk || !rrk)
     return fprintf(stderr, "fs-demo: out of memory\n"), 1;
   cu->cuCtxPushCurrent(ctx->cu_ctx);
   cu->cuMemcpyDtoH(h, H, nh * 2);
   cu->cuMemcpyDtoH(w, W, nw * 2);
   cu->cuMemcpyDtoH(gpu, tok, (size_t)a->B * 4);
   if (dlp) cu->cuMemcpyDtoH(glp, dlp, (size_t)a->B * 4);
+  if (drk) cu->cuMemcpyDtoH(grk, drk, (size_t)a->B * 4);
   if (nt) cu->cuMemcpyDtoH(gtt, dtt, nt * 4), cu->cuMemcpyDtoH(gtv, dtv, nt * 4);
   cu->cuCtxPopCurrent(&dummy);
   fs_problem q = *p;
@@ -289,7 +318,8 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
                           .logit_bias_values = bval, .logit_bias_count = a->bias,
                           .min_p = a->min_p, .top_k = a->top_k, .top_p = a->top_p,
                           .repetition_penalty = a->rep, .top_logprobs = a->top,
-                          .top_logprob_tokens = rtt, .top_logprob_values = rtv};
+                          .top_logprob_tokens = rtt, .top_logprob_values = rtv,
+                          .ranks = drk ? rrk : NULL};
   int st = fs_reference_sample_ex(&q, sm, a->noise, &opt, ref, NULL, NULL), bad = 0, badlp = 0;
   if (st) return fprintf(stderr, "fs-demo: reference: %s\n", fs_last_error(NULL)), 1;
   for (int b = 0; b < a->B; b++) {
@@ -307,14 +337,18 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
   if (nt)
     printf("check: %zu of %zu top-logprob places hold the reference's id, %zu of them with a "
            "value off by more than 1e-3\n", tsame, nt, tbad);
+  int rsame = 0; /* a rank off by a near-tie of the logits: counted, not failed */
+  for (int b = 0; drk && b < a->B; b++) rsame += gpu[b] == ref[b] && grk[b] == rrk[b];
+  if (drk) printf("check: %d of %d ranks equal the reference's\n", rsame, a->B);
   free(h); free(w); free(gpu); free(ref); free(glp); free(rlp);
-  free(gtt); free(rtt); free(gtv); free(rtv);
+  free(gtt); free(rtt); free(gtv); free(rtv); free(grk); free(rrk);
   return bad || badlp || tbad || tsame * 100 < nt * 99 ? 3 : 0;
 }
 
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
-  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0, dtt = 0, dtv = 0;
+  CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0, dtt = 0, dtv = 0,
+              drk = 0;
   CUevent e0, e1;
   CUcontext dummy;
   size_t wbytes = (size_t)a->V * a->D * 2, words;
@@ -330,6 +364,7 @@ static int run_gpu(fs_context *ctx, const args *a) {
   if (cu->cuMemAlloc(&H, (size_t)a->B * a->D * 2) || cu->cuMemAlloc(&W, wbytes) ||
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
       (a->logprobs && cu->cuMemAlloc(&dlp, (size_t)a->B * 4)) ||
+      (a->ranks && cu->cuMemAlloc(&drk, (size_t)a->B * 4)) ||
       (a->top > 0 && (cu->cuMemAlloc(&dtt, (size_t)a->B * (size_t)a->top * 4) ||
                       cu->cuMemAlloc(&dtv, (size_t)a->B * (size_t)a->top * 4))) ||
       cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
@@ -355,7 +390,8 @@ static int run_gpu(fs_context *ctx, const args *a) {
                           .top_p = a->top_p, .repetition_penalty = a->rep,
                           .top_logprobs = a->top,
                           .top_logprob_tokens = (int32_t *)(uintptr_t)dtt,
-                          .top_logprob_values = (float *)(uintptr_t)dtv};
+                          .top_logprob_values = (float *)(uintptr_t)dtv,
+                          .ranks = (int32_t *)(uintptr_t)drk};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -371,11 +407,12 @@ static int run_gpu(fs_context *ctx, const args *a) {
   cu->cuEventSynchronize(e1);
   float ms = 0;
   cu->cuEventElapsedTime(&ms, e0, e1);
-  int32_t host_tok[16], host_tt[5];
+  int32_t host_tok[16], host_tt[5], host_rk[8];
   float host_lp[4], host_tv[5];
   const int nshow = a->top < 5 ? a->top : 5;
   cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
   if (dlp) cu->cuMemcpyDtoH(host_lp, dlp, (size_t)(a->B < 4 ? a->B : 4) * 4);
+  if (drk) cu->cuMemcpyDtoH(host_rk, drk, (size_t)(a->B < 8 ? a->B : 8) * 4);
   if (nshow > 0) {
     cu->cuMemcpyDtoH(host_tt, dtt, (size_t)nshow * 4);
     cu->cuMemcpyDtoH(host_tv, dtv, (size_t)nshow * 4);
@@ -399,13 +436,14 @@ static int run_gpu(fs_context *ctx, const args *a) {
     printf("filters: min_p %g, top_k %d, top_p %g\n", (double)a->min_p, a->top_k,
            (double)a->top_p);
   print_top(host_tt, host_tv, a->top); /* its first nshow were copied */
+  if (drk) print_ranks(host_rk, a->B); /* its first 8 were copied */
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
     printf("\n");
   }
   const int rc =
-      a->check ? check(ctx, a, H, W, &p, &sm, mask, btok, bval, tok, dlp, dtt, dtv) : 0;
+      a->check ? check(ctx, a, H, W, &p, &sm, mask, btok, bval, tok, dlp, dtt, dtv, drk) : 0;
   free(mask);
   free(btok);
   free(bval);

@@ -88,25 +88,11 @@ static int parse_seconds(const char *s, double *out) {
   return 0;
 }
 
-/* "D=4096,V=151936" (either order). */
+/* "D=4096,V=151936" (either order; fs_tools_parse_shape's rules). */
 static int parse_shape(const char *s, int *D, int *V) {
-  char buf[64];
-  int d = -1, v = -1;
-  if (strlen(s) >= sizeof buf) return bad("--shape %.40s...: expected D=..,V=..", s);
-  snprintf(buf, sizeof buf, "%s", s);
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    int *dst = tok[0] == 'D' && tok[1] == '=' ? &d : tok[0] == 'V' && tok[1] == '=' ? &v : NULL;
-    if (!dst || fs_tools_parse_int(tok + 2, 0, 0x7fffffff, dst))
-      return bad("--shape %s: expected D=<hidden size>,V=<vocabulary size>", s);
-  }
-  if (d < 0 || v < 0) return bad("--shape %s: expected both D=.. and V=..", s);
-  if (d < 8 || d > FS_MAX_HIDDEN || d % 8)
-    return bad("--shape %s: D=%d: the hidden size must be a multiple of 8 in 8..%d "
-               "(16-byte rows)", s, d, FS_MAX_HIDDEN);
-  if (v < 1 || v > FS_MAX_VOCAB_ROWS)
-    return bad("--shape %s: V=%d: the vocabulary size must be in 1..%d", s, v, FS_MAX_VOCAB_ROWS);
-  *D = d;
-  *V = v;
+  char why[256];
+  if (fs_tools_parse_shape(s, D, V, why, sizeof why))
+    return bad("--shape %s: %s", *s ? s : "''", why);
   return 0;
 }
 
@@ -172,17 +158,21 @@ static int make_parent_dirs(const char *path) {
   return 0;
 }
 
-/* The default database path, or NULL with a message when there is no
-** cache directory to put it in. */
-static const char *default_db(char *buf, size_t n) {
+/* The default database path, or NULL when there is no cache directory to
+** put it in. */
+static const char *default_db_quiet(char *buf, size_t n) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   if (xdg && *xdg) snprintf(buf, n, "%s/flashsampling/tuning.db", xdg);
   else if (home && *home) snprintf(buf, n, "%s/.cache/flashsampling/tuning.db", home);
-  else {
-    fprintf(stderr, "fs-tune: neither XDG_CACHE_HOME nor HOME is set: give --db PATH\n");
-    return NULL;
-  }
+  else return NULL;
   return buf;
+}
+
+/* default_db_quiet, with a message when there is none. */
+static const char *default_db(char *buf, size_t n) {
+  const char *p = default_db_quiet(buf, n);
+  if (!p) fprintf(stderr, "fs-tune: neither XDG_CACHE_HOME nor HOME is set: give --db PATH\n");
+  return p;
 }
 
 /* ---- tuning options --------------------------------------------------------- */
@@ -510,7 +500,10 @@ static int cmd_export(int argc, char **argv) {
     return bad("export %s: the output file exists; choose a new name", a.pos[0]);
   if (!a.db && !(a.db = default_db(dbbuf, sizeof dbbuf))) return 1;
   if (open_read(a.db, &st, &missing)) return 1;
-  if (missing && open_write(a.db, &st)) return 1; /* export of nothing: an empty file */
+  if (missing) { /* nothing to export, and no empty database left behind */
+    fprintf(stderr, "fs-tune: export: no tuning database at %s: nothing to export\n", a.db);
+    return 1;
+  }
   fs_store_transfer_stats t;
   memset(&t, 0, sizeof t);
   int s = fs_store_export(st, a.pos[0], &a.f, &t);
@@ -529,9 +522,15 @@ static int cmd_merge(int argc, char **argv, int import) {
   if (import && a.npos != 1) return bad("import: expected one input file (import IN.db)");
   if (!import && a.npos < 1) return bad("merge: expected one or more input files");
   if (!a.db && !(a.db = default_db(dbbuf, sizeof dbbuf))) return 1;
-  for (int i = 0; i < a.npos; i++)
+  /* every input opens as a tuning database before the target is created */
+  for (int i = 0; i < a.npos; i++) {
+    fs_store *in = NULL;
+    int missing;
     if (access(a.pos[i], R_OK))
       return fprintf(stderr, "fs-tune: %s %s: %s\n", argv[1], a.pos[i], strerror(errno)), 1;
+    if (open_read(a.pos[i], &in, &missing)) return 1;
+    fs_store_close(in);
+  }
   if (open_write(a.db, &st)) return 1;
   for (int i = 0; i < a.npos && !rc; i++) {
     fs_store_transfer_stats t;
@@ -566,6 +565,11 @@ int main(int argc, char **argv) {
   int rc = parse_tune(argc, argv, &o);
   if (rc) return rc;
   if (!o.db_path && !o.dry_run && !(o.db_path = default_db(dbbuf, sizeof dbbuf))) return 1;
+  /* before any work: --report must not overwrite a database (a dry run's
+  ** report is checked against the default one too) */
+  if (o.report && (rc = tune_report_check(o.report, o.db_path ? o.db_path
+                                                  : default_db_quiet(dbbuf, sizeof dbbuf))))
+    return rc;
   if (!o.db_path) o.db_path = "(none: dry run)";
   else if (!o.dry_run && make_parent_dirs(o.db_path)) {
     fprintf(stderr, "fs-tune: cannot create the directory of %s: %s\n", o.db_path,

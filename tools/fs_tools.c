@@ -4,7 +4,9 @@
 #include "fs_half.h"
 #include "fs_nvrtc.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +165,91 @@ int fs_tools_parse_int(const char *s, long lo, long hi, int *out) {
   if (errno || end == s || *end || v < lo || v > hi) return -1;
   *out = (int)v;
   return 0;
+}
+
+int fs_tools_parse_float(const char *s, float *out) {
+  char *end;
+  errno = 0;
+  const float x = strtof(s, &end);
+  if (end == s || *end) return -1;
+  if (errno == ERANGE) return -2;
+  *out = x;
+  return 0;
+}
+
+/* One "X=<decimal>" item of a shape, len characters at p, for X in "DV":
+** 0 with X in *name, the digits in txt (NUL-terminated) and the value in *v
+** (LLONG_MIN/MAX when out of long long's range); -1 when it is not one. */
+static int shape_item(const char *p, size_t len, char *name, char *txt, size_t tn,
+                      long long *v) {
+  if (len < 3 || len - 2 >= tn || (p[0] != 'D' && p[0] != 'V') || p[1] != '=') return -1;
+  memcpy(txt, p + 2, len - 2);
+  txt[len - 2] = 0;
+  const char *d = txt[0] == '-' ? txt + 1 : txt;
+  for (const char *q = d; *q; q++)
+    if (!isdigit((unsigned char)*q)) return -1;
+  if (!*d) return -1;
+  char *end;
+  errno = 0;
+  *v = strtoll(txt, &end, 10);
+  if (errno == ERANGE) *v = txt[0] == '-' ? LLONG_MIN : LLONG_MAX;
+  *name = p[0];
+  return 0;
+}
+
+int fs_tools_parse_shape(const char *s, int *D, int *V, char *why, size_t n) {
+  char dt[40] = "", vt[40] = "", name, txt[40];
+  long long d = 0, v = 0, x;
+  for (const char *p = s;;) {
+    const char *comma = strchr(p, ',');
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (shape_item(p, len, &name, txt, sizeof txt, &x)) {
+      snprintf(why, n, "expected D=<hidden size>,V=<vocabulary size>");
+      return -1;
+    }
+    char *t = name == 'D' ? dt : vt;
+    if (*t) {
+      snprintf(why, n, "%c= is given twice; expected D=<hidden size>,V=<vocabulary size>", name);
+      return -1;
+    }
+    snprintf(t, sizeof dt, "%s", txt);
+    *(name == 'D' ? &d : &v) = x;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  if (!*dt || !*vt) {
+    snprintf(why, n, "expected both D=<hidden size> and V=<vocabulary size>");
+    return -1;
+  }
+  if (d < 8 || d > FS_MAX_HIDDEN || d % 8) {
+    snprintf(why, n, "D=%s: the hidden size must be a multiple of 8 in 8..%d (16-byte rows)",
+             dt, FS_MAX_HIDDEN);
+    return -1;
+  }
+  if (v < 1 || v > FS_MAX_VOCAB_ROWS) {
+    snprintf(why, n, "V=%s: must be a vocabulary in 1..%d (rows of W)", vt, FS_MAX_VOCAB_ROWS);
+    return -1;
+  }
+  *D = (int)d;
+  *V = (int)v;
+  return 0;
+}
+
+int fs_tools_parse_batches(const char *s, int *out, int max) {
+  int n = 0;
+  for (const char *p = s;;) {
+    const char *comma = strchr(p, ',');
+    char item[16];
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == 0 || len >= sizeof item || n == max) return -1;
+    memcpy(item, p, len);
+    item[len] = 0;
+    if (!isdigit((unsigned char)item[0]) || fs_tools_parse_int(item, 1, FS_MAX_BATCH, &out[n]))
+      return -1;
+    n++;
+    if (!comma) return n;
+    p = comma + 1;
+  }
 }
 
 void fs_tools_list_models(void) {

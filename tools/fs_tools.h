@@ -47,6 +47,24 @@ int fs_tools_is_option(const char *k, const char *const *names);
 /* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 else. */
 int fs_tools_parse_int(const char *s, long lo, long hi, int *out);
 
+/* Parses all of s as a float (strtof): 0 on success; -1 when s is not a
+** number (empty, or trailing characters); -2 when it is out of a float's
+** range (ERANGE: it would read as 0, a subnormal or an infinity).  "nan" and
+** "inf" parse: the caller's range rule must reject them. */
+int fs_tools_parse_float(const char *s, float *out);
+
+/* Parses all of s as "D=<hidden>,V=<vocabulary>" (either order, each once,
+** decimal, no spaces or signs but a '-') with D a multiple of 8 in
+** 8..FS_MAX_HIDDEN and V in 1..FS_MAX_VOCAB_ROWS.  0 with *D, *V set, or -1
+** with the rule s breaks in why (e.g. "D=-8: the hidden size must be ...";
+** the caller prefixes "--shape <s>: "); *D and *V are untouched then. */
+int fs_tools_parse_shape(const char *s, int *D, int *V, char *why, size_t n);
+
+/* Parses all of s as a comma-separated list of batch sizes, each in
+** 1..FS_MAX_BATCH, into out (at most max): the count (>= 1), or -1 for an
+** empty list, an empty item, a bad or out-of-range value, or more than max. */
+int fs_tools_parse_batches(const char *s, int *out, int max);
+
 /* "token" or "group16" -> FS_NOISE_TOKEN / FS_NOISE_GROUP16 in *out; 0, or
 ** -1 for another string.  fs_tools_noise_name is the inverse. */
 int fs_tools_parse_noise(const char *s, int *out);

@@ -241,6 +241,11 @@ void tune_report_table(tune_session *s);
 /* CSV of the session's rows to path and an SVG plot to path.svg.  Returns 0
 ** or -1 with a message on stderr. */
 int tune_report_files(tune_session *s, const char *path);
+/* Refuses a --report path whose files (FILE, FILE.svg) would overwrite the
+** tuning database's (DB and its -wal, -shm, -journal): the same file when
+** both exist (st_dev, st_ino: links too), else the same resolved path.
+** Returns 0, or 2 with a message naming --report and --db. */
+int tune_report_check(const char *report, const char *db);
 
 /* "13.0" from fs_nvrtc_version(). */
 void tune_nvrtc_string(char *buf, size_t n);

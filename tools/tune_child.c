@@ -18,11 +18,14 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 _Static_assert(sizeof(tune_msg) <= PIPE_BUF, "a message must be written atomically");
+
+#define POLL_SLICE_MS 100 /* the longest a wait goes without looking at `interrupted` */
 
 static volatile sig_atomic_t interrupted;
 
@@ -104,7 +107,10 @@ static int xfer(int fd, void *buf, size_t n, int writing, double deadline, char 
       snprintf(why, wn, "no answer within the time limit");
       return TUNE_CHILD_DIED;
     }
-    int r = poll(&pf, 1, ms);
+    /* A signal that lands between the check above and poll(), or in a
+    ** compile thread (they do not block SIGINT), interrupts no poll(): the
+    ** slice bounds how late `interrupted` is seen. */
+    int r = poll(&pf, 1, ms < POLL_SLICE_MS ? ms : POLL_SLICE_MS);
     if (r < 0) {
       if (errno == EINTR) continue;
       snprintf(why, wn, "poll: %s", strerror(errno));
@@ -167,6 +173,7 @@ int tune_child_spawn(tune_child *c, int device, double timeout_s, char *why, siz
   char *argv[] = {"fs-tune", "__worker", a_in, a_out, a_dev, NULL};
   fflush(stdout);
   fflush(stderr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(why, n, "fork: %s", strerror(errno));
@@ -174,7 +181,17 @@ int tune_child_spawn(tune_child *c, int device, double timeout_s, char *why, siz
     return TUNE_CHILD_DIED;
   }
   if (pid == 0) {
-    /* Only async-signal-safe calls until exec. */
+    /* Only async-signal-safe calls until exec.  Ctrl-C and SIGTERM to the
+    ** process group are the parent's to handle (it kills the worker when it
+    ** must); ignored from here on, so no window before the worker's own
+    ** signal() calls.  Since it ignores them, PR_SET_PDEATHSIG ends it with
+    ** its parent (a second Ctrl-C, a SIGKILL): no orphan left timing. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGTERM, &ign, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     set_cloexec(to[0], 0);
     set_cloexec(from[1], 0);
     dup2(2, 1); /* the child's stray output must not break the parent's table */

@@ -6,12 +6,15 @@
 ** per main tile parameter (time relative to the bucket's best against the
 ** parameter's value, one colour per bucket).
 */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "tune.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void tune_report_table(tune_session *s) {
   const tune_opts *o = s->o;
@@ -221,4 +224,53 @@ int tune_report_files(tune_session *s, const char *path) {
   if (!rc) printf("report: %s (%d rows) and %s\n", path, s->nrows, svg);
   free(svg);
   return rc;
+}
+
+/* ---- --report against --db ------------------------------------------------ */
+/* path with its directory resolved (realpath: links, "." and ".."), for a
+** file that may not exist yet; path itself when the directory is not there. */
+static void resolve(const char *path, char *out, size_t n) {
+  char dir[PATH_MAX], real[PATH_MAX];
+  if (realpath(path, real)) {
+    snprintf(out, n, "%s", real);
+    return;
+  }
+  const char *slash = strrchr(path, '/');
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+  if (!*dir) snprintf(dir, sizeof dir, "/");
+  if (realpath(dir, real)) snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
+  else snprintf(out, n, "%s", path);
+}
+
+/* Whether a and b name one file: the same inode when both exist, else the
+** same resolved path. */
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
+  resolve(a, ra, sizeof ra);
+  resolve(b, rb, sizeof rb);
+  return strcmp(ra, rb) == 0;
+}
+
+int tune_report_check(const char *report, const char *db) {
+  static const char *const db_suffix[] = {"", "-wal", "-shm", "-journal"};
+  static const char *const report_suffix[] = {"", ".svg"};
+  char rf[PATH_MAX + 8], df[PATH_MAX + 16];
+  if (!report || !db) return 0;
+  for (int r = 0; r < 2; r++) {
+    snprintf(rf, sizeof rf, "%s%s", report, report_suffix[r]);
+    for (int d = 0; d < 4; d++) {
+      snprintf(df, sizeof df, "%s%s", db, db_suffix[d]);
+      if (!same_file(rf, df)) continue;
+      char what[PATH_MAX + 64] = "";
+      if (d) snprintf(what, sizeof what, "%s, a file of ", df);
+      return fs_tools_bad_arg("fs-tune", "(run 'fs-tune --help' for the options)\n",
+                              "--report %s: the report%s%s would overwrite %sthe tuning "
+                              "database --db %s: choose another report path",
+                              report, r ? "'s plot " : "", r ? rf : "", what, db);
+    }
+  }
+  return 0;
 }

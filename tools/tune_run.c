@@ -189,7 +189,7 @@ static int ensure_child(tune_session *s, tune_child *c, int b, int *set_up, tune
   if (c->pid <= 0) {
     *set_up = 0;
     int r = tune_child_spawn(c, o->device, HELLO_TIMEOUT_S, why, n);
-    if (r) return r == TUNE_CHILD_INTERRUPTED ? r : -1;
+    if (r) return r == TUNE_CHILD_INTERRUPTED || tune_interrupted() ? TUNE_CHILD_INTERRUPTED : -1;
     if (c->hello.status) {
       snprintf(why, n, "the worker has no GPU now: %.900s", c->hello.message);
       tune_child_quit(c);
@@ -215,7 +215,7 @@ static int ensure_child(tune_session *s, tune_child *c, int b, int *set_up, tune
   m.cubin_size = src->cubin_size;
   int r = tune_child_call(c, &m, src->cubin, ready, SETUP_TIMEOUT_S, why, n);
   if (r) {
-    if (r == TUNE_CHILD_INTERRUPTED) return r;
+    if (r == TUNE_CHILD_INTERRUPTED || tune_interrupted()) return TUNE_CHILD_INTERRUPTED;
     size_t l = strlen(why);
     snprintf(why + l, n - l, " while setting up B=%d", m.batch);
     return -1;
@@ -341,7 +341,10 @@ static int tune_bucket(tune_session *s, tune_child *c, tune_pool *pool, int b,
     job.cubin_size = src->cubin_size;
     const double limit_s = o->timeout_s + o->cap_s + o->warmup_ms / 1e3;
     r = tune_child_call(c, &job, src->cubin, &res, limit_s, why, sizeof why);
-    if (r == TUNE_CHILD_INTERRUPTED) break;
+    /* a worker that died while we were being interrupted (a signal to the
+    ** whole group) is no verdict on the variant: not recorded, a rerun
+    ** measures it */
+    if (r == TUNE_CHILD_INTERRUPTED || (r && tune_interrupted())) break;
     const char *msg = res.message;
     int outcome = res.outcome;
     if (r) { /* crashed or hung: the child is gone */
@@ -445,9 +448,16 @@ static int find_gpu(tune_session *s, tune_child *c, int *arch, const char **no_g
     return 0;
   }
   if (c->hello.status) {
+    tune_child_quit(c);
+    /* a GPU that is not there is a bad argument; no driver or no GPU at all
+    ** (FS_NO_DEVICE) leaves compiling */
+    if (c->hello.status == FS_INVALID_ARGUMENT) {
+      fprintf(stderr, "fs-tune: --device %d: no such GPU (%.900s)\n(run 'fs-tune --help' for "
+              "the options)\n", o->device, c->hello.message);
+      return 2;
+    }
     snprintf(why, n, "%.900s", c->hello.message);
     *no_gpu = why;
-    tune_child_quit(c);
     return 0;
   }
   snprintf(s->device_name, sizeof s->device_name, "%s", c->hello.device_name);

@@ -668,7 +668,11 @@ int tune_worker_main(int in_fd, int out_fd, int device) {
   tune_msg m, r;
   void *cubin = NULL;
   memset(w, 0, sizeof *w);
-  signal(SIGINT, SIG_IGN); /* the parent decides what Ctrl-C means */
+  /* the parent decides what Ctrl-C and SIGTERM mean (a SIGTERM to the
+  ** process group must not kill the variant in flight: the parent would
+  ** see a death, not an interruption) */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
   w->in_fd = in_fd;
   w->out_fd = out_fd;
   w->inject = getenv("FS_TUNE_INJECT_WRONG");

@@ -13,7 +13,11 @@
 ** the oracle); list on a missing and on an empty database; export/import
 ** round trips (empty, and a database with a run written through the store
 ** API); the default database path under XDG_CACHE_HOME and HOME; corrupt and
-** truncated databases (exit 1, a clear message, never a signal).
+** truncated databases (exit 1, a clear message, never a signal); export from
+** a missing database and merge/import of a bad input (exit 1, no database
+** created); --report naming the database or its .svg the database, by name,
+** link or another spelling (exit 2, the database intact); --device past the
+** GPUs there are (exit 2; under the fake driver, tests/fakecuda).
 */
 #include "fs_test.h"
 
@@ -207,6 +211,11 @@ static void test_empty_db(void) {
   expect("list, no database", RUN("list", "--db", "fresh.db"), 0, "nothing is tuned", NULL);
   expect("list, default path", RUN("list"), 0, "home/.cache/flashsampling/tuning.db", NULL);
   /* An empty database: export, import, list. */
+  char ep[4600], err[512];
+  fs_store *est = NULL;
+  path_in_tmp(ep, sizeof ep, "empty.db");
+  REQUIRE(fs_store_open(ep, FS_STORE_CREATE, &est, err, sizeof err) == FS_OK);
+  fs_store_close(est);
   expect("export empty", RUN("export", "empty-export.db", "--db", "empty.db"), 0,
          "0 run(s)", NULL);
   CHECK(exists("empty.db") && exists("empty-export.db"));
@@ -309,6 +318,92 @@ static void test_db_with_data(void) {
   fs_test_proc_free(&t);
 }
 
+/* Random bytes: not a database. */
+static void make_garbage(const char *rel) {
+  char p[4600];
+  path_in_tmp(p, sizeof p, rel);
+  FILE *f = fopen(p, "wb");
+  REQUIRE(f);
+  unsigned long long s = 7;
+  for (int i = 0; i < 16384; i++) fputc((int)(fs_test_rand(&s) & 0xff), f);
+  fclose(f);
+}
+
+/* export reads a database that exists; merge and import check every input
+** before they create the target: a failure leaves no empty database. */
+static void test_transfer_inputs(void) {
+  expect("export from a missing database", RUN("export", "e1.db", "--db", "missing.db"), 1,
+         "no tuning database at", "missing.db", NULL);
+  CHECK(!exists("missing.db") && !exists("e1.db"));
+  make_garbage("garbage.db");
+  expect("merge garbage", RUN("merge", "garbage.db", "--db", "m.db"), 1, "garbage.db", NULL);
+  CHECK(!exists("m.db"));
+  expect("import garbage", RUN("import", "garbage.db", "--db", "m.db"), 1, "garbage.db", NULL);
+  CHECK(!exists("m.db"));
+  char p[4600];
+  path_in_tmp(p, sizeof p, "mgood.db");
+  make_db(p);
+  expect("merge good then garbage", RUN("merge", "mgood.db", "garbage.db", "--db", "m.db"), 1,
+         "garbage.db", NULL);
+  CHECK(!exists("m.db"));
+  expect("merge a missing file", RUN("merge", "mgood.db", "nope.db", "--db", "m.db"), 1,
+         "nope.db", NULL);
+  CHECK(!exists("m.db"));
+  expect("merge good", RUN("merge", "mgood.db", "--db", "m.db"), 0, "merged mgood.db", NULL);
+}
+
+/* --report FILE (and FILE.svg) must never be the database: refused before
+** any work, the database intact. */
+static void test_report_is_db(void) {
+  char p[4600];
+  path_in_tmp(p, sizeof p, "rep.db");
+  make_db(p);
+#define DRY(...) RUN("--dry-run", "--arch", "90", "--batch", "1", "--max-variants", "1", \
+                     "--filter", "_v128_b16_", __VA_ARGS__)
+  expect("--report the database", DRY("--db", "rep.db", "--report", "rep.db"), 2,
+         "--report rep.db", "--db rep.db", NULL);
+  expect("list after --report", RUN("list", "--db", "rep.db"), 0, "NVIDIA Test GPU", NULL);
+  path_in_tmp(p, sizeof p, "rep.svg");
+  make_db(p);
+  expect("--report's svg the database", DRY("--db", "rep.svg", "--report", "rep"), 2,
+         "--report rep", "rep.svg", "--db rep.svg", NULL);
+  expect("list after --report's svg", RUN("list", "--db", "rep.svg"), 0, "NVIDIA Test GPU", NULL);
+  char link[4600], target[4600];
+  path_in_tmp(link, sizeof link, "link.db");
+  path_in_tmp(target, sizeof target, "rep.db");
+  REQUIRE(symlink(target, link) == 0);
+  expect("--report a link to the database", DRY("--db", "rep.db", "--report", "link.db"), 2,
+         "--report link.db", "--db rep.db", NULL);
+  expect("list after --report link", RUN("list", "--db", "rep.db"), 0, "NVIDIA Test GPU", NULL);
+  /* neither exists yet: the same path spelled two ways */
+  expect("--report a new database", DRY("--db", "new.db", "--report", "./new.db"), 2,
+         "--report ./new.db", "--db new.db", NULL);
+  CHECK(!exists("new.db"));
+#undef DRY
+}
+
+/* An invalid --device is an error (exit 2), not "no GPU": under the fake
+** driver (tests/fakecuda: one GPU) device 5 does not exist. */
+static void test_bad_device(void) {
+  char lib[4200], ld[4300];
+  snprintf(lib, sizeof lib, "%s/tests/fakecuda/libcuda.so.1", getenv("FS_TEST_BINARY_DIR"));
+  if (access(lib, R_OK)) {
+    printf("no %s: --device cases skipped\n", lib);
+    return;
+  }
+  snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s/tests/fakecuda", getenv("FS_TEST_BINARY_DIR"));
+  expect("--device 5, one GPU",
+         run_env2(NULL, ld, "FS_FAKE_CUDA=1",
+                  (const char *const[]){"--dry-run", "--device", "5", "--batch", "1",
+                                        "--max-variants", "1", "--filter", "_v128_b16_", NULL}),
+         2, "--device 5", "0..0", NULL);
+  expect("--device 5, one GPU, tuning",
+         run_env2(NULL, ld, "FS_FAKE_CUDA=1",
+                  (const char *const[]){"--db", "dev.db", "--device", "5", "--batch", "1",
+                                        "--max-variants", "1", "--filter", "_v128_b16_", NULL}),
+         2, "--device 5", "0..0", NULL);
+}
+
 static void test_corrupt_db(void) {
   char p[4600];
   path_in_tmp(p, sizeof p, "corrupt.db");
@@ -342,6 +437,9 @@ int main(void) {
   test_empty_db();
   test_db_with_data();
   test_corrupt_db();
+  test_transfer_inputs();
+  test_report_is_db();
+  test_bad_device();
   if (!fs_test_failures) {
     char cmd[4700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
