@@ -1,6 +1,6 @@
 /*
 ** gpu_graph.h: what the GPU tests of CUDA-graph capture share (test_determinism,
-** test_mask, test_mode_winners, test_bias, test_toplp): a host copy of one
+** test_mask, test_mode_winners, test_bias, test_toplp, test_ranks): a host copy of one
 ** call's outputs (snap), one call's capture, a graph's instantiation across
 ** driver API versions, and one checked replay.  Header-only (static), like gpu_util.h.
 */
@@ -100,6 +100,47 @@ static inline snap gu_graph_replay(fs_context *c, CUgraphExec exec, CUstream str
   gu_outputs_fetch(c, o);
   gu_outputs_check(o, what);
   return snap_take(o);
+}
+
+/* A non-blocking stream on c's context. */
+static inline CUstream gu_stream_new(fs_context *c) {
+  CUstream stream;
+  gu_push(c);
+  GU_CU(c, c->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  gu_pop(c);
+  return stream;
+}
+
+/* Destroys a graph, its instance and the stream it was captured on. */
+static inline void gu_graph_done(fs_context *c, CUgraphExec exec, CUgraph graph,
+                                 CUstream stream) {
+  gu_push(c);
+  c->cu->cuGraphExecDestroy(exec);
+  c->cu->cuGraphDestroy(graph);
+  c->cu->cuStreamDestroy(stream);
+  gu_pop(c);
+}
+
+static inline int gu_no_reduce(void *user, void *buf, size_t count, int op, void *stream) {
+  (void)user, (void)buf, (void)count, (void)op, (void)stream;
+  return 1; /* never reached where a call is refused first */
+}
+
+/* The options that only one GPU's FS_NOISE_TOKEN calls take (top logprobs,
+** ranks): fs_sample_ex under FS_NOISE_GROUP16 and fs_sample_tp_ex must
+** return FS_INVALID_ARGUMENT with a message naming `name`. */
+static inline void gu_expect_one_gpu_token(fs_context *c, const fs_problem *p,
+                                           const fs_sampling *s, const fs_options *opt,
+                                           const fs_outputs *out, const char *name) {
+  CHECK(fs_context_set_noise(c, FS_NOISE_GROUP16) == FS_OK);
+  CHECK_MSG(fs_sample_ex(c, p, s, opt, out, NULL) == FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(c), name),
+            "group16: %s", fs_last_error(c));
+  CHECK(fs_context_set_noise(c, FS_NOISE_TOKEN) == FS_OK);
+  CHECK_MSG(fs_sample_tp_ex(c, p, s, opt, out, gu_no_reduce, NULL, NULL) ==
+                    FS_INVALID_ARGUMENT &&
+                strstr(fs_last_error(c), name),
+            "fs_sample_tp_ex: %s", fs_last_error(c));
 }
 
 #endif /* FS_GPU_GRAPH_H */

@@ -1,10 +1,15 @@
 /*
-** test_tools_cli: transcript tests of fs-bench's and fs-demo's argument
-** handling (the built binaries in $FS_TEST_BINARY_DIR, run in a scratch
-** directory; fs-tune has its own, test_tune_cli).  Every bad argument exits 2
-** before any GPU work, with a message that names the argument, its value and
-** the rule, then the usage; --help exits 0.  Needs no GPU (no case gets past
-** the arguments).
+** test_tools_cli: transcript tests of fs-bench's, fs-demo's and
+** fs-bench-tp's argument handling (the built binaries in $FS_TEST_BINARY_DIR,
+** run in a scratch directory; fs-tune has its own, test_tune_cli).  Every bad
+** argument exits 2 before any GPU work, with a message that names the
+** argument, its value and the rule, then the usage; --help exits 0.  Among
+** them the values once read loosely: sscanf's %d wrapping --shape
+** D=4294967304 to 8, a negative D reaching malloc, strtof's underflow of
+** --temperature 1e-50 to 0 read as greedy, fs-bench-tp's trailing option
+** without its value ignored and atoi's "-1" and "abc".  Needs no GPU: no case
+** but fs-demo's small valid shape gets past the arguments (and that one runs
+** on the CPU reference when there is no GPU).
 */
 #include "fs_test.h"
 
@@ -14,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char bench[4096], demo[4096], tmp[4096];
+static char bench[4096], demo[4096], tp[4096], tmp[4096];
 
 /* Runs the tool `bin` with the NULL-terminated arguments and checks the exit
 ** code and that every needle appears in its stderr (stdout for code 0). */
@@ -37,11 +42,83 @@ static void expect(const char *bin, const char *const *args, int code, ...) {
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
+/* fs-bench-tp: every option checked as fs-bench checks its own. */
+static void test_bench_tp(void) {
+  expect(tp, ARGS("--help"), 0, "usage: fs-bench-tp", "--ranks R", NULL);
+  expect(tp, ARGS("--reps", "5", "--help"), 0, "usage: fs-bench-tp", NULL);
+  expect(tp, ARGS("--bogus"), 2, "--bogus: not an option", "usage:", NULL);
+  expect(tp, ARGS("--bogus", "1"), 2, "--bogus: not an option", NULL);
+  expect(tp, ARGS("--reps"), 2, "--reps: the option takes a value", NULL);
+  expect(tp, ARGS("--ranks", "1", "--reps"), 2, "--reps: the option takes a value", NULL);
+  expect(tp, ARGS("--reps", "-1"), 2, "--reps -1", "3..100000", NULL);
+  expect(tp, ARGS("--reps", "0"), 2, "--reps 0", "3..100000", NULL);
+  expect(tp, ARGS("--reps", "2"), 2, "--reps 2", NULL);
+  expect(tp, ARGS("--reps", "10x"), 2, "--reps 10x", NULL);
+  expect(tp, ARGS("--ranks", "-3"), 2, "--ranks -3", "1..8", NULL);
+  expect(tp, ARGS("--ranks", "abc"), 2, "--ranks abc", "1..8", NULL);
+  expect(tp, ARGS("--ranks", "0"), 2, "--ranks 0", NULL);
+  expect(tp, ARGS("--ranks", "9"), 2, "--ranks 9", NULL);
+  expect(tp, ARGS("--batch", "abc"), 2, "--batch abc", "1..65535", NULL);
+  expect(tp, ARGS("--batch", "16,0"), 2, "--batch 16,0", NULL);
+  expect(tp, ARGS("--batch", "65536"), 2, "--batch 65536", NULL);
+  expect(tp, ARGS("--batch", "1,,2"), 2, "--batch 1,,2", NULL);
+  expect(tp, ARGS("--batch", ""), 2, "--batch ''", NULL);
+  char many[100] = "1";
+  for (int i = 0; i < 16; i++) strcat(many, ",1"); /* 17: one more than a run takes */
+  expect(tp, ARGS("--batch", many), 2, "up to 16", NULL);
+  expect(tp, ARGS("--model", "gpt-5"), 2, "--model gpt-5: not a preset", NULL);
+  expect(tp, ARGS("--logprobs", "2"), 2, "--logprobs 2", "0 or 1", NULL);
+  expect(tp, ARGS("--top-k", "-1"), 2, "--top-k -1", NULL);
+  expect(tp, ARGS("--top-k", "99999999999"), 2, "--top-k 99999999999", NULL);
+  expect(tp, ARGS("--top-p", "1.5"), 2, "--top-p 1.5", "[0, 1]", NULL);
+  expect(tp, ARGS("--top-p", "1e-50"), 2, "--top-p 1e-50", NULL);
+  expect(tp, ARGS("--csv", ""), 2, "--csv '': the path must not be empty", NULL);
+}
+
+/* --shape: one strict parser in every tool. */
+static void test_shape(void) {
+  const char *const tools[] = {bench, demo, tp};
+  for (int t = 0; t < 3; t++) {
+    const char *b = tools[t];
+    expect(b, ARGS("--shape", "D=4294967304,V=100"), 2, "--shape D=4294967304,V=100",
+           "D=4294967304", "multiple of 8 in 8..65536", NULL);
+    expect(b, ARGS("--shape", "D=-8,V=100"), 2, "--shape D=-8,V=100", "D=-8", NULL);
+    expect(b, ARGS("--shape", "D=64,V=-1"), 2, "--shape D=64,V=-1", "V=-1", "vocabulary in 1..",
+           NULL);
+    expect(b, ARGS("--shape", "D=64,V=4294967397"), 2, "--shape D=64,V=4294967397",
+           "V=4294967397", NULL);
+    expect(b, ARGS("--shape", "D=64,V=99999999999999999999999"), 2, "V=99999999999999999999999",
+           NULL);
+    expect(b, ARGS("--shape", "D=12,V=100"), 2, "--shape D=12,V=100", "multiple of 8", NULL);
+    expect(b, ARGS("--shape", "D=64,V=100x"), 2, "--shape D=64,V=100x", "D=<hidden size>", NULL);
+    expect(b, ARGS("--shape", "D=64, V=100"), 2, "--shape D=64, V=100", NULL);
+    expect(b, ARGS("--shape", "D=+64,V=100"), 2, "--shape D=+64,V=100", NULL);
+    expect(b, ARGS("--shape", "D=64"), 2, "--shape D=64", "both", NULL);
+    expect(b, ARGS("--shape", "D=64,V=100,D=8"), 2, "--shape D=64,V=100,D=8", "twice", NULL);
+    expect(b, ARGS("--shape", ""), 2, "--shape ''", NULL);
+  }
+  /* either order, and a valid shape gets through (the CPU reference without a GPU) */
+  expect(demo, ARGS("--shape", "V=100,D=8", "--batch", "1", "--iters", "1"), 0, "V=100", NULL);
+}
+
+/* --temperature: strtof's underflow and overflow are errors, not 0 or inf. */
+static void test_temperature(void) {
+  expect(bench, ARGS("--temperature", "1e-50"), 2, "--temperature 1e-50", "0 (greedy) or", NULL);
+  expect(bench, ARGS("--temperature", "1e50"), 2, "--temperature 1e50", NULL);
+  expect(demo, ARGS("--temperature", "1e-50"), 2, "--temperature 1e-50", "range", NULL);
+  expect(demo, ARGS("--temperature", "-1e-50"), 2, "--temperature -1e-50", "range", NULL);
+  expect(demo, ARGS("--temperature", "1e50"), 2, "--temperature 1e50", "range", NULL);
+  /* fs-demo's other float options read the same way */
+  expect(demo, ARGS("--top-p", "1e-50"), 2, "--top-p 1e-50", "range", NULL);
+  expect(demo, ARGS("--mask-density", "1e-400"), 2, "--mask-density 1e-400", NULL);
+}
+
 int main(void) {
   const char *bd = getenv("FS_TEST_BINARY_DIR");
   REQUIRE(bd != NULL);
   snprintf(bench, sizeof bench, "%s/fs-bench", bd);
   snprintf(demo, sizeof demo, "%s/fs-demo", bd);
+  snprintf(tp, sizeof tp, "%s/fs-bench-tp", bd);
   REQUIRE(access(bench, X_OK) == 0 && access(demo, X_OK) == 0);
   const char *td = getenv("TMPDIR");
   snprintf(tmp, sizeof tmp, "%s/fs-tools-cli-XXXXXX", td && *td ? td : "/tmp");
@@ -95,6 +172,11 @@ int main(void) {
   expect(demo, ARGS("--shape", "D=64,V=9x"), 2, "--shape D=64,V=9x", NULL);
   expect(demo, ARGS("--help"), 0, "--noise token|group16", NULL);
   expect(demo, ARGS("--noise", "Group16"), 2, "--noise Group16: the noise is token", NULL);
+  test_shape();
+  test_temperature();
+  /* fs-bench-tp is built only where NCCL is found */
+  if (access(tp, X_OK) == 0) test_bench_tp();
+  else printf("no %s: its cases skipped\n", tp);
 
   if (!fs_test_failures) {
     char cmd[4200];

@@ -270,11 +270,6 @@ static void run(fs_context *ctx, const rk_case *cs) {
   gu_lmhead_free(ctx, &lm);
 }
 
-static int no_reduce(void *user, void *buf, size_t count, int op, void *stream) {
-  (void)user, (void)buf, (void)count, (void)op, (void)stream;
-  return 1; /* never reached: the call is refused first */
-}
-
 /* Graph capture, a first call inside a capture, and the calls that refuse
 ** ranks, on plain's inputs. */
 static void run_graph(fs_context *ctx) {
@@ -296,10 +291,7 @@ static void run_graph(fs_context *ctx) {
   gu_download(ctx, r0, drk, nd * 4);
   gu_poison(ctx, drk, nd * 4);
 
-  CUstream stream;
-  gu_push(ctx);
-  GU_CU(ctx, ctx->cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  gu_pop(ctx);
+  const CUstream stream = gu_stream_new(ctx);
   CUgraph graph;
   CUgraphExec exec = gu_capture_exec(ctx, stream, &dp, &s, &opt, &out, &graph, what);
   snap g = gu_graph_replay(ctx, exec, stream, &o, what);
@@ -313,22 +305,10 @@ static void run_graph(fs_context *ctx) {
   CHECK_MSG(st2 == FS_NOT_PREPARED && (strstr(msg, "ranks") || strstr(msg, "before capture")),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
 
-  CHECK(fs_context_set_noise(ctx, FS_NOISE_GROUP16) == FS_OK);
-  CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_INVALID_ARGUMENT &&
-                strstr(fs_last_error(ctx), "options->ranks="),
-            "group16: %s", fs_last_error(ctx));
-  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
-  CHECK_MSG(fs_sample_tp_ex(ctx, &dp, &s, &opt, &out, no_reduce, NULL, NULL) ==
-                    FS_INVALID_ARGUMENT &&
-                strstr(fs_last_error(ctx), "options->ranks="),
-            "fs_sample_tp_ex: %s", fs_last_error(ctx));
+  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->ranks=");
   printf("ok %s: the replay's ranks are the call's; capture, group16 and tensor-parallel "
          "calls refused\n", what);
-  gu_push(ctx);
-  ctx->cu->cuGraphExecDestroy(exec);
-  ctx->cu->cuGraphDestroy(graph);
-  ctx->cu->cuStreamDestroy(stream);
-  gu_pop(ctx);
+  gu_graph_done(ctx, exec, graph, stream);
   free(r0), free(r1);
   gu_free(ctx, drk);
   gu_outputs_free(ctx, &o);
