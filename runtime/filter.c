@@ -220,7 +220,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                         const fs_opts *m, const fs_outputs *o, size_t extra, CUstream stream,
                         filter_call *fc) {
   /* the logits' pass: a greedy call of one sample, unmasked, no logprobs;
-  ** or (toplp_draws) the call itself, its draws into o */
+  ** or (pass_draws) the call itself, its draws into o */
   memset(fc, 0, sizeof *fc);
   fc->draw = o && pass_draws(ctx, s, m);
   fs_sampling g = *s;

@@ -47,6 +47,14 @@ int fs_call_mode(const fs_context *ctx, const fs_sampling *s);
 ** ctx->bias_short: this, or FS_BIAS_SHORT=N from the environment. */
 #define FS_BIAS_SHORT 1024
 
+/* sizeof a 0.3.3 program's fs_options: that struct ended with
+** logit_bias_count, so it is min_p's offset here padded to the struct's
+** alignment (8): 64 bytes on LP64; validate.c takes it and that offset, and
+** reads no filter from either. */
+#define FS_OPTIONS_SIZE_033                                                            \
+  ((offsetof(fs_options, min_p) + _Alignof(fs_options) - 1) / _Alignof(fs_options) *   \
+   _Alignof(fs_options))
+
 /* A prepared shape: which kernel serves (dtype, D, V, batch bucket) for each
 ** call mode.  kernel[FS_CALL_TOKEN] is always set; another mode's is set
 ** only when a tuning database has a winner of its own for that mode (exact

@@ -175,12 +175,10 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size02 = offsetof(fs_options, logprobs);
   const size_t size030 = offsetof(fs_options, logit_softcap);
   const size_t size032 = offsetof(fs_options, logit_bias_tokens);
-  /* 0.3.3's struct ends with logit_bias_count, so its sizeof is padded past
-  ** min_p's offset to the struct's alignment (64 on LP64); its last bytes
-  ** are padding there, and min_p is read only from larger sizes */
-  const size_t size033 = offsetof(fs_options, min_p);
-  const size_t size033p =
-      (size033 + _Alignof(fs_options) - 1) / _Alignof(fs_options) * _Alignof(fs_options);
+  /* 0.3.3's struct ends with logit_bias_count: its sizeof is padded past
+  ** min_p's offset (FS_OPTIONS_SIZE_033); its last bytes are padding there,
+  ** and min_p is read only from larger sizes */
+  const size_t size033 = offsetof(fs_options, min_p), size033p = FS_OPTIONS_SIZE_033;
   const size_t size034 = offsetof(fs_options, repetition_penalty);
   const size_t size039 = offsetof(fs_options, top_logprobs);
   const size_t size0312 = offsetof(fs_options, ranks);

@@ -89,6 +89,7 @@
 **     a 0.3.2 struct) it runs.
 ** Runs in about a second on one core.
 */
+#include "fs_int.h" /* FS_OPTIONS_SIZE_033 */
 #include "fs_reference.h"
 #include "fs_rng.h"
 #include "fs_stats.h"
@@ -1120,10 +1121,9 @@ static void test_bad_input(void) {
   }
 
   /* a 0.3.3 program's sizeof (its struct ends with logit_bias_count, padded
-  ** to the alignment: 64 on LP64) is taken, and the filters' bytes in its
-  ** padding are not read: a garbage min_p there filters nothing */
-  const size_t al = _Alignof(fs_options);
-  const size_t size033p = (offsetof(fs_options, min_p) + al - 1) / al * al;
+  ** to the struct's alignment: 64 bytes on LP64) is taken, and the filters'
+  ** bytes in its padding are not read: a garbage min_p there filters nothing */
+  const size_t size033p = FS_OPTIONS_SIZE_033;
   {
     fs_options o = {.size = size033p, .logit_bias_tokens = tok, .logit_bias_values = val,
                     .logit_bias_count = 1, .min_p = 2.0f};

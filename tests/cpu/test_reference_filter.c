@@ -57,6 +57,7 @@
 **     fields.
 ** Runs in a few seconds on one core.
 */
+#include "fs_int.h" /* FS_OPTIONS_SIZE_033 */
 #include "fs_reference.h"
 #include "fs_rng.h"
 #include "fs_stats.h"
@@ -84,9 +85,7 @@ typedef struct fvals {
 
 static fvals row_fvals(const fs_options *o, int b) {
   fvals f = {0.0f, 0, 0.0f};
-  if (!o || o->size <= (offsetof(fs_options, min_p) + _Alignof(fs_options) - 1) /
-                            _Alignof(fs_options) * _Alignof(fs_options))
-    return f; /* 0.3.3's struct, padded or not: no filters */
+  if (!o || o->size <= FS_OPTIONS_SIZE_033) return f; /* 0.3.3's struct: no filters */
   f.min_p = o->min_ps ? o->min_ps[b] : o->min_p;
   f.top_k = o->top_ks ? o->top_ks[b] : o->top_k;
   f.top_p = o->top_ps ? o->top_ps[b] : o->top_p;

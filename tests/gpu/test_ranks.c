@@ -15,7 +15,11 @@
 **    exact logit is above d + tol and at most the count above d - tol (d
 **    the draw's logit, tol = 1e-5 of the row's largest sum |h w| + 1e-6);
 **    a draw that differs from the reference's, the same band;
-**  - every rank in 0..V, none written past the [B, S] outputs.
+**  - every rank in 0..V, none written past the [B, S] outputs;
+**  - where the case asks for logprobs, a draw whose token is the
+**    reference's has its logprob within 2e-5 + 1e-6 |lse| (samples: the fused
+**    kernel computes them while it writes the logits, a pair no call made
+**    before ranks; mixed: fsamp_filter).
 ** Cases (bf16 unless named):
 **   plain   B = 5, V = 1000, D = 256, T = 1: the call's own fused kernel
 **           draws while it writes the logits (filter.c's pass_draws);
@@ -224,6 +228,24 @@ static void run(fs_context *ctx, const rk_case *cs) {
                 (double)rlg[i], rrk[i], why);
     }
     CHECK_MSG(bad == 0, "%s: %ld of %zu ranks wrong", what, bad, nd);
+    if (opt.logprobs) { /* the draws' logprobs: the fused kernel's in draw mode, fsamp_filter's */
+      float *lp = gu_malloc(nd * 4);
+      gu_download(ctx, lp, dlp, nd * 4);
+      long lp_bad = 0, lp_same = 0;
+      for (size_t i = 0; i < nd; i++) {
+        if (o.h_tokens[i] != rtok[i]) continue;
+        lp_same++;
+        const double lse = (double)rlg[i] - (double)rlp[i]; /* the reference row's */
+        if (!(fabs((double)lp[i] - (double)rlp[i]) <= 2e-5 + 1e-6 * fabs(lse)) &&
+            lp_bad++ < 5)
+          fprintf(stderr, "%s: draw %zu (token %d): logprob %.8g, the reference's %.8g\n", what,
+                  i, rtok[i], (double)lp[i], (double)rlp[i]);
+      }
+      CHECK_MSG(lp_same > 0 && lp_bad == 0, "%s: %ld of %ld draws' logprobs off the reference's",
+                what, lp_bad, lp_same);
+      printf("ok %s: %ld draws' logprobs the reference's\n", what, lp_same);
+      free(lp);
+    }
     CHECK_MSG(same_tok * 100 >= (long)nd * 99, "%s: only %ld of %zu draws the reference's", what,
               same_tok, nd);
     CHECK_MSG(band * 100 <= (long)nd, "%s: %ld of %zu ranks off the reference's", what, band, nd);

@@ -38,7 +38,7 @@
 **           draw the reference's logprob within 2e-5 + 1e-6 |lse| where its
 **           token is the reference's;
 **   drawn   mixed without the bias and the filter: the call's own fused
-**           kernel draws (filter.c's toplp_draws) and fsamp_toplp_merge
+**           kernel draws (filter.c's pass_draws) and fsamp_toplp_merge
 **           writes the logprobs; the same checks;
 **   n256    B = 4, V = 5011, D = 128, n = 256;
 **   widest  B = 2, V = 262,144, D = 64, n = 256, ctx->toplp_slices = 4096:
