@@ -272,8 +272,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
     Per-row temperatures (float32), seeds and offsets (int64, the bits of
-    uint64) and token_mask (int32 [B, words], the vLLM / xgrammar bitmask)
-    are optional CUDA tensors.  Returns int32 tokens [B, num_samples], and
+    uint64), contiguous CUDA tensors of B elements, and token_mask (int32
+    [B, words], words >= ceil((vocab_offset + V) / 32), contiguous: the vLLM /
+    xgrammar bitmask) are optional; a tensor of another dtype, size or device
+    raises FlashSamplingError naming it.  Returns int32 tokens [B, num_samples], and
     with return_logits also the sampled tokens' float32 logits.
     out (int32) and logits_out (float32), contiguous CUDA tensors of
     B x num_samples elements on that device, receive the results instead of
@@ -338,6 +340,14 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     V = weight.shape[0]
     dev = hidden.device
 
+    if token_mask is not None:  # [B, W] words, W >= the words of ids below vocab_offset + V
+        words = (vocab_offset + V + 31) // 32
+        if token_mask.dim() != 2 or token_mask.shape[0] != B or token_mask.shape[1] < words:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"token_mask: shape {tuple(token_mask.shape)}: must be "
+                                     f"[B, W] with B = {B} and W >= {words} (the words of ids "
+                                     f"below vocab_offset + V = {vocab_offset + V})")
+
     def ptr(t, name, dtype, numel=None):
         if t is None:
             return None
@@ -351,9 +361,9 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
 
     p = Problem(B, D, V, vocab_offset, dt, hidden.data_ptr(), hidden.stride(0),
                 weight.data_ptr(), weight.stride(0))
-    s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32), num_samples,
-                 seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64), offset & (2**64 - 1),
-                 ptr(offsets, "offsets", torch.int64))
+    s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32, B), num_samples,
+                 seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64, B), offset & (2**64 - 1),
+                 ptr(offsets, "offsets", torch.int64, B))
     n = B * num_samples
     tokens = out if out is not None else torch.empty((B, num_samples), dtype=torch.int32,
                                                      device=dev)
