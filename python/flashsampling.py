@@ -9,8 +9,8 @@ unit stride along D) and enqueues the draw on PyTorch's current stream of
 their device; it returns int32 tokens [B, num_samples] (global ids).  The
 lower level mirrors runtime/flashsampling.h: the structs `Problem`,
 `Sampling`, `Outputs`, `Options`, a `Context` with `prepare`, `sample`,
-`variant_name` and `set_noise`, and `reference_sample` (the CPU reference,
-host pointers).  Every failure raises `FlashSamplingError` with the library's
+`sample_nccl` (a vocabulary-parallel rank's call), `variant_name` and
+`set_noise`, and `reference_sample` (the CPU reference, host pointers).  Every failure raises `FlashSamplingError` with the library's
 status and its message (the argument, its value and the rule it broke).
 
 The library is found by $FLASHSAMPLING_LIB (a path), else the loader's search
@@ -133,6 +133,8 @@ def _lib():
         "fs_last_error": (cp, [vp]), "fs_last_compile_log": (cp, [vp]),
         "fs_prepare": (i32, [vp, P(Problem), P(Sampling)]),
         "fs_sample_ex": (i32, [vp, P(Problem), P(Sampling), P(Options), P(Outputs), vp]),
+        "fs_sample_nccl_ex": (i32, [vp, P(Problem), P(Sampling), P(Options), P(Outputs), vp,
+                                    vp]),
         "fs_variant_name": (i32, [vp, P(Problem), P(Sampling), cp, ctypes.c_size_t]),
         "fs_context_set_noise": (i32, [vp, i32]),
         "fs_reference_sample_ex": (i32, [P(Problem), P(Sampling), i32, P(Options), vp, vp, vp]),
@@ -207,6 +209,18 @@ class Context:
         _check("fs_sample_ex", _lib().fs_sample_ex(h, problem, sampling, options, outputs,
                                                   stream or None), h)
 
+    def sample_nccl(self, problem, sampling, outputs, nccl_comm, stream=0, options=None):
+        """fs_sample_nccl_ex: this rank's shard (problem.vocab_offset its first
+        row) through an NCCL communicator (an ncclComm_t: an int address or a
+        ctypes.c_void_p, e.g. vLLM's PyNcclCommunicator.comm), asynchronous
+        on `stream`; every rank gets the tokens one unsharded call would draw.
+        Each rank calls it with the same sampling and options."""
+        h = self._h()
+        comm = nccl_comm.value if isinstance(nccl_comm, ctypes.c_void_p) else nccl_comm
+        _check("fs_sample_nccl_ex", _lib().fs_sample_nccl_ex(h, problem, sampling, options,
+                                                            outputs, comm or None,
+                                                            stream or None), h)
+
     def variant_name(self, problem, sampling):
         """The kernel variant a call would run, and how it was chosen."""
         h, buf = self._h(), ctypes.create_string_buffer(512)
@@ -267,7 +281,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
                  top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None,
-                 top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None):
+                 top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None,
+                 nccl_comm=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -318,7 +333,14 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     workspace, as the filters do.  ranks_out (int32, B x num_samples elements;
     since 0.3.13) receives each draw's rank, as vLLM reports it beside a
     logprob: the count of ids whose raw logit is >= the draw's (1 for the
-    most likely); the call writes the logits to a workspace for it too."""
+    most likely); the call writes the logits to a workspace for it too.
+    nccl_comm (an ncclComm_t, e.g. vLLM's PyNcclCommunicator.comm) makes it
+    one rank's call of a vocabulary-parallel LM head (Context.sample_nccl):
+    weight is this rank's shard, vocab_offset its first row, and every rank,
+    calling with the same arguments but its own shard, gets the tokens (and
+    logits, logprobs) one unsharded call would draw; a token_mask then holds
+    the whole vocabulary's words.  Not with top logprobs or ranks (the
+    library refuses them)."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -415,5 +437,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       ptr(top_logprob_values_out, "top_logprob_values_out", torch.float32,
                           B * nt), ptr(ranks_out, "ranks_out", torch.int32, n))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
-    ctx.sample(p, s, o, st.cuda_stream, opt)
+    if nccl_comm is not None:
+        ctx.sample_nccl(p, s, o, nccl_comm, st.cuda_stream, opt)
+    else:
+        ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -5,7 +5,9 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
   3. a context opens, names the shipped default kernel of Qwen3-8B B = 256,
      and bad input raises FlashSamplingError with the library's status and
      message (a filter scalar out of range in Options too, through
-     Context.sample); a closed context raises too;
+     Context.sample); Context.sample_nccl reaches fs_sample_nccl_ex (a
+     NULL communicator, as None, 0 or c_void_p(None), refused naming it); a
+     closed context raises too;
   4. reference_sample (the CPU reference, host pointers) through the structs:
      greedy rows equal an argmax computed here in Python over the same bf16
      values, with a padded row stride and a vocab_offset (so a field out of
@@ -107,6 +109,19 @@ def check_context():
             if e.status != fs.INVALID_ARGUMENT or "options->top_p" not in e.message:
                 fail(f"sample with options.top_p=1.5: {e}")
             print(f"ok 3c: {e}")
+        # Context.sample_nccl reaches fs_sample_nccl_ex, which refuses a NULL
+        # communicator before anything else (no NCCL, no device work)
+        msg = None
+        for comm in (None, 0, ctypes.c_void_p(None)):
+            try:
+                ctx.sample_nccl(pv, s, fs.Outputs(tokens=0x30000), comm)
+                fail(f"sample_nccl with nccl_comm={comm!r} raised nothing")
+            except fs.FlashSamplingError as e:
+                if e.status != fs.INVALID_ARGUMENT or "nccl_comm=NULL" not in e.message or \
+                        not str(e).startswith("fs_sample_nccl_ex"):
+                    fail(f"sample_nccl with nccl_comm={comm!r}: {e}")
+                msg = str(e)
+        print(f"ok 3c2: {msg}")
     try:
         ctx.variant_name(p, s)
         fail("a closed context raised nothing")
