@@ -10,8 +10,9 @@ their device; it returns int32 tokens [B, num_samples] (global ids).  The
 lower level mirrors runtime/flashsampling.h: the structs `Problem`,
 `Sampling`, `Outputs`, `Options`, a `Context` with `prepare`, `sample`,
 `sample_nccl` (a vocabulary-parallel rank's call), `variant_name` and
-`set_noise`, and `reference_sample` (the CPU reference, host pointers).  Every failure raises `FlashSamplingError` with the library's
-status and its message (the argument, its value and the rule it broke).
+`set_noise`, and `reference_sample` (the CPU reference, host pointers).
+Every failure raises `FlashSamplingError` with the library's status and its
+message (the argument, its value and the rule it broke).
 
 The library is found by $FLASHSAMPLING_LIB (a path), else the loader's search
 (ctypes.util.find_library("flashsampling"), LD_LIBRARY_PATH).  torch is

@@ -545,8 +545,9 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
                  fs_allreduce_fn allreduce, void *user, void *stream);
 
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
-** a mask needs its token_mask_stride given; with filters a shard has at
-** most 2^24 - 8 rows; top_logprobs and ranks: FS_INVALID_ARGUMENT). */
+** a mask needs its token_mask_stride given; on the filters' path, sampled
+** calls with filters and long logit-bias lists, a shard has at most
+** 2^24 - 8 rows; top_logprobs and ranks: FS_INVALID_ARGUMENT). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

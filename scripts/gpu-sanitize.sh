@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compute-sanitizer over the shipped kernels, on the H200 (285 runs over 21
-# variants in session 31's count, JOBS at once):
+# variants in perf-notes 31d's count, JOBS at once):
 #   memcheck  (out-of-bounds, misaligned and uninitialised-use accesses to
 #             global and shared memory, invalid launches) of every distinct
 #             variant that tuning-db/defaults ships, forced by FS_VARIANT, at
