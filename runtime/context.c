@@ -46,6 +46,10 @@ static int new_context(fs_context **out) {
   /* FS_TOPLP_SLICES=G (1..FS_TOPLP_SLICES_MAX; tests, measurements):
   ** fsamp_toplp's slices a row (filter.c's toplp_slices) */
   fs_env_int("FS_TOPLP_SLICES", 1, FS_TOPLP_SLICES_MAX, &ctx->toplp_slices);
+  /* FS_TOPLP_RANKS=N (0..FS_TOPLP_RANKS; measurements): the most samples a
+  ** row whose ranks fsamp_toplp counts (filter.c), 0: fsamp_rank always */
+  ctx->toplp_ranks = FS_TOPLP_RANKS;
+  fs_env_int("FS_TOPLP_RANKS", 0, FS_TOPLP_RANKS, &ctx->toplp_ranks);
   /* FS_BIAS_SHORT=N (0..FS_MAX_LOGIT_BIAS; tests and measurements): longer
   ** lists take the filters' path (fs_filter_path), shorter ones the fused
   ** kernel's (with filters: the filters' path, made distinct above 1024),

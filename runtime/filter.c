@@ -39,7 +39,9 @@
 ** last: a row's slices count its written logits against its draws'
 ** reported logits (outputs->logits, or the workspace where the caller
 ** asked for none), each slice first putting its biased ids' raw logits
-** back where fsamp_filter_bias wrote their scores.
+** back where fsamp_filter_bias wrote their scores; where the logits' pass
+** drew the call with top logprobs and at most FS_TOPLP_RANKS samples a row
+** (fs_int.h), fsamp_toplp counts them in its read of the logits instead.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -204,6 +206,7 @@ typedef struct filter_call {
   size_t extra_at;
   int draw;       /* the logits' pass drew the call (top logprobs, ranks): no filter */
   float *drawn;   /* with ranks: the draws' reported logits ([B, S]), else NULL */
+  int ranked;     /* fsamp_toplp counted the ranks (no fsamp_rank) */
 } filter_call;
 
 /* Does a call with top logprobs or ranks draw in its logits' pass: neither
@@ -369,8 +372,15 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     int n = nt, slices = (int)G, draws = fc->draw;
     int32_t *tokens = m->top_tokens;
     float *values = m->top_values;
-    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs,
-                     &fc->lse, &tokens, &values,       &draws};
+    /* ranks in the same read where the pass drew the call (the logits stay
+    ** as written: no bias, no filter after it) */
+    fc->ranked = m->ranks && fc->draw && s->num_samples <= ctx->toplp_ranks;
+    int32_t *ranks = fc->ranked ? m->ranks : NULL;
+    if (ranks)
+      FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ranks, 0,
+                                                 B * (size_t)s->num_samples, stream));
+    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &fc->lse,
+                     &tokens,  &values, &draws,        (void *)&fc->drawn, (void *)&ranks};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
                                              FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
     void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
@@ -438,7 +448,7 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
     CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
     if (r) return fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__);
   }
-  return m->ranks ? rank_draws(ctx, p, s, m, &fc, stream) : FS_OK;
+  return m->ranks && !fc.ranked ? rank_draws(ctx, p, s, m, &fc, stream) : FS_OK;
 }
 
 /* ---- tensor parallelism ----------------------------------------------------

@@ -133,6 +133,9 @@ struct fs_context {
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
                                FS_TOPLP_SLICES_MAX (FS_TOPLP_SLICES=G at creation; tests
                                and measurements), else the library's choice (filter.c) */
+  int toplp_ranks;          /* the most samples a row whose ranks fsamp_toplp counts
+                               (FS_TOPLP_RANKS, or FS_TOPLP_RANKS=0..4 at creation:
+                               measurements, 0 always fsamp_rank; filter.c) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
@@ -268,6 +271,9 @@ int fs_env_int(const char *name, int lo, int hi, int *v);
 ** the GPU has SMs only add lists to merge, and each costs the workspace
 ** 8 n + 8 bytes a row. */
 #define FS_TOPLP_SLICES_MAX 1024
+/* The most samples a row whose ranks fsamp_toplp counts in its read of the
+** logits (fsamp_filter.cu's FT_TRS); more take fsamp_rank's read after it. */
+#define FS_TOPLP_RANKS 4
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, any call with top_logprobs or ranks, or any call whose bias is

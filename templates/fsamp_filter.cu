@@ -1473,7 +1473,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    are sorted and cut to their n largest, whose n-th is the new t.  At the
 **    end the slice's n largest keys, descending and 0-padded, go to
 **    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
-**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out);
+**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out).
+**    Where the logits' pass drew the call and it asks for ranks (fs_options.
+**    ranks, at most FT_TRS samples a row: runtime/filter.c) the same read
+**    counts them as fsamp_rank would (below): each logit of the slice >=
+**    a draw's reported logit drawn[b S + s] (fp32, NaN counts nothing) adds
+**    1 to ranks[b S + s], which the host zeroed, a CTA's sum an atomic;
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
 **    whole where they fit one thread a key, else merged pairwise as sorted
 **    lists by ft_tmerge), and the row's log-sum-exp from the pairs, merged
@@ -1487,6 +1492,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** try: such a gather always fits. */
 #define FT_TCAP 4096
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
+#define FT_RS 4      /* fsamp_rank's samples a read */
+#define FT_TRS 4     /* the most samples a row whose ranks fsamp_toplp counts
+                        (runtime/filter.c's FS_TOPLP_RANKS) */
 #ifndef FT_TU
 #define FT_TU 4 /* a chunk's float4s a thread, 2 to 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
 #endif
@@ -1627,14 +1635,28 @@ __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float 
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
-                float *lse_out, int *tokens, float *values, int draws) {
+                float *lse_out, int *tokens, float *values, int draws, const float *drawn,
+                int *ranks) {
   __shared__ ft_tshared sh;
+  __shared__ float rdraw[FT_TRS];   /* with ranks: the row's draws' logits */
+  __shared__ unsigned rcount[FT_TRS]; /* and the CTA's counts */
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
   const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
   const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
   const unsigned off = (unsigned)p.vocab_offset;
   float lm = FT_NINF, ll = 0.0f;
+  /* with ranks (nr samples): the counts in shared memory, a warp's sum an
+  ** atomic a chunk (registers held over the chunks spilled the kernel on
+  ** sm_100 and sm_120) */
+  const int nr = ranks ? min(p.num_samples, FT_TRS) : 0;
+  if (nr) {
+    if ((int)threadIdx.x < nr) {
+      rdraw[threadIdx.x] = drawn[(size_t)b * p.num_samples + threadIdx.x];
+      rcount[threadIdx.x] = 0u;
+    }
+    __syncthreads();
+  }
   unsigned nk = 0u;            /* sh.key's count (every thread's copy) */
   unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
   /* sh.key cut to its n largest: t their n-th */
@@ -1674,6 +1696,20 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
         q[u] = make_float4(r > 0 ? q[u].x : FT_NINF, r > 1 ? q[u].y : FT_NINF,
                            r > 2 ? q[u].z : FT_NINF, r > 3 ? q[u].w : FT_NINF);
       }
+    }
+    /* the ranks' counts: the chunk's logits within the slice and V (NaN on
+    ** either side counts nothing) */
+    for (int k = 0; k < nr; k++) {
+      const float d = rdraw[k];
+      unsigned c = 0u;
+#pragma unroll
+      for (int u = 0; u < FT_TU; u++) {
+        const int i = c0 + (int)threadIdx.x + u * FT_THREADS, r = i < q1 ? p.V - 4 * i : 0;
+        c += (r > 0 && q[u].x >= d) + (r > 1 && q[u].y >= d) + (r > 2 && q[u].z >= d) +
+             (r > 3 && q[u].w >= d);
+      }
+      c = __reduce_add_sync(0xffffffffu, c);
+      if ((threadIdx.x & 31u) == 0u && c) atomicAdd(&rcount[k], c);
     }
     /* each float4's largest (NaN ignored) and the chunk's */
     float mu[FT_TU], mc = FT_NINF;
@@ -1762,6 +1798,11 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
       nk = m;
     }
     if (nk > FT_TCUT) cut(); /* so that the next chunk finds room and a tighter bound */
+  }
+  if (nr) { /* the CTA's counts (here: nothing of them lives across a call) */
+    __syncthreads();
+    const unsigned c = (int)threadIdx.x < nr ? rcount[threadIdx.x] : 0u;
+    if (c) atomicAdd(ranks + (size_t)b * p.num_samples + threadIdx.x, (int)c);
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
@@ -1870,7 +1911,6 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** back the raw logits of the biased ids of its own slice (bias.raw; a token
 ** listed twice gets the same value twice), which no other CTA reads, and
 ** waits for them at a barrier.  FT_RS samples a read of the slice. */
-#define FT_RS 4
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias) {

@@ -44,7 +44,16 @@
 **   nan     B = 3, V = 10, D = 64: token 7's logit NaN in every row,
 **           never counted; a masked-out row (no allowed id, logit -inf)
 **           ranks V - 1;
-**   big     B = 128, V = 151,936, D = 256, greedy.
+**   big     B = 128, V = 151,936, D = 256, greedy;
+** and with top logprobs, where fsamp_toplp counts the ranks in its read
+** (the pass drew the call, at most FT_TRS = 4 samples a row; since 0.3.14):
+**   toplp-ties    ties' inputs, 4 samples, top 5: every rank exact;
+**   toplp-nan     nan's inputs, top 3 (V = 10: a row's last float4 half
+**                 past V, the masked-out row's -inf draw counting every
+**                 id but the NaN one);
+**   toplp-fp16    fp16's inputs, no outputs->logits, top 8;
+**   toplp-samples samples' inputs (6 samples: fsamp_rank counts), top 4;
+**   toplp-big     big's inputs, top 8.
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
 ** its ranks; a fresh context's first such call inside a capture returns
 ** FS_NOT_PREPARED; FS_NOISE_GROUP16 and the tensor-parallel call
@@ -80,6 +89,11 @@ static const rk_case cases[] = {
     {"ties", 16, 16, 3000, 2, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 0, 1.0f},
     {"nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 0, 1.0f},
     {"big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 0.0f},
+    {"toplp-ties", 16, 16, 3000, 4, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 5, 1.0f},
+    {"toplp-nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 3, 1.0f},
+    {"toplp-fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 1, 8, 1.0f},
+    {"toplp-samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 4, 1.0f},
+    {"toplp-big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 0.0f},
 };
 
 static void make_head(gu_lmhead *lm, const rk_case *cs, unsigned long long seed) {
