@@ -291,7 +291,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
                                           "fsamp_ftp_stats", "fsamp_ftp_round",
                                           "fsamp_ftp_draw",  "fsamp_toplp",
-                                          "fsamp_toplp_merge", "fsamp_rank"};
+                                          "fsamp_toplp_merge", "fsamp_toplp_ranks",
+                                          "fsamp_rank"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -310,15 +311,15 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, v);
       }
-      CUfunction fns[8];
+      CUfunction fns[9];
       CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 8, &mod, fns));
+                           names, 9, &mod, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
-      ctx->rank_fn = fns[7];
+      ctx->rank_fn = fns[8];
       const int st = filter_clusters(ctx);
       if (st) {
         ctx->cu->cuModuleUnload(mod);
@@ -381,8 +382,10 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                                                  B * (size_t)s->num_samples, stream));
     void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &fc->lse,
                      &tokens,  &values, &draws,        (void *)&fc->drawn, (void *)&ranks};
-    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
-                                             FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
+    /* fsamp_toplp, or fsamp_toplp_ranks with the two arguments more */
+    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[ranks ? 2 : 0], G,
+                                             (unsigned)p->batch, 1, FILTER_THREADS, 1, 1, 0,
+                                             stream, targs, NULL));
     void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
                      &values, &draws};
     if (G > 1u) /* one slice a row wrote the outputs itself */

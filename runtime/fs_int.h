@@ -126,7 +126,8 @@ struct fs_context {
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
-  CUfunction toplp_fn[2];   /* fsamp_toplp, fsamp_toplp_merge (top logprobs) */
+  CUfunction toplp_fn[3];   /* fsamp_toplp, fsamp_toplp_merge, fsamp_toplp_ranks (top
+                               logprobs; with ranks counted) */
   CUfunction rank_fn;       /* fsamp_rank (fs_options.ranks) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */

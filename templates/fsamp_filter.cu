@@ -1475,8 +1475,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
 **    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out).
 **    Where the logits' pass drew the call and it asks for ranks (fs_options.
-**    ranks, at most FT_TRS samples a row: runtime/filter.c) the same read
-**    counts them as fsamp_rank would (below): each logit of the slice >=
+**    ranks, at most FT_TRS samples a row: runtime/filter.c) fsamp_toplp_ranks,
+**    the same kernel with the counts, counts them in the same read as
+**    fsamp_rank would (below): each logit of the slice >=
 **    a draw's reported logit drawn[b S + s] (fp32, NaN counts nothing) adds
 **    1 to ranks[b S + s], which the host zeroed, a CTA's sum an atomic;
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
@@ -1633,10 +1634,14 @@ __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
-    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
-                float *lse_out, int *tokens, float *values, int draws, const float *drawn,
-                int *ranks) {
+/* fsamp_toplp's body; R (fsamp_toplp_ranks): the ranks counted too, a
+** kernel of its own, so that fsamp_toplp keeps its registers (the counts'
+** set-up and arguments alone made it spill on sm_86, sm_89 and sm_100). */
+template <bool R>
+__device__ __forceinline__ void ft_toplp(const fs_params &p, int n, unsigned long long *keys,
+                                         float2 *pairs, float *lse_out, int *tokens,
+                                         float *values, int draws, const float *drawn,
+                                         int *ranks) {
   __shared__ ft_tshared sh;
   __shared__ float rdraw[FT_TRS];   /* with ranks: the row's draws' logits */
   __shared__ unsigned rcount[FT_TRS]; /* and the CTA's counts */
@@ -1649,7 +1654,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
   /* with ranks (nr samples): the counts in shared memory, a warp's sum an
   ** atomic a chunk (registers held over the chunks spilled the kernel on
   ** sm_100 and sm_120) */
-  const int nr = ranks ? min(p.num_samples, FT_TRS) : 0;
+  const int nr = R ? min(p.num_samples, FT_TRS) : 0;
   if (nr) {
     if ((int)threadIdx.x < nr) {
       rdraw[threadIdx.x] = drawn[(size_t)b * p.num_samples + threadIdx.x];
@@ -1701,15 +1706,15 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     ** either side counts nothing) */
     for (int k = 0; k < nr; k++) {
       const float d = rdraw[k];
-      unsigned c = 0u;
+      unsigned cnt = 0u;
 #pragma unroll
       for (int u = 0; u < FT_TU; u++) {
         const int i = c0 + (int)threadIdx.x + u * FT_THREADS, r = i < q1 ? p.V - 4 * i : 0;
-        c += (r > 0 && q[u].x >= d) + (r > 1 && q[u].y >= d) + (r > 2 && q[u].z >= d) +
-             (r > 3 && q[u].w >= d);
+        cnt += (r > 0 && q[u].x >= d) + (r > 1 && q[u].y >= d) + (r > 2 && q[u].z >= d) +
+               (r > 3 && q[u].w >= d);
       }
-      c = __reduce_add_sync(0xffffffffu, c);
-      if ((threadIdx.x & 31u) == 0u && c) atomicAdd(&rcount[k], c);
+      cnt = __reduce_add_sync(0xffffffffu, cnt);
+      if ((threadIdx.x & 31u) == 0u && cnt) atomicAdd(&rcount[k], cnt);
     }
     /* each float4's largest (NaN ignored) and the chunk's */
     float mu[FT_TU], mc = FT_NINF;
@@ -1801,8 +1806,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
   }
   if (nr) { /* the CTA's counts (here: nothing of them lives across a call) */
     __syncthreads();
-    const unsigned c = (int)threadIdx.x < nr ? rcount[threadIdx.x] : 0u;
-    if (c) atomicAdd(ranks + (size_t)b * p.num_samples + threadIdx.x, (int)c);
+    const unsigned cnt = (int)threadIdx.x < nr ? rcount[threadIdx.x] : 0u;
+    if (cnt) atomicAdd(ranks + (size_t)b * p.num_samples + threadIdx.x, (int)cnt);
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
@@ -1813,6 +1818,21 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
   if (threadIdx.x == 0) pairs[(size_t)b * G + g] = make_float2(sh.mine.lm, sh.mine.ll);
   unsigned long long *out = keys + ((size_t)b * G + g) * (size_t)n;
   for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
+}
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
+    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
+                float *lse_out, int *tokens, float *values, int draws) {
+  ft_toplp<false>(p, n, keys, pairs, lse_out, tokens, values, draws, nullptr, nullptr);
+}
+
+/* fsamp_toplp with the ranks of the row's draws (drawn: their logits,
+** [B, S], S <= FT_TRS) added into ranks (zeroed by the host). */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
+    fsamp_toplp_ranks(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
+                      float *lse_out, int *tokens, float *values, int draws,
+                      const float *drawn, int *ranks) {
+  ft_toplp<true>(p, n, keys, pairs, lse_out, tokens, values, draws, drawn, ranks);
 }
 
 /* The n largest of G lists of n keys at kr (each descending, as
