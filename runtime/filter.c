@@ -41,7 +41,7 @@
 ** asked for none), each slice first putting its biased ids' raw logits
 ** back where fsamp_filter_bias wrote their scores; where the logits' pass
 ** drew the call with top logprobs and at most FS_TOPLP_RANKS samples a row
-** (fs_int.h), fsamp_toplp counts them in its read of the logits instead.
+** (fs_int.h), fsamp_toplp_ranks counts them in the lists' read instead.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
