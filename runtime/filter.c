@@ -377,7 +377,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     ** as written: no bias, no filter after it) */
     fc->ranked = m->ranks && fc->draw && s->num_samples <= ctx->toplp_ranks;
     int32_t *ranks = fc->ranked ? m->ranks : NULL;
-    if (ranks)
+    if (ranks && G > 1u) /* the slices add into them; one slice a row writes them */
       FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ranks, 0,
                                                  B * (size_t)s->num_samples, stream));
     void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &fc->lse,

@@ -1479,7 +1479,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    the same kernel with the counts, counts them in the same read as
 **    fsamp_rank would (below): each logit of the slice >=
 **    a draw's reported logit drawn[b S + s] (fp32, NaN counts nothing) adds
-**    1 to ranks[b S + s], which the host zeroed, a CTA's sum an atomic;
+**    1 to ranks[b S + s], which the host zeroed, a CTA's sum an atomic (with
+**    one slice a row the CTA writes its sums: no zeroing);
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
 **    whole where they fit one thread a key, else merged pairwise as sorted
 **    lists by ft_tmerge), and the row's log-sum-exp from the pairs, merged
@@ -1807,7 +1808,12 @@ __device__ __forceinline__ void ft_toplp(const fs_params &p, int n, unsigned lon
   if (nr) { /* the CTA's counts (here: nothing of them lives across a call) */
     __syncthreads();
     const unsigned cnt = (int)threadIdx.x < nr ? rcount[threadIdx.x] : 0u;
-    if (cnt) atomicAdd(ranks + (size_t)b * p.num_samples + threadIdx.x, (int)cnt);
+    int *const to = ranks + (size_t)b * p.num_samples + threadIdx.x;
+    if (G == 1u) { /* the row's one CTA: its counts are the ranks (not zeroed) */
+      if ((int)threadIdx.x < nr) *to = (int)cnt;
+    } else if (cnt) {
+      atomicAdd(to, (int)cnt);
+    }
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
@@ -1827,7 +1833,8 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
 }
 
 /* fsamp_toplp with the ranks of the row's draws (drawn: their logits,
-** [B, S], S <= FT_TRS) added into ranks (zeroed by the host). */
+** [B, S], S <= FT_TRS) added into ranks (zeroed by the host), or with one
+** slice a row (gridDim.x 1) written there. */
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     fsamp_toplp_ranks(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
                       float *lse_out, int *tokens, float *values, int draws,
