@@ -42,6 +42,9 @@
 ** back where fsamp_filter_bias wrote their scores; where the logits' pass
 ** drew the call with top logprobs and at most FS_TOPLP_RANKS samples a row
 ** (fs_int.h), fsamp_toplp_ranks counts them in the lists' read instead.
+** Where the logits take at most 2/3 of L2 (zout_keep) the pass stores them
+** with an evict_last policy and a one-GPU call ends with fsamp_zout_drop,
+** which discards their lines from L2 without a write to memory.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -207,7 +210,20 @@ typedef struct filter_call {
   int draw;       /* the logits' pass drew the call (top logprobs, ranks): no filter */
   float *drawn;   /* with ranks: the draws' reported logits ([B, S]), else NULL */
   int ranked;     /* fsamp_toplp counted the ranks (no fsamp_rank) */
+  long long zlines; /* the logits' whole 128-byte lines */
 } filter_call;
+
+/* Do the logits of a one-GPU filtered call (bytes of them) go to L2 with an
+** evict_last policy (fs_params.zout_keep): where they take at most two
+** thirds of L2 (H200: B <= 69 at V = 151,936), so that the kernels after
+** the pass read them there and the W stream's lines go first; the call's
+** last kernel, fsamp_zout_drop, then discards them, so that they neither
+** hold L2 after the call nor are ever written to memory.  FS_ZOUT_KEEP=0|1
+** at the context's creation (measurements): never, always. */
+static int zout_keep(const fs_context *ctx, size_t bytes) {
+  if (ctx->zout_keep >= 0) return ctx->zout_keep;
+  return ctx->l2_bytes > 0 && bytes <= (size_t)ctx->l2_bytes / 3 * 2;
+}
 
 /* Does a call with top logprobs or ranks draw in its logits' pass: neither
 ** a bias nor filters of a sampled call need the logits before the draw, so
@@ -234,8 +250,9 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   }
   FS_TRY(logits_kernel(ctx, p, &g, stream, &fc->k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
+  /* the logits at a 128-byte line (fsamp_zout_drop discards whole lines) */
   const size_t zat =
-      (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, g.num_samples) + 15) / 16 * 16;
+      (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, g.num_samples) + 127) / 128 * 128;
   /* then the scratch tokens; with a bias its entries' raw logits and the
   ** rows' raw log-sum-exps, and with a long one (long_bias) its
   ** entries made distinct (tokens, values); then the extra bytes */
@@ -288,11 +305,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
       ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
       ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
-                                          "fsamp_ftp_stats", "fsamp_ftp_round",
-                                          "fsamp_ftp_draw",  "fsamp_toplp",
+      static const char *const names[] = {"fsamp_filter",      "fsamp_filter_bias",
+                                          "fsamp_ftp_stats",   "fsamp_ftp_round",
+                                          "fsamp_ftp_draw",    "fsamp_toplp",
                                           "fsamp_toplp_merge", "fsamp_toplp_ranks",
-                                          "fsamp_rank"};
+                                          "fsamp_rank",        "fsamp_zout_drop"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -311,15 +328,16 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, v);
       }
-      CUfunction fns[9];
+      CUfunction fns[10];
       CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 9, &mod, fns));
+                           names, 10, &mod, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
       ctx->rank_fn = fns[8];
+      ctx->zdrop_fn = fns[9];
       const int st = filter_clusters(ctx);
       if (st) {
         ctx->cu->cuModuleUnload(mod);
@@ -341,6 +359,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   z.softcap = m->softcap;
   z.zout = zout;
   z.zout_stride = (long long)zs;
+  z.zout_keep = o && zout_keep(ctx, B * zs * 4);
   fs_outputs scratch;
   memset(&scratch, 0, sizeof scratch);
   scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
@@ -361,6 +380,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->prm.logprobs = m->logprobs;
   fc->prm.zout = zout;
   fc->prm.zout_stride = (long long)zs;
+  fc->prm.zout_keep = z.zout_keep;
+  fc->zlines = (long long)(B * zs * 4 / 128);
   fc->f.min_ps = m->min_ps;
   fc->f.top_ks = m->top_ks;
   fc->f.top_ps = m->top_ps;
@@ -451,7 +472,18 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
     CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
     if (r) return fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__);
   }
-  return m->ranks && !fc.ranked ? rank_draws(ctx, p, s, m, &fc, stream) : FS_OK;
+  if (m->ranks && !fc.ranked) FS_TRY(rank_draws(ctx, p, s, m, &fc, stream));
+  if (fc.prm.zout_keep) { /* the last read of the logits is done */
+    long long lines = fc.zlines;
+    const long long most = 2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1),
+                    need = (lines + 255) / 256; /* a line a thread at most once round */
+    const unsigned grid = (unsigned)(need < most ? (need > 0 ? need : 1) : most);
+    void *args[] = {&fc.prm, &lines};
+    CUresult r = ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream,
+                                         args, NULL);
+    if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_zout_drop)", __FILE__, __LINE__);
+  }
+  return FS_OK;
 }
 
 /* ---- tensor parallelism ----------------------------------------------------

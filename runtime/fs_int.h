@@ -129,6 +129,9 @@ struct fs_context {
   CUfunction toplp_fn[3];   /* fsamp_toplp, fsamp_toplp_merge, fsamp_toplp_ranks (top
                                logprobs; with ranks counted) */
   CUfunction rank_fn;       /* fsamp_rank (fs_options.ranks) */
+  CUfunction zdrop_fn;      /* fsamp_zout_drop (fs_params.zout_keep) */
+  int l2_bytes;             /* the device's L2 */
+  int zout_keep;            /* -1: filter.c's zout_keep decides; 0, 1: FS_ZOUT_KEEP */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
@@ -259,6 +262,7 @@ typedef struct fs_opts {
   ** where every logit goes (fs_params.zout), or NULL */
   float *zout;
   long long zout_stride;
+  int zout_keep;              /* fs_params.zout_keep */
 } fs_opts;
 
 /* Environment variable `name` as a whole number in [lo, hi] (decimal, an

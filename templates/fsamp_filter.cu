@@ -1999,3 +1999,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     __syncthreads(); /* part read before the next samples' counts */
   }
 }
+
+/* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------
+** fsamp_zout_drop, a grid-stride loop over the `lines` whole 128-byte lines
+** at p.zout (128-byte aligned): discard.global.L2 each, the one-GPU filtered
+** call's last kernel, after every read of the logits.  Their lines, stored
+** with an evict_last policy, leave L2 without a write to memory: the
+** workspace's logits are scratch, written again before any later read (the
+** rows' padding past V, never written, is never used). */
+extern "C" __global__ void __launch_bounds__(256)
+    fsamp_zout_drop(const fs_params p, long long lines) {
+  const char *z = (const char *)p.zout;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
+       i += (long long)gridDim.x * blockDim.x)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(z + 128 * i) : "memory");
+}
