@@ -9,9 +9,10 @@ unit stride along D) and enqueues the draw on PyTorch's current stream of
 their device; it returns int32 tokens [B, num_samples] (global ids).  The
 lower level mirrors runtime/flashsampling.h: the structs `Problem`,
 `Sampling`, `Outputs`, `Options`, a `Context` with `prepare`, `sample`,
-`variant_name` and `set_noise`, and `reference_sample` (the CPU reference,
-host pointers).  Every failure raises `FlashSamplingError` with the library's
-status and its message (the argument, its value and the rule it broke).
+`sample_nccl` (a vocabulary-parallel rank's call), `variant_name` and
+`set_noise`, and `reference_sample` (the CPU reference, host pointers).
+Every failure raises `FlashSamplingError` with the library's status and its
+message (the argument, its value and the rule it broke).
 
 The library is found by $FLASHSAMPLING_LIB (a path), else the loader's search
 (ctypes.util.find_library("flashsampling"), LD_LIBRARY_PATH).  torch is
@@ -133,6 +134,8 @@ def _lib():
         "fs_last_error": (cp, [vp]), "fs_last_compile_log": (cp, [vp]),
         "fs_prepare": (i32, [vp, P(Problem), P(Sampling)]),
         "fs_sample_ex": (i32, [vp, P(Problem), P(Sampling), P(Options), P(Outputs), vp]),
+        "fs_sample_nccl_ex": (i32, [vp, P(Problem), P(Sampling), P(Options), P(Outputs), vp,
+                                    vp]),
         "fs_variant_name": (i32, [vp, P(Problem), P(Sampling), cp, ctypes.c_size_t]),
         "fs_context_set_noise": (i32, [vp, i32]),
         "fs_reference_sample_ex": (i32, [P(Problem), P(Sampling), i32, P(Options), vp, vp, vp]),
@@ -207,6 +210,18 @@ class Context:
         _check("fs_sample_ex", _lib().fs_sample_ex(h, problem, sampling, options, outputs,
                                                   stream or None), h)
 
+    def sample_nccl(self, problem, sampling, outputs, nccl_comm, stream=0, options=None):
+        """fs_sample_nccl_ex: this rank's shard (problem.vocab_offset its first
+        row) through an NCCL communicator (an ncclComm_t: an int address or a
+        ctypes.c_void_p, e.g. vLLM's PyNcclCommunicator.comm), asynchronous
+        on `stream`; every rank gets the tokens one unsharded call would draw.
+        Each rank calls it with the same sampling and options."""
+        h = self._h()
+        comm = nccl_comm.value if isinstance(nccl_comm, ctypes.c_void_p) else nccl_comm
+        _check("fs_sample_nccl_ex", _lib().fs_sample_nccl_ex(h, problem, sampling, options,
+                                                            outputs, comm or None,
+                                                            stream or None), h)
+
     def variant_name(self, problem, sampling):
         """The kernel variant a call would run, and how it was chosen."""
         h, buf = self._h(), ctypes.create_string_buffer(512)
@@ -267,13 +282,16 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  logprobs_out=None, logit_softcap=0.0, logit_bias_tokens=None,
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
                  top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None,
-                 top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None):
+                 top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None,
+                 nccl_comm=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
     Per-row temperatures (float32), seeds and offsets (int64, the bits of
-    uint64) and token_mask (int32 [B, words], the vLLM / xgrammar bitmask)
-    are optional CUDA tensors.  Returns int32 tokens [B, num_samples], and
+    uint64), contiguous CUDA tensors of B elements, and token_mask (int32
+    [B, words], words >= ceil((vocab_offset + V) / 32), contiguous: the vLLM /
+    xgrammar bitmask) are optional; a tensor of another dtype, size or device
+    raises FlashSamplingError naming it.  Returns int32 tokens [B, num_samples], and
     with return_logits also the sampled tokens' float32 logits.
     out (int32) and logits_out (float32), contiguous CUDA tensors of
     B x num_samples elements on that device, receive the results instead of
@@ -316,7 +334,14 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     workspace, as the filters do.  ranks_out (int32, B x num_samples elements;
     since 0.3.13) receives each draw's rank, as vLLM reports it beside a
     logprob: the count of ids whose raw logit is >= the draw's (1 for the
-    most likely); the call writes the logits to a workspace for it too."""
+    most likely); the call writes the logits to a workspace for it too.
+    nccl_comm (an ncclComm_t, e.g. vLLM's PyNcclCommunicator.comm) makes it
+    one rank's call of a vocabulary-parallel LM head (Context.sample_nccl):
+    weight is this rank's shard, vocab_offset its first row, and every rank,
+    calling with the same arguments but its own shard, gets the tokens (and
+    logits, logprobs) one unsharded call would draw; a token_mask then holds
+    the whole vocabulary's words.  Not with top logprobs or ranks (the
+    library refuses them)."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -338,6 +363,14 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     V = weight.shape[0]
     dev = hidden.device
 
+    if token_mask is not None:  # [B, W] words, W >= the words of ids below vocab_offset + V
+        words = (vocab_offset + V + 31) // 32
+        if token_mask.dim() != 2 or token_mask.shape[0] != B or token_mask.shape[1] < words:
+            raise FlashSamplingError("sample_torch", INVALID_ARGUMENT,
+                                     f"token_mask: shape {tuple(token_mask.shape)}: must be "
+                                     f"[B, W] with B = {B} and W >= {words} (the words of ids "
+                                     f"below vocab_offset + V = {vocab_offset + V})")
+
     def ptr(t, name, dtype, numel=None):
         if t is None:
             return None
@@ -351,9 +384,9 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
 
     p = Problem(B, D, V, vocab_offset, dt, hidden.data_ptr(), hidden.stride(0),
                 weight.data_ptr(), weight.stride(0))
-    s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32), num_samples,
-                 seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64), offset & (2**64 - 1),
-                 ptr(offsets, "offsets", torch.int64))
+    s = Sampling(temperature, ptr(temperatures, "temperatures", torch.float32, B), num_samples,
+                 seed & (2**64 - 1), ptr(seeds, "seeds", torch.int64, B), offset & (2**64 - 1),
+                 ptr(offsets, "offsets", torch.int64, B))
     n = B * num_samples
     tokens = out if out is not None else torch.empty((B, num_samples), dtype=torch.int32,
                                                      device=dev)
@@ -405,5 +438,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       ptr(top_logprob_values_out, "top_logprob_values_out", torch.float32,
                           B * nt), ptr(ranks_out, "ranks_out", torch.int32, n))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
-    ctx.sample(p, s, o, st.cuda_stream, opt)
+    if nccl_comm is not None:
+        ctx.sample_nccl(p, s, o, nccl_comm, st.cuda_stream, opt)
+    else:
+        ctx.sample(p, s, o, st.cuda_stream, opt)
     return (tokens, logits) if logits is not None else tokens

@@ -74,7 +74,8 @@ typedef struct fs_context fs_context;
 int fs_context_create(int device_ordinal, fs_context **ppCtx /* OUT */);
 
 /* Like fs_context_create() but uses an existing CUcontext (passed as void*),
-** which the caller keeps alive longer than the fs_context. */
+** which the caller keeps alive longer than the fs_context (NULL:
+** FS_INVALID_ARGUMENT). */
 int fs_context_create_from_cucontext(void *cu_context,
                                      fs_context **ppCtx /* OUT */);
 
@@ -114,7 +115,8 @@ typedef enum fs_dtype {
 #define FS_MAX_TOP_LOGPROBS 256    /* fs_options.top_logprobs: the most a row (since 0.3.12) */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
-** row-major with the given row strides (in elements, >= D, multiple of 8).
+** row-major with the given row strides (in elements, >= D, multiple of 8;
+** hidden_stride x B and weight_stride x V within 2^40 elements).
 ** W holds rows [vocab_offset, vocab_offset + V) of a larger vocabulary: the
 ** returned tokens are global ids and the noise is keyed by global id, so the
 ** best candidate over shards equals the unsharded sample.
@@ -252,8 +254,8 @@ typedef struct fs_outputs {
 **    penalty's list of a long prompt) the call takes the filters' path
 **    below, with or without filters and greedy or not: the logits written
 **    to the workspace (B x V x 4 bytes more, and B x count x 12), each row's
-**    entries made distinct by a sort in shared memory (a CTA a row) and
-**    applied to them, and the draw over them, instead of a dot product an
+**    entries (from 257 of them) made distinct by a sort in shared memory (a
+**    CTA a row) and applied to them, and the draw over them, instead of a dot product an
 **    entry; the draws are the same.  From B = 16 shorter lists take it too
 **    where the dot products would cost more (fitted on the H200: ~1.2 +
 **    0.45 D / 1024 ns a row and entry against ~50 us + ~0.6 us a row at V =
@@ -299,7 +301,7 @@ typedef struct fs_outputs {
 **    How (0.3.4): the call's kernel writes the row's logits to the
 **    workspace (B x V x 4 bytes more: the filters need the whole row's
 **    order before any token can be kept), and one CTA per row (since 0.3.5,
-**    at small B on sm_90, a cluster of 2-8 CTAs) finds tau by radix
+**    at small B on sm_90 and newer, a cluster of 2-8 CTAs) finds tau by radix
 **    selection (counts for top-k; for top-p the masses, summed in
 **    64-bit fixed point, 2^-32 of the largest weight a token, so that the
 **    sums do not depend on the order of the atomics) and draws, over the
@@ -432,7 +434,8 @@ typedef struct fs_options {
 ** context's workspace, so that later fs_sample() calls of the same dtype, D
 ** and V with B <= problem->batch and num_samples <= sampling->num_samples do
 ** no compilation, allocation or host synchronisation.  Pointers in `problem`
-** and `sampling` are not read. */
+** and `sampling` are not read.  FS_UNSUPPORTED on a GPU of sm_80 or newer
+** for which the generator has no kernels (e.g. sm_110); fs_sample() too. */
 int fs_prepare(fs_context *ctx, const fs_problem *problem,
                const fs_sampling *sampling);
 
@@ -542,7 +545,9 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
                  fs_allreduce_fn allreduce, void *user, void *stream);
 
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
-** a mask needs its token_mask_stride given). */
+** a mask needs its token_mask_stride given; on the filters' path, sampled
+** calls with filters and long logit-bias lists, a shard has at most
+** 2^24 - 8 rows; top_logprobs and ranks: FS_INVALID_ARGUMENT). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the shipped kernels, on the H200 (80-100 s: 236 runs,
-# JOBS at once):
+# compute-sanitizer over the shipped kernels, on the H200 (285 runs over 21
+# variants in perf-notes 31d's count, JOBS at once):
 #   memcheck  (out-of-bounds, misaligned and uninitialised-use accesses to
 #             global and shared memory, invalid launches) of every distinct
 #             variant that tuning-db/defaults ships, forced by FS_VARIANT, at
 #             D = 256 and V = 5011 (a vocabulary tail in every tile size), at two
-#             batches (a partial batch tile, and more than two tiles), in four
+#             batches (a partial batch tile, and more than two tiles), in five
 #             call modes: sampled, greedy, FS_NOISE_GROUP16, a token mask of
 #             density 0.5 and a logit bias of 8 entries a row on that mask (the
 #             bias module's kernels around the variant); every run also checks

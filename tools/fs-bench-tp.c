@@ -5,8 +5,9 @@
 **   fused : fs_sample_nccl() on each rank's shard (O(B) bytes exchanged);
 **           with --logprobs 1, fs_sample_nccl_ex() writing each draw's
 **           logprob too (O(B) more); with --top-k / --top-p, the filters
-**           (the shard's logits written, six more all-reduces at most of B x
-**           2048 bins; runtime/filter.c), the baselines staying unfiltered
+**           (the shard's logits written, eight more all-reduces at most: a
+**           max of 3 B keys, then sums of up to B x 2048 x 5 floats;
+**           runtime/filter.c), the baselines staying unfiltered
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)

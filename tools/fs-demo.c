@@ -9,7 +9,7 @@
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
 **           [--logprobs 0|1] [--softcap C] [--logit-bias N]
 **           [--repetition-penalty R] [--top-k K] [--top-p P] [--min-p M]
-**           [--top-logprobs N]
+**           [--top-logprobs N] [--ranks 0|1]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape is checked here (the

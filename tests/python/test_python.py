@@ -5,7 +5,9 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
   3. a context opens, names the shipped default kernel of Qwen3-8B B = 256,
      and bad input raises FlashSamplingError with the library's status and
      message (a filter scalar out of range in Options too, through
-     Context.sample); a closed context raises too;
+     Context.sample); Context.sample_nccl reaches fs_sample_nccl_ex (a
+     NULL communicator, as None, 0 or c_void_p(None), refused naming it); a
+     closed context raises too;
   4. reference_sample (the CPU reference, host pointers) through the structs:
      greedy rows equal an argmax computed here in Python over the same bf16
      values, with a padded row stride and a vocab_offset (so a field out of
@@ -21,7 +23,11 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
      that is negative, past int32 or not an int, a min_p / top_p outside
      [0, 1] or NaN or not a number: FlashSamplingError naming it); without
      torch it raises ImportError (that part skipped where torch is
-     installed).
+     installed); with a stand-in torch module (a few dtypes, tensors that
+     are shapes), per-row temperatures, seeds and offsets of B - 1 or B + 1
+     elements and a token_mask of too few words or rows raise
+     FlashSamplingError naming them before any kernel runs (a torch.empty
+     reached means the tensor was taken).
 Usage: test_python.py LAYOUT_BINARY   (FLASHSAMPLING_LIB, PYTHONPATH, the
 fake driver's LD_LIBRARY_PATH and FS_FAKE_CUDA come from ctest)."""
 import ctypes
@@ -103,6 +109,19 @@ def check_context():
             if e.status != fs.INVALID_ARGUMENT or "options->top_p" not in e.message:
                 fail(f"sample with options.top_p=1.5: {e}")
             print(f"ok 3c: {e}")
+        # Context.sample_nccl reaches fs_sample_nccl_ex, which refuses a NULL
+        # communicator before anything else (no NCCL, no device work)
+        msg = None
+        for comm in (None, 0, ctypes.c_void_p(None)):
+            try:
+                ctx.sample_nccl(pv, s, fs.Outputs(tokens=0x30000), comm)
+                fail(f"sample_nccl with nccl_comm={comm!r} raised nothing")
+            except fs.FlashSamplingError as e:
+                if e.status != fs.INVALID_ARGUMENT or "nccl_comm=NULL" not in e.message or \
+                        not str(e).startswith("fs_sample_nccl_ex"):
+                    fail(f"sample_nccl with nccl_comm={comm!r}: {e}")
+                msg = str(e)
+        print(f"ok 3c2: {msg}")
     try:
         ctx.variant_name(p, s)
         fail("a closed context raised nothing")
@@ -287,6 +306,79 @@ def check_sample_torch_filters():
     print(f"ok 5a: sample_torch refuses bad filter scalars before torch, e.g. {msg}")
 
 
+class _FakeTensor:
+    """What sample_torch reads of a CUDA tensor: a contiguous one of a shape."""
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.is_cuda, self.device = tuple(shape), dtype, True, "cuda:0"
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return math.prod(self.shape)
+
+    def stride(self, i=None):
+        st = tuple(math.prod(self.shape[j + 1:]) for j in range(len(self.shape)))
+        return st if i is None else st[i]
+
+    def is_contiguous(self):
+        return True
+
+    def data_ptr(self):
+        return 4096
+
+
+class _ReachedEmpty(Exception):
+    pass
+
+
+def check_sample_torch_sizes():
+    import types
+    fake = types.ModuleType("torch")
+    for name in ("bfloat16", "float16", "float32", "int32", "int64"):
+        setattr(fake, name, name)
+
+    def empty(*a, **k):
+        raise _ReachedEmpty()
+    fake.empty = empty
+    saved, saved_dtypes = sys.modules.get("torch"), fs._TORCH_DTYPES
+    sys.modules["torch"], fs._TORCH_DTYPES = fake, None
+    try:
+        B, D, V, off = 3, 64, 1000, 37
+        h, w = _FakeTensor((B, D), "bfloat16"), _FakeTensor((V, D), "bfloat16")
+        words = (off + V + 31) // 32
+        cases = [("temperatures", _FakeTensor((n,), "float32")) for n in (B - 1, B + 1)] + \
+                [("seeds", _FakeTensor((n,), "int64")) for n in (B - 1, B + 1)] + \
+                [("offsets", _FakeTensor((n,), "int64")) for n in (B - 1, B + 1)] + \
+                [("token_mask", _FakeTensor(s, "int32"))
+                 for s in ((B, words - 1), (B - 1, words), (B * words,))]
+        for kw, t in cases:
+            try:
+                fs.sample_torch(None, h, w, vocab_offset=off, **{kw: t})
+                fail(f"sample_torch({kw} of shape {t.shape}) raised nothing")
+            except fs.FlashSamplingError as e:
+                if e.status != fs.INVALID_ARGUMENT or not e.message.startswith(kw + ":"):
+                    fail(f"sample_torch({kw} of shape {t.shape}): {e}")
+            except _ReachedEmpty:
+                fail(f"sample_torch took {kw} of shape {t.shape} (B = {B}, {words} words)")
+        # the right sizes pass the checks (and reach torch.empty)
+        for kw, t in (("temperatures", _FakeTensor((B,), "float32")),
+                      ("token_mask", _FakeTensor((B, words), "int32"))):
+            try:
+                fs.sample_torch(None, h, w, vocab_offset=off, **{kw: t})
+                fail(f"sample_torch({kw} of shape {t.shape}) did not reach torch.empty")
+            except _ReachedEmpty:
+                pass
+    finally:
+        fs._TORCH_DTYPES = saved_dtypes
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+    print(f"ok 5c: sample_torch refuses per-row tensors and masks of the wrong size "
+          f"({len(cases)} cases) and takes the right ones")
+
+
 def main():
     version = check_layout(sys.argv[1])
     if fs.library().fs_version_number() != version:
@@ -295,6 +387,7 @@ def main():
     check_context()
     check_reference()
     check_sample_torch_filters()
+    check_sample_torch_sizes()
     try:
         import torch  # noqa: F401
         print("SKIPPED 5b: torch is installed here (gpu/python runs sample_torch)")

@@ -45,6 +45,12 @@ vocab_offset of 64:
      of torch's logits (float64, rounded to float32) >= its logit, off by
      one at most; a ranks_out of the wrong size raises FlashSamplingError
      naming it.
+ 12. nccl_comm= (Context.sample_nccl; the library's call since 0.2) with NCCL's
+     communicator of one rank (libnccl.so.2 through ctypes; skipped, saying
+     so, without it): a sampled call with the even-ids mask (the whole
+     vocabulary's words) draws the unsharded call's tokens and logits, bit
+     for bit, and its logprobs within 1e-4; ranks_out= with it raises
+     FlashSamplingError naming options->ranks.
 Near-ties of fp32 logits could differ from the reference's double logits;
 with these random inputs none is within the tolerance (the test says so if
 one is).  So could a row whose top-p or min-p boundary lies within fp32
@@ -126,8 +132,32 @@ def compare(what, got, ref):
     print(f"ok {what}: {tok[:8]}... (logits within {worst:.2g})")
 
 
+def nccl_one_rank():
+    """(libnccl, a communicator of one rank on the current device, None), or
+    (None, None, why not)."""
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")
+    except OSError as e:
+        return None, None, f"no libnccl.so.2 ({e})"
+
+    class UniqueId(ctypes.Structure):  # ncclUniqueId: NCCL_UNIQUE_ID_BYTES = 128
+        _fields_ = [("internal", ctypes.c_char * 128)]
+    uid, comm = UniqueId(), ctypes.c_void_p()
+    lib.ncclGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
+    lib.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId,
+                                     ctypes.c_int]
+    lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+    if lib.ncclGetUniqueId(ctypes.byref(uid)) != 0:
+        return None, None, "ncclGetUniqueId failed"
+    if lib.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) != 0:
+        return None, None, "ncclCommInitRank of one rank failed"
+    return lib, comm, None
+
+
 def main():
     dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    nccl, comm, why = nccl_one_rank()
     g = torch.Generator().manual_seed(11)
     B, D, V, off, S = 5, 256, 3000, 64, 3
     with fs.Context(0) as ctx:
@@ -337,6 +367,37 @@ def main():
                 if "ranks_out" not in str(e):
                     fail(f"11 {name}: the error for a bad ranks_out does not name it: {e}")
             print(f"ok 11 {name}: ranks are torch's counts (off by at most {off_by})")
+            # 12. one rank of a vocabulary-parallel head through NCCL: the
+            # unsharded call's draw (tokens and logits bit for bit)
+            if comm is None:
+                print(f"SKIPPED 12 {name}: {why}")
+                continue
+            lp1 = torch.empty((B, S), dtype=torch.float32, device=dev)
+            lp2 = torch.empty_like(lp1)
+            kw = dict(temperature=0.8, seed=31, num_samples=S, vocab_offset=off,
+                      return_logits=True, token_mask=mask.to(dev))
+            t1, l1 = fs.sample_torch(ctx, hidden, weight, logprobs_out=lp1, **kw)
+            t2, l2 = fs.sample_torch(ctx, hidden, weight, logprobs_out=lp2, nccl_comm=comm, **kw)
+            if not torch.equal(t1, t2) or not torch.equal(l1, l2):
+                fail(f"12 {name}: nccl_comm= drew {t2.view(-1).tolist()} "
+                     f"{l2.view(-1).tolist()}, unsharded {t1.view(-1).tolist()} "
+                     f"{l1.view(-1).tolist()}")
+            err = (lp1 - lp2).abs().max().item()
+            if not err <= 1e-4:
+                fail(f"12 {name}: nccl_comm= logprobs off the unsharded call's by {err}")
+            try:
+                fs.sample_torch(ctx, hidden, weight, vocab_offset=off, nccl_comm=comm,
+                                ranks_out=torch.empty((B, 1), dtype=torch.int32, device=dev))
+                fail(f"12 {name}: ranks_out= with nccl_comm= was accepted")
+            except fs.FlashSamplingError as e:
+                if "options->ranks" not in str(e):
+                    fail(f"12 {name}: the error for ranks with nccl_comm= does not name "
+                         f"options->ranks: {e}")
+            print(f"ok 12 {name}: one NCCL rank draws the unsharded call's tokens and logits "
+                  f"(logprobs within {err:.2g}); ranks refused")
+    if comm is not None:
+        torch.cuda.synchronize(dev)
+        nccl.ncclCommDestroy(comm)
 
 
 if __name__ == "__main__":
