@@ -400,8 +400,12 @@ typedef struct fs_outputs {
 **    after the draw one more kernel counts each row's logits against its
 **    draws (a read of the written logits; the biased ids' raw logits put
 **    back first).  4-byte aligned device memory of B x num_samples int32,
-**    or NULL.  Not with FS_NOISE_GROUP16, not in the tensor-parallel calls
-**    (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  As with
+**    or NULL.  Not with FS_NOISE_GROUP16.  In the tensor-parallel calls
+**    (since 0.3.14; the same on every rank) each rank writes its shard's
+**    logits and counts them against the draws' logits once those are
+**    reduced, and one more FS_REDUCE_SUM_F32 all-reduce of B x num_samples
+**    counts adds them (exact while the whole vocabulary has fewer than
+**    2^24 ids); every rank gets the unsharded call's ranks.  As with
 **    top_logprobs, make one such call before capturing such calls in a
 **    CUDA graph. */
 typedef struct fs_options {
@@ -547,7 +551,7 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
 ** a mask needs its token_mask_stride given; on the filters' path, sampled
 ** calls with filters and long logit-bias lists, a shard has at most
-** 2^24 - 8 rows; top_logprobs and ranks: FS_INVALID_ARGUMENT). */
+** 2^24 - 8 rows, ranks too; top_logprobs: FS_INVALID_ARGUMENT). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

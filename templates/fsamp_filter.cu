@@ -1933,14 +1933,17 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** the logits of its slice of the row's float4s (zout: the call's V raw
 ** logits) that are >= the draw's reported logit drawn[b S + s], an fp32
 ** compare (NaN on either side counts nothing), and adds its count to
-** ranks[b S + s], which the host zeroed.  With a logit bias
+** ranks[b S + s], which the host zeroed: as an int, or with as_float (a
+** tensor-parallel rank's counts, summed over ranks as floats: exact below
+** 2^24) as a float.  With a logit bias
 ** (fsamp_filter_bias wrote the biased ids' scores into zout) it first puts
 ** back the raw logits of the biased ids of its own slice (bias.raw; a token
 ** listed twice gets the same value twice), which no other CTA reads, and
 ** waits for them at a barrier.  FT_RS samples a read of the slice. */
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias) {
+    fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias,
+               int as_float) {
   __shared__ unsigned part[FT_WARPS][FT_RS];
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4, S = p.num_samples;
@@ -1994,7 +1997,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (threadIdx.x < FT_RS && s0 + (int)threadIdx.x < S) {
       unsigned c = 0u;
       for (int w = 0; w < FT_WARPS; w++) c += part[w][threadIdx.x];
-      if (c) atomicAdd(ranks + (size_t)b * S + s0 + threadIdx.x, (int)c);
+      int *at = ranks + (size_t)b * S + s0 + threadIdx.x;
+      if (c && as_float) atomicAdd((float *)at, (float)c);
+      else if (c) atomicAdd(at, (int)c);
     }
     __syncthreads(); /* part read before the next samples' counts */
   }
@@ -2013,4 +2018,13 @@ extern "C" __global__ void __launch_bounds__(256)
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
        i += (long long)gridDim.x * blockDim.x)
     asm volatile("discard.global.L2 [%0], 128;" ::"l"(z + 128 * i) : "memory");
+}
+
+/* fsamp_rank_int, 128 threads a block: ranks[i] = counts[i] for i < n, the
+** counts of a tensor-parallel call's ranks summed over its ranks (floats
+** holding integers, exact below 2^24). */
+extern "C" __global__ void __launch_bounds__(128)
+    fsamp_rank_int(const float *counts, int n, int *ranks) {
+  const int i = (int)(blockIdx.x * 128u + threadIdx.x);
+  if (i < n) ranks[i] = (int)counts[i];
 }
