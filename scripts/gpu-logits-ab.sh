@@ -8,7 +8,10 @@
 #    off (FS_ZOUT_KEEP=0), for top logprobs, top logprobs with ranks, ranks
 #    alone and top-k 50 (at B = 256 the rule keeps nothing: those only once);
 # then fs-demo --check 1 of top logprobs with ranks at B = 16 and 64 (each
-# draw's rank against the reference).  Writes $OUT/logits-ab.log.
+# draw's rank against the reference); then (perf-notes 48a; TP=0 skips it)
+# fs-bench-tp with one NCCL rank, without and with ranks (--draw-ranks),
+# its one_us column the one-GPU call with the same options.  Writes
+# $OUT/logits-ab.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -41,4 +44,11 @@ for b in 16 64; do
   timeout 120 ./build/fs-demo --model "${MODEL:-qwen3-8b}" --batch "$b" --iters 20 --check 1 \
     --top-logprobs "$n" --ranks 1 2>&1 | grep -iE "rank|check|match|error" | head -8 >> "$log"
 done
+if [ "${TP:-1}" != 0 ] && [ -x ./build/fs-bench-tp ]; then
+  for dr in 0 1; do
+    echo "== fs-bench-tp --ranks 1 --draw-ranks $dr" >> "$log"
+    timeout 300 ./build/fs-bench-tp --ranks 1 --model "${MODEL:-qwen3-8b}" --batch 1,16,64,256 \
+      --reps 50 --draw-ranks "$dr" >> "$log" 2>&1
+  done
+fi
 cat "$log"
