@@ -343,6 +343,10 @@ static void test_status_and_version(void) {
   CHECK(strcmp(fs_status_string(FS_INTERNAL + 1), "unknown status") == 0);
   CHECK(fs_version_number() == FS_VERSION_NUMBER);
   CHECK(strcmp(fs_version_string(), FS_VERSION_STRING) == 0);
+  char v[48]; /* the string is the numbers' (a bump of one and not the other) */
+  snprintf(v, sizeof v, "%d.%d.%d", FS_VERSION_MAJOR, FS_VERSION_MINOR, FS_VERSION_PATCH);
+  CHECK_MSG(strcmp(FS_VERSION_STRING, v) == 0, "FS_VERSION_STRING \"%s\", the numbers say %s",
+            FS_VERSION_STRING, v);
 }
 
 int main(void) {
