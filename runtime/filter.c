@@ -544,8 +544,9 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   const size_t B = (size_t)p->batch, n = B * (size_t)s->num_samples, len = n + B;
   /* a slice's counts fit two limbs (24 bits) */
   if (p->vocab > (1 << 24) - 8)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with filters the "
-                  "tensor-parallel calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with filters, ranks or a long "
+                  "logit bias the tensor-parallel calls take shards of at most 2^24 - 8 rows",
+                  (int)p->vocab);
   /* slices a row: about two CTAs an SM in all, and G R <= 4096 (exact sums) */
   const size_t gmax = c->ranks > 0 ? (size_t)(4096 / c->ranks) : FTP_MAX_SLICES;
   if (gmax == 0)

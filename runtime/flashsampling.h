@@ -401,11 +401,15 @@ typedef struct fs_outputs {
 **    draws (a read of the written logits; the biased ids' raw logits put
 **    back first).  4-byte aligned device memory of B x num_samples int32,
 **    or NULL.  Not with FS_NOISE_GROUP16.  In the tensor-parallel calls
-**    (since 0.3.14; the same on every rank) each rank writes its shard's
-**    logits and counts them against the draws' logits once those are
-**    reduced, and one more FS_REDUCE_SUM_F32 all-reduce of B x num_samples
-**    counts adds them (exact while the whole vocabulary has fewer than
-**    2^24 ids); every rank gets the unsharded call's ranks.  As with
+**    (since 0.3.14; the same on every rank) the call takes the filters'
+**    path (fs_sample_tp_ex): each rank writes its shard's logits (B x V x 4
+**    bytes of workspace) and the collectives are a max all-reduce of 3 B
+**    keys (the shards' bounds), the keys' max all-reduce, the draws'
+**    logits' sum all-reduce (with or without outputs->logits), and one
+**    more FS_REDUCE_SUM_F32 all-reduce of B x num_samples counts, each
+**    rank's count of its shard's logits >= each draw's (exact while the
+**    whole vocabulary has fewer than 2^24 ids); every rank gets the
+**    unsharded call's ranks.  As with
 **    top_logprobs, make one such call before capturing such calls in a
 **    CUDA graph. */
 typedef struct fs_options {
@@ -538,7 +542,8 @@ typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
 ** on this rank's shard, one FS_REDUCE_MAX_U64 all-reduce of B*num_samples
 ** keys, a tiny kernel that writes tokens (and keys), and, only when
 ** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
-** logits.  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
+** logits (fs_sample_tp_ex's filters, long logit-bias lists and ranks take
+** the filters' path, with more collectives: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
 ** on every rank or on none), both all-reduces run and each has B more
 ** elements (a log-sum-exp term per row): B*num_samples + B keys, then as
 ** many floats, with two more tiny kernels.

@@ -9,7 +9,8 @@
 **           max of 3 B keys, then sums of up to B x 2048 x 5 floats;
 **           runtime/filter.c), the baselines staying unfiltered; with
 **           --draw-ranks 1 each draw's rank too (fs_options.ranks: the
-**           shard's logits written, one more sum all-reduce of B floats)
+**           filters' path, the shard's logits written, three more
+**           all-reduces: the shards' bounds, the draws' logits, the counts)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
