@@ -179,13 +179,13 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     cu->cuCtxPopCurrent(&dummy);
     return st;
   }
+  /* where the winners' logits are summed: with logprobs, and with ranks where
+  ** the caller asked for no logits, the workspace; else outputs->logits */
+  float *lg = lp || (m.ranks && !outputs->logits) ? (float *)(uintptr_t)ll : outputs->logits;
   if (!st) st = fs_tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
     CUdeviceptr sc = ll + n * 4;
-    /* with logprobs, and with ranks where the caller asked for no logits,
-    ** the winners' logits are summed in the workspace */
-    float *lg = lp || (m.ranks && !outputs->logits) ? (float *)(uintptr_t)ll : outputs->logits;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, &lg, (void *)&outputs->keys,
                     &rows, &sc};
     st = launch(ctx, ctx->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
@@ -198,14 +198,12 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     if (!st)
       st = launch(ctx, ctx->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
                   (unsigned)((n + 127) / 128), args, stream);
-  } else if (!st && (outputs->logits || m.ranks)) {
-    const CUdeviceptr lg = outputs->logits ? (CUdeviceptr)(uintptr_t)outputs->logits : ll;
-    st = fs_tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
+  } else if (!st && lg) {
+    const CUdeviceptr at = (CUdeviceptr)(uintptr_t)lg;
+    st = fs_tp_reduce(ctx, c, at, at, n, FS_REDUCE_SUM_F32, stream);
   }
-  if (!st && m.ranks) { /* against the draws' summed logits */
-    const float *drawn = lp || !outputs->logits ? (const float *)(uintptr_t)ll : outputs->logits;
-    st = fs_filter_tp_ranks(ctx, problem, sampling, &m, c, &tr, drawn, (CUstream)stream);
-  }
+  if (!st && m.ranks) /* against the draws' summed logits */
+    st = fs_filter_tp_ranks(ctx, problem, sampling, &m, c, &tr, lg, (CUstream)stream);
   cu->cuCtxPopCurrent(&dummy);
   return st;
 }
