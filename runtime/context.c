@@ -23,6 +23,8 @@ static int read_device(fs_context *ctx) {
   FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(
                        &ctx->max_smem_optin,
                        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->device));
+  FS_CHECK_CU(ctx, cu->cuDeviceGetAttribute(&ctx->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                                            ctx->device));
   FS_CHECK_CU(ctx, cu->cuDeviceGetName(ctx->device_name, sizeof ctx->device_name, ctx->device));
   ctx->arch = major * 10 + minor;
   if (ctx->arch < 80)
@@ -46,6 +48,14 @@ static int new_context(fs_context **out) {
   /* FS_TOPLP_SLICES=G (1..FS_TOPLP_SLICES_MAX; tests, measurements):
   ** fsamp_toplp's slices a row (filter.c's toplp_slices) */
   fs_env_int("FS_TOPLP_SLICES", 1, FS_TOPLP_SLICES_MAX, &ctx->toplp_slices);
+  /* FS_TOPLP_RANKS=N (0..FS_TOPLP_RANKS; measurements): the most samples a
+  ** row whose ranks fsamp_toplp counts (filter.c), 0: fsamp_rank always */
+  ctx->toplp_ranks = FS_TOPLP_RANKS;
+  fs_env_int("FS_TOPLP_RANKS", 0, FS_TOPLP_RANKS, &ctx->toplp_ranks);
+  /* FS_ZOUT_KEEP=0|1 (measurements): the logits' L2 policy never or always
+  ** (filter.c's zout_keep) */
+  ctx->zout_keep = -1;
+  fs_env_int("FS_ZOUT_KEEP", 0, 1, &ctx->zout_keep);
   /* FS_BIAS_SHORT=N (0..FS_MAX_LOGIT_BIAS; tests and measurements): longer
   ** lists take the filters' path (fs_filter_path), shorter ones the fused
   ** kernel's (with filters: the filters' path, made distinct above 1024),

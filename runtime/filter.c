@@ -39,7 +39,15 @@
 ** last: a row's slices count its written logits against its draws'
 ** reported logits (outputs->logits, or the workspace where the caller
 ** asked for none), each slice first putting its biased ids' raw logits
-** back where fsamp_filter_bias wrote their scores.
+** back where fsamp_filter_bias wrote their scores; where the logits' pass
+** drew the call with top logprobs and at most FS_TOPLP_RANKS samples a row
+** (fs_int.h), fsamp_toplp_ranks counts them in the lists' read instead.
+** Where the logits take at most 2/3 of L2 (zout_keep) the pass stores them
+** with an evict_last policy and a one-GPU call ends with fsamp_zout_drop,
+** which discards their lines from L2 without a write to memory.
+** In the tensor-parallel calls (fs_filter_tp_ranks) each rank counts its
+** shard against the draws' reduced logits, as floats, and one more sum
+** all-reduce adds the counts.
 */
 #include "fs_int.h"
 #include "fs_nvrtc.h"
@@ -204,7 +212,21 @@ typedef struct filter_call {
   size_t extra_at;
   int draw;       /* the logits' pass drew the call (top logprobs, ranks): no filter */
   float *drawn;   /* with ranks: the draws' reported logits ([B, S]), else NULL */
+  int ranked;     /* fsamp_toplp counted the ranks (no fsamp_rank) */
+  long long zlines; /* the logits' whole 128-byte lines */
 } filter_call;
+
+/* Do the logits of a one-GPU filtered call (bytes of them) go to L2 with an
+** evict_last policy (fs_params.zout_keep): where they take at most two
+** thirds of L2 (H200: B <= 69 at V = 151,936), so that the kernels after
+** the pass read them there and the W stream's lines go first; the call's
+** last kernel, fsamp_zout_drop, then discards them, so that they neither
+** hold L2 after the call nor are ever written to memory.  FS_ZOUT_KEEP=0|1
+** at the context's creation (measurements): never, always. */
+static int zout_keep(const fs_context *ctx, size_t bytes) {
+  if (ctx->zout_keep >= 0) return ctx->zout_keep;
+  return ctx->l2_bytes > 0 && bytes <= (size_t)ctx->l2_bytes / 3 * 2;
+}
 
 /* Does a call with top logprobs or ranks draw in its logits' pass: neither
 ** a bias nor filters of a sampled call need the logits before the draw, so
@@ -231,8 +253,9 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   }
   FS_TRY(logits_kernel(ctx, p, &g, stream, &fc->k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p);
+  /* the logits at a 128-byte line (fsamp_zout_drop discards whole lines) */
   const size_t zat =
-      (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, g.num_samples) + 15) / 16 * 16;
+      (fs_workspace_need(ctx, fc->k, p->batch, p->vocab, g.num_samples) + 127) / 128 * 128;
   /* then the scratch tokens; with a bias its entries' raw logits and the
   ** rows' raw log-sum-exps, and with a long one (long_bias) its
   ** entries made distinct (tokens, values); then the extra bytes */
@@ -285,10 +308,12 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
       ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
       ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter",    "fsamp_filter_bias",
-                                          "fsamp_ftp_stats", "fsamp_ftp_round",
-                                          "fsamp_ftp_draw",  "fsamp_toplp",
-                                          "fsamp_toplp_merge", "fsamp_rank"};
+      static const char *const names[] = {"fsamp_filter",      "fsamp_filter_bias",
+                                          "fsamp_ftp_stats",   "fsamp_ftp_round",
+                                          "fsamp_ftp_draw",    "fsamp_toplp",
+                                          "fsamp_toplp_merge", "fsamp_toplp_ranks",
+                                          "fsamp_rank",        "fsamp_zout_drop",
+                                          "fsamp_rank_int"};
       static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
           {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
           {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -307,15 +332,17 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
           snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                    knobs[i].macro, v);
       }
-      CUfunction fns[8];
+      CUfunction fns[11];
       CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
       FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 8, &mod, fns));
+                           names, 11, &mod, fns));
       ctx->filter_fn = fns[0];
       ctx->filter_bias_fn = fns[1];
       memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
       memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
-      ctx->rank_fn = fns[7];
+      ctx->rank_fn = fns[8];
+      ctx->zdrop_fn = fns[9];
+      ctx->rank_int_fn = fns[10];
       const int st = filter_clusters(ctx);
       if (st) {
         ctx->cu->cuModuleUnload(mod);
@@ -337,6 +364,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   z.softcap = m->softcap;
   z.zout = zout;
   z.zout_stride = (long long)zs;
+  z.zout_keep = o && zout_keep(ctx, B * zs * 4);
   fs_outputs scratch;
   memset(&scratch, 0, sizeof scratch);
   scratch.tokens = (int32_t *)(uintptr_t)(ctx->workspace + tat);
@@ -357,6 +385,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->prm.logprobs = m->logprobs;
   fc->prm.zout = zout;
   fc->prm.zout_stride = (long long)zs;
+  fc->prm.zout_keep = z.zout_keep;
+  fc->zlines = (long long)(B * zs * 4 / 128);
   fc->f.min_ps = m->min_ps;
   fc->f.top_ks = m->top_ks;
   fc->f.top_ps = m->top_ps;
@@ -369,10 +399,19 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     int n = nt, slices = (int)G, draws = fc->draw;
     int32_t *tokens = m->top_tokens;
     float *values = m->top_values;
-    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs,
-                     &fc->lse, &tokens, &values,       &draws};
-    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], G, (unsigned)p->batch, 1,
-                                             FILTER_THREADS, 1, 1, 0, stream, targs, NULL));
+    /* ranks in the same read where the pass drew the call (the logits stay
+    ** as written: no bias, no filter after it) */
+    fc->ranked = m->ranks && fc->draw && s->num_samples <= ctx->toplp_ranks;
+    int32_t *ranks = fc->ranked ? m->ranks : NULL;
+    if (ranks && G > 1u) /* the slices add into them; one slice a row writes them */
+      FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ranks, 0,
+                                                 B * (size_t)s->num_samples, stream));
+    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &fc->lse,
+                     &tokens,  &values, &draws,        (void *)&fc->drawn, (void *)&ranks};
+    /* fsamp_toplp, or fsamp_toplp_ranks with the two arguments more */
+    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[ranks ? 2 : 0], G,
+                                             (unsigned)p->batch, 1, FILTER_THREADS, 1, 1, 0,
+                                             stream, targs, NULL));
     void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
                      &values, &draws};
     if (G > 1u) /* one slice a row wrote the outputs itself */
@@ -413,17 +452,36 @@ static unsigned rank_slices(const fs_context *ctx, const fs_problem *p) {
   return (unsigned)(g > 1 ? g : 1);
 }
 
-/* After the draw: fs_options.ranks zeroed, then fsamp_rank adds each
-** slice's counts into them. */
-static int rank_draws(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      const fs_opts *m, filter_call *fc, CUstream stream) {
+/* After the draw: the n = B x S counts at `at` zeroed, then fsamp_rank adds
+** each slice's counts of the logits >= drawn into them (as floats with
+** as_float: a tensor-parallel rank's). */
+static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                      fs_params *prm, const float *drawn, filter_bias *fb, CUdeviceptr at,
+                      int as_float, CUstream stream) {
   const size_t n = (size_t)p->batch * (size_t)s->num_samples;
-  FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)m->ranks, 0, n, stream));
-  int32_t *ranks = m->ranks;
-  void *args[] = {&fc->prm, (void *)&fc->drawn, (void *)&ranks, &fc->fb};
+  FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(at, 0, n, stream));
+  void *args[] = {prm, (void *)&drawn, (void *)&at, fb, &as_float};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->rank_fn, rank_slices(ctx, p), (unsigned)p->batch, 1,
                                        FILTER_THREADS, 1, 1, 0, stream, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank)", __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                       const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                       const float *drawn, CUstream stream) {
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  prm.zout = tr->zout;
+  prm.zout_stride = tr->zout_stride;
+  filter_bias fb = {tr->bias_tokens, tr->bias_raw, tr->bias_count};
+  FS_TRY(rank_count(ctx, p, s, &prm, drawn, &fb, tr->counts, 1, stream));
+  int n = p->batch * s->num_samples;
+  FS_TRY(fs_tp_reduce(ctx, c, tr->counts, tr->counts, (size_t)n, FS_REDUCE_SUM_F32, stream));
+  int32_t *ranks = m->ranks;
+  void *args[] = {(void *)&tr->counts, &n, (void *)&ranks};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->rank_int_fn, (unsigned)((n + 127) / 128), 1, 1, 128,
+                                       1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank_int)", __FILE__, __LINE__) : FS_OK;
 }
 
 int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
@@ -438,7 +496,20 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
     CUresult r = ctx->cu->cuLaunchKernelEx(&lc, ctx->filter_fn, args, NULL);
     if (r) return fs_cu_fail(ctx, r, "cuLaunchKernelEx(fsamp_filter)", __FILE__, __LINE__);
   }
-  return m->ranks ? rank_draws(ctx, p, s, m, &fc, stream) : FS_OK;
+  if (m->ranks && !fc.ranked)
+    FS_TRY(rank_count(ctx, p, s, &fc.prm, fc.drawn, &fc.fb, (CUdeviceptr)(uintptr_t)m->ranks, 0,
+                      stream));
+  if (fc.prm.zout_keep) { /* the last read of the logits is done */
+    long long lines = fc.zlines;
+    const long long most = 2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1),
+                    need = (lines + 255) / 256; /* a line a thread at most once round */
+    const unsigned grid = (unsigned)(need < most ? (need > 0 ? need : 1) : most);
+    void *args[] = {&fc.prm, &lines};
+    CUresult r = ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream,
+                                         args, NULL);
+    if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_zout_drop)", __FILE__, __LINE__);
+  }
+  return FS_OK;
 }
 
 /* ---- tensor parallelism ----------------------------------------------------
@@ -469,12 +540,13 @@ static int ftp_launch(fs_context *ctx, int which, unsigned slices, unsigned rows
 
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
-                 CUdeviceptr *gk, CUdeviceptr *ll) {
+                 CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr) {
   const size_t B = (size_t)p->batch, n = B * (size_t)s->num_samples, len = n + B;
   /* a slice's counts fit two limbs (24 bits) */
   if (p->vocab > (1 << 24) - 8)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with filters the "
-                  "tensor-parallel calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with filters, ranks or a long "
+                  "logit bias the tensor-parallel calls take shards of at most 2^24 - 8 rows",
+                  (int)p->vocab);
   /* slices a row: about two CTAs an SM in all, and G R <= 4096 (exact sums) */
   const size_t gmax = c->ranks > 0 ? (size_t)(4096 / c->ranks) : FTP_MAX_SLICES;
   if (gmax == 0)
@@ -492,12 +564,14 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   /* st [3 B], the rows' draw counters [B] and list counters [B], then the
   ** keys local and global [len] (zeroed with st and the counters), the
   ** logits [len], the slices' log-sum-exp pairs [B G], two states a row,
-  ** two histograms and the rows' lists (top-k's, FTP_LIST_CAP float2s) */
+  ** two histograms, the rows' lists (top-k's, FTP_LIST_CAP float2s) and
+  ** with ranks their n counts */
   const size_t lk_at = (B * 32 + 15) / 16 * 16, ll_at = lk_at + len * 16,
                lsep_at = (ll_at + len * 4 + 15) / 16 * 16, state_at = lsep_at + B * G * 8,
                h0_at = (state_at + 2 * B * FTP_STATE_BYTES + 15) / 16 * 16,
                list_at = h0_at + 2 * hist_bytes,
-               extra = list_at + (with_list ? B * FTP_LIST_CAP * 8 : 0);
+               rc_at = list_at + (with_list ? B * FTP_LIST_CAP * 8 : 0),
+               extra = rc_at + (m->ranks ? n * 4 : 0);
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
   const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 24,
@@ -508,6 +582,12 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   *lk = base + lk_at;
   *gk = *lk + len * 8;
   *ll = base + ll_at;
+  tr->zout = fc.prm.zout;
+  tr->zout_stride = fc.prm.zout_stride;
+  tr->bias_tokens = fc.fb.tokens;
+  tr->bias_raw = fc.fb.raw;
+  tr->bias_count = fc.fb.count;
+  tr->counts = base + rc_at;
   const unsigned g = (unsigned)G, rows = (unsigned)B;
   FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(st, 0, (lk_at + n * 8) / 4, stream));
   CUdeviceptr pairs = m->logprobs && !fc.lse ? lsep : 0;

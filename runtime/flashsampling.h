@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 13
+#define FS_VERSION_PATCH 14
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.13"
+#define FS_VERSION_STRING "0.3.14"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -400,8 +400,16 @@ typedef struct fs_outputs {
 **    after the draw one more kernel counts each row's logits against its
 **    draws (a read of the written logits; the biased ids' raw logits put
 **    back first).  4-byte aligned device memory of B x num_samples int32,
-**    or NULL.  Not with FS_NOISE_GROUP16, not in the tensor-parallel calls
-**    (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  As with
+**    or NULL.  Not with FS_NOISE_GROUP16.  In the tensor-parallel calls
+**    (since 0.3.14; the same on every rank) the call takes the filters'
+**    path (fs_sample_tp_ex): each rank writes its shard's logits (B x V x 4
+**    bytes of workspace) and the collectives are a max all-reduce of 3 B
+**    keys (the shards' bounds), the keys' max all-reduce, the draws'
+**    logits' sum all-reduce (with or without outputs->logits), and one
+**    more FS_REDUCE_SUM_F32 all-reduce of B x num_samples counts, each
+**    rank's count of its shard's logits >= each draw's (exact while the
+**    whole vocabulary has fewer than 2^24 ids); every rank gets the
+**    unsharded call's ranks.  As with
 **    top_logprobs, make one such call before capturing such calls in a
 **    CUDA graph. */
 typedef struct fs_options {
@@ -534,7 +542,8 @@ typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
 ** on this rank's shard, one FS_REDUCE_MAX_U64 all-reduce of B*num_samples
 ** keys, a tiny kernel that writes tokens (and keys), and, only when
 ** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
-** logits.  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
+** logits (fs_sample_tp_ex's filters, long logit-bias lists and ranks take
+** the filters' path, with more collectives: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
 ** on every rank or on none), both all-reduces run and each has B more
 ** elements (a log-sum-exp term per row): B*num_samples + B keys, then as
 ** many floats, with two more tiny kernels.
@@ -547,7 +556,7 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
 ** a mask needs its token_mask_stride given; on the filters' path, sampled
 ** calls with filters and long logit-bias lists, a shard has at most
-** 2^24 - 8 rows; top_logprobs and ranks: FS_INVALID_ARGUMENT). */
+** 2^24 - 8 rows, ranks too; top_logprobs: FS_INVALID_ARGUMENT). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

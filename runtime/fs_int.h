@@ -126,13 +126,21 @@ struct fs_context {
   CUfunction filter_fn;     /* fsamp_filter */
   CUfunction filter_bias_fn; /* fsamp_filter_bias (a logit bias with the filters) */
   CUfunction ftp_fn[3];     /* fsamp_ftp_stats, _round, _draw (filters over shards) */
-  CUfunction toplp_fn[2];   /* fsamp_toplp, fsamp_toplp_merge (top logprobs) */
+  CUfunction toplp_fn[3];   /* fsamp_toplp, fsamp_toplp_merge, fsamp_toplp_ranks (top
+                               logprobs; with ranks counted) */
   CUfunction rank_fn;       /* fsamp_rank (fs_options.ranks) */
+  CUfunction zdrop_fn;      /* fsamp_zout_drop (fs_params.zout_keep) */
+  int l2_bytes;             /* the device's L2 */
+  int zout_keep;            /* -1: filter.c's zout_keep decides; 0, 1: FS_ZOUT_KEEP */
+  CUfunction rank_int_fn;   /* fsamp_rank_int (ranks in the tensor-parallel calls) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
                                FS_TOPLP_SLICES_MAX (FS_TOPLP_SLICES=G at creation; tests
                                and measurements), else the library's choice (filter.c) */
+  int toplp_ranks;          /* the most samples a row whose ranks fsamp_toplp counts
+                               (FS_TOPLP_RANKS, or FS_TOPLP_RANKS=0..4 at creation:
+                               measurements, 0 always fsamp_rank; filter.c) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
@@ -255,6 +263,7 @@ typedef struct fs_opts {
   ** where every logit goes (fs_params.zout), or NULL */
   float *zout;
   long long zout_stride;
+  int zout_keep;              /* fs_params.zout_keep */
 } fs_opts;
 
 /* Environment variable `name` as a whole number in [lo, hi] (decimal, an
@@ -268,6 +277,9 @@ int fs_env_int(const char *name, int lo, int hi, int *v);
 ** the GPU has SMs only add lists to merge, and each costs the workspace
 ** 8 n + 8 bytes a row. */
 #define FS_TOPLP_SLICES_MAX 1024
+/* The most samples a row whose ranks fsamp_toplp counts in its read of the
+** logits (fsamp_filter.cu's FT_TRS); more take fsamp_rank's read after it. */
+#define FS_TOPLP_RANKS 4
 
 /* Does a validated call take the filters' path (filter.c): a sampled call
 ** with filters, any call with top_logprobs or ranks, or any call whose bias is
@@ -396,10 +408,27 @@ int fs_tp_reduce(fs_context *ctx, const fs_tp_coll *c, CUdeviceptr send, CUdevic
 ** its draw (through c's collectives): the shard's best keys of the n = B x
 ** S items, then with logprobs the B rows' shard log-sum-exp keys, at *lk;
 ** the items' logits at *ll; room for the reduced keys at *gk (n + B each,
-** tp.c's layout); *k the logits' pass's kernel (its fsamp_finalize). */
+** tp.c's layout); *k the logits' pass's kernel (its fsamp_finalize).
+** With ranks (m->ranks) *tr holds what fs_filter_tp_ranks needs. */
+typedef struct fs_tp_rank {
+  float *zout;                /* the shard's written logits */
+  long long zout_stride;      /* floats between their rows */
+  const int32_t *bias_tokens; /* the bias's entries as fsamp_filter_bias took them */
+  const float *bias_raw;      /* their raw logits */
+  int32_t bias_count;         /* 0: no bias */
+  CUdeviceptr counts;         /* n floats of workspace */
+} fs_tp_rank;
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
-                 CUdeviceptr *gk, CUdeviceptr *ll);
+                 CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr);
+/* filter.c: a tensor-parallel call's ranks (m->ranks), after its draws'
+** logits `drawn` ([B, S], every rank the same) are reduced: each rank counts
+** its shard's logits >= each draw's (fsamp_rank, as floats), one
+** FS_REDUCE_SUM_F32 all-reduce of the n counts through c, and
+** fsamp_rank_int writes them to m->ranks. */
+int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                       const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                       const float *drawn, CUstream stream);
 int fs_filter_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
 /* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
 int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

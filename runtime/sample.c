@@ -210,6 +210,7 @@ void fs_params_call(fs_params *prm, const fs_problem *p, const fs_sampling *s,
   if (m && m->zout) {
     prm->zout = m->zout;
     prm->zout_stride = m->zout_stride;
+    prm->zout_keep = m->zout_keep;
   }
   prm->seed = s->seed;
   prm->seeds = (const unsigned long long *)s->seeds;

@@ -14,6 +14,10 @@
 ** fsamp_finalize writes exp(L - M) after the logits, so that the same sum
 ** all-reduce gives sum exp(L - M); fsamp_tp_logprobs writes logit - (M +
 ** log of that sum).  Two collectives, as a call with logits has.
+** Ranks (fs_options.ranks) take the filters' path (fs_filter_tp: the
+** shard's logits written); once the draws' logits are summed, each rank
+** counts its shard's logits against them and one more sum all-reduce adds
+** the counts (fs_filter_tp_ranks).
 ** Through NCCL the keys are reduced out of place (no copy of them first).
 ** NCCL is loaded with dlopen, so the library does not depend on it.
 */
@@ -27,6 +31,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Workspace for TP, after head and candidates (fs_workspace_tp_at): local
 ** and global keys and the logits, each of the n items and then the B rows'
@@ -143,11 +148,6 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                   "options->top_logprobs=%d: %s does not list the most likely tokens (a rank "
                   "sees its shard's ids only); 0 there, or an unsharded fs_sample_ex", m.top_n,
                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
-  if (c && m.ranks)
-    return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->ranks=%p: %s does not rank the draws (a rank sees its shard's ids "
-                  "only); NULL there, or an unsharded fs_sample_ex", (void *)m.ranks,
-                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
@@ -165,23 +165,27 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
   CUdeviceptr lk, gk, ll;
+  fs_tp_rank tr;
+  memset(&tr, 0, sizeof tr);
   /* one GPU: fs_sample_ex sends those calls to filter.c.  Ranks decide by
   ** the count alone: the cost model reads the shard's V, and ranks that
   ** chose different paths would not meet in the same collectives */
   int st = c && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
-               ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll)
+               ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll,
+                              &tr)
                : tp_fused(ctx, problem, sampling, &m, outputs, !c, (CUstream)stream, &k, &lk,
                           &gk, &ll);
   if (!c) { /* one GPU: the merge wrote the outputs */
     cu->cuCtxPopCurrent(&dummy);
     return st;
   }
+  /* where the winners' logits are summed: with logprobs, and with ranks where
+  ** the caller asked for no logits, the workspace; else outputs->logits */
+  float *lg = lp || (m.ranks && !outputs->logits) ? (float *)(uintptr_t)ll : outputs->logits;
   if (!st) st = fs_tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
     CUdeviceptr sc = ll + n * 4;
-    /* with logprobs the winners' logits are summed in the workspace */
-    float *lg = lp ? (float *)(uintptr_t)ll : outputs->logits;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, &lg, (void *)&outputs->keys,
                     &rows, &sc};
     st = launch(ctx, ctx->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
@@ -194,10 +198,12 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     if (!st)
       st = launch(ctx, ctx->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
                   (unsigned)((n + 127) / 128), args, stream);
-  } else if (!st && outputs->logits) {
-    const CUdeviceptr lg = (CUdeviceptr)(uintptr_t)outputs->logits;
-    st = fs_tp_reduce(ctx, c, lg, lg, n, FS_REDUCE_SUM_F32, stream);
+  } else if (!st && lg) {
+    const CUdeviceptr at = (CUdeviceptr)(uintptr_t)lg;
+    st = fs_tp_reduce(ctx, c, at, at, n, FS_REDUCE_SUM_F32, stream);
   }
+  if (!st && m.ranks) /* against the draws' summed logits */
+    st = fs_filter_tp_ranks(ctx, problem, sampling, &m, c, &tr, lg, (CUstream)stream);
   cu->cuCtxPopCurrent(&dummy);
   return st;
 }

@@ -142,21 +142,33 @@ __device__ __forceinline__ void fs_softcap_staged(const fs_params &p, float *z, 
 ** shares them out over threads t = 0 .. nthreads - 1, four rows a store;
 ** rows from v_end on and batch rows from B on are not written.  The caller
 ** calls it only with p.zout set (a uniform branch), after the staging's
-** barrier and any soft-cap's; it only reads the staged tile. */
+** barrier and any soft-cap's; it only reads the staged tile.  With
+** p.zout_keep the float4 stores carry an L2 evict_last policy, so that the
+** W stream around them does not push them out before the kernels after the
+** pass read them (perf-notes 47b). */
 __device__ __forceinline__ void fs_zout_staged(const fs_params &p, const float *z, int cols,
                                                int ld, int b0, int vrow0, int v_end, int t,
                                                int nthreads) {
   constexpr int nq = TPC * RPT / 4;
+  unsigned long long keep = 0ull;
+  if (p.zout_keep) asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
 #pragma unroll 1
   for (int i = t; i < cols * nq; i += nthreads) {
     const int j = i / nq, r = 4 * (i % nq), v = vrow0 + r;
     if (b0 + j >= p.B || v >= v_end) continue;
     const float *zj = z + j * ld + r;
     float *o = p.zout + (long long)(b0 + j) * p.zout_stride + v;
-    if (v + 4 <= v_end)
-      __stcg((float4 *)o, *(const float4 *)zj);
-    else
+    if (v + 4 <= v_end) {
+      const float4 x = *(const float4 *)zj;
+      if (p.zout_keep)
+        asm volatile("st.global.cg.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(o),
+                     "f"(x.x), "f"(x.y), "f"(x.z), "f"(x.w), "l"(keep)
+                     : "memory");
+      else
+        __stcg((float4 *)o, x);
+    } else {
       for (int e = 0; v + e < v_end; e++) __stcg(o + e, zj[e]);
+    }
   }
 }
 

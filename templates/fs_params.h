@@ -55,6 +55,10 @@ typedef struct fs_params {
                                         mask) for the filters (fs_options.min_p, top_k,
                                         top_p; runtime/filter.c), 16-byte aligned */
   long long zout_stride;             /* floats between zout's rows, a multiple of 4 */
+  int zout_keep;                     /* 1: zout's stores carry an L2 evict_last policy
+                                        (the logits fit in L2 and the kernels after
+                                        the pass read them there; runtime/filter.c
+                                        discards them from L2 at the call's end) */
 } fs_params;
 
 /* The filters of a call (fs_options.min_p, top_k, top_p), fsamp_filter's

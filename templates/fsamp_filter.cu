@@ -1473,7 +1473,14 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    are sorted and cut to their n largest, whose n-th is the new t.  At the
 **    end the slice's n largest keys, descending and 0-padded, go to
 **    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
-**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out);
+**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out).
+**    Where the logits' pass drew the call and it asks for ranks (fs_options.
+**    ranks, at most FT_TRS samples a row: runtime/filter.c) fsamp_toplp_ranks,
+**    the same kernel with the counts, counts them in the same read as
+**    fsamp_rank would (below): each logit of the slice >=
+**    a draw's reported logit drawn[b S + s] (fp32, NaN counts nothing) adds
+**    1 to ranks[b S + s], which the host zeroed, a CTA's sum an atomic (with
+**    one slice a row the CTA writes its sums: no zeroing);
 **  fsamp_toplp_merge, grid B (G > 1): the G lists' n largest (sorted
 **    whole where they fit one thread a key, else merged pairwise as sorted
 **    lists by ft_tmerge), and the row's log-sum-exp from the pairs, merged
@@ -1487,6 +1494,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** try: such a gather always fits. */
 #define FT_TCAP 4096
 #define FT_TMAX 256  /* FS_MAX_TOP_LOGPROBS */
+#define FT_RS 4      /* fsamp_rank's samples a read */
+#define FT_TRS 4     /* the most samples a row whose ranks fsamp_toplp counts
+                        (runtime/filter.c's FS_TOPLP_RANKS) */
 #ifndef FT_TU
 #define FT_TU 4 /* a chunk's float4s a thread, 2 to 4 (FS_TOPLP_TU): 16 FT_TMAX <= FT_TCAP */
 #endif
@@ -1625,16 +1635,34 @@ __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
-    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
-                float *lse_out, int *tokens, float *values, int draws) {
+/* fsamp_toplp's body; R (fsamp_toplp_ranks): the ranks counted too, a
+** kernel of its own, so that fsamp_toplp keeps its registers (the counts'
+** set-up and arguments alone made it spill on sm_86, sm_89 and sm_100). */
+template <bool R>
+__device__ __forceinline__ void ft_toplp(const fs_params &p, int n, unsigned long long *keys,
+                                         float2 *pairs, float *lse_out, int *tokens,
+                                         float *values, int draws, const float *drawn,
+                                         int *ranks) {
   __shared__ ft_tshared sh;
+  __shared__ float rdraw[FT_TRS];   /* with ranks: the row's draws' logits */
+  __shared__ unsigned rcount[FT_TRS]; /* and the CTA's counts */
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
   const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
   const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
   const unsigned off = (unsigned)p.vocab_offset;
   float lm = FT_NINF, ll = 0.0f;
+  /* with ranks (nr samples): the counts in shared memory, a warp's sum an
+  ** atomic a chunk (registers held over the chunks spilled the kernel on
+  ** sm_100 and sm_120) */
+  const int nr = R ? min(p.num_samples, FT_TRS) : 0;
+  if (nr) {
+    if ((int)threadIdx.x < nr) {
+      rdraw[threadIdx.x] = drawn[(size_t)b * p.num_samples + threadIdx.x];
+      rcount[threadIdx.x] = 0u;
+    }
+    __syncthreads();
+  }
   unsigned nk = 0u;            /* sh.key's count (every thread's copy) */
   unsigned long long t = 0ull; /* the bound: n keys at or above it are in sh.key */
   /* sh.key cut to its n largest: t their n-th */
@@ -1674,6 +1702,20 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
         q[u] = make_float4(r > 0 ? q[u].x : FT_NINF, r > 1 ? q[u].y : FT_NINF,
                            r > 2 ? q[u].z : FT_NINF, r > 3 ? q[u].w : FT_NINF);
       }
+    }
+    /* the ranks' counts: the chunk's logits within the slice and V (NaN on
+    ** either side counts nothing) */
+    for (int k = 0; k < nr; k++) {
+      const float d = rdraw[k];
+      unsigned cnt = 0u;
+#pragma unroll
+      for (int u = 0; u < FT_TU; u++) {
+        const int i = c0 + (int)threadIdx.x + u * FT_THREADS, r = i < q1 ? p.V - 4 * i : 0;
+        cnt += (r > 0 && q[u].x >= d) + (r > 1 && q[u].y >= d) + (r > 2 && q[u].z >= d) +
+               (r > 3 && q[u].w >= d);
+      }
+      cnt = __reduce_add_sync(0xffffffffu, cnt);
+      if ((threadIdx.x & 31u) == 0u && cnt) atomicAdd(&rcount[k], cnt);
     }
     /* each float4's largest (NaN ignored) and the chunk's */
     float mu[FT_TU], mc = FT_NINF;
@@ -1763,6 +1805,16 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
     }
     if (nk > FT_TCUT) cut(); /* so that the next chunk finds room and a tighter bound */
   }
+  if (nr) { /* the CTA's counts (here: nothing of them lives across a call) */
+    __syncthreads();
+    const unsigned cnt = (int)threadIdx.x < nr ? rcount[threadIdx.x] : 0u;
+    int *const to = ranks + (size_t)b * p.num_samples + threadIdx.x;
+    if (G == 1u) { /* the row's one CTA: its counts are the ranks (not zeroed) */
+      if ((int)threadIdx.x < nr) *to = (int)cnt;
+    } else if (cnt) {
+      atomicAdd(to, (int)cnt);
+    }
+  }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
   if (G == 1u) {
@@ -1772,6 +1824,22 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
   if (threadIdx.x == 0) pairs[(size_t)b * G + g] = make_float2(sh.mine.lm, sh.mine.ll);
   unsigned long long *out = keys + ((size_t)b * G + g) * (size_t)n;
   for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) out[i] = sh.key[i];
+}
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
+    fsamp_toplp(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
+                float *lse_out, int *tokens, float *values, int draws) {
+  ft_toplp<false>(p, n, keys, pairs, lse_out, tokens, values, draws, nullptr, nullptr);
+}
+
+/* fsamp_toplp with the ranks of the row's draws (drawn: their logits,
+** [B, S], S <= FT_TRS) added into ranks (zeroed by the host), or with one
+** slice a row (gridDim.x 1) written there. */
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_TMINB)
+    fsamp_toplp_ranks(const fs_params p, int n, unsigned long long *keys, float2 *pairs,
+                      float *lse_out, int *tokens, float *values, int draws,
+                      const float *drawn, int *ranks) {
+  ft_toplp<true>(p, n, keys, pairs, lse_out, tokens, values, draws, drawn, ranks);
 }
 
 /* The n largest of G lists of n keys at kr (each descending, as
@@ -1865,15 +1933,17 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** the logits of its slice of the row's float4s (zout: the call's V raw
 ** logits) that are >= the draw's reported logit drawn[b S + s], an fp32
 ** compare (NaN on either side counts nothing), and adds its count to
-** ranks[b S + s], which the host zeroed.  With a logit bias
+** ranks[b S + s], which the host zeroed: as an int, or with as_float (a
+** tensor-parallel rank's counts, summed over ranks as floats: exact below
+** 2^24) as a float.  With a logit bias
 ** (fsamp_filter_bias wrote the biased ids' scores into zout) it first puts
 ** back the raw logits of the biased ids of its own slice (bias.raw; a token
 ** listed twice gets the same value twice), which no other CTA reads, and
 ** waits for them at a barrier.  FT_RS samples a read of the slice. */
-#define FT_RS 4
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
-    fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias) {
+    fsamp_rank(const fs_params p, const float *drawn, int *ranks, const ft_bias bias,
+               int as_float) {
   __shared__ unsigned part[FT_WARPS][FT_RS];
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4, S = p.num_samples;
@@ -1927,8 +1997,34 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     if (threadIdx.x < FT_RS && s0 + (int)threadIdx.x < S) {
       unsigned c = 0u;
       for (int w = 0; w < FT_WARPS; w++) c += part[w][threadIdx.x];
-      if (c) atomicAdd(ranks + (size_t)b * S + s0 + threadIdx.x, (int)c);
+      int *at = ranks + (size_t)b * S + s0 + threadIdx.x;
+      if (c && as_float) atomicAdd((float *)at, (float)c);
+      else if (c) atomicAdd(at, (int)c);
     }
     __syncthreads(); /* part read before the next samples' counts */
   }
+}
+
+/* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------
+** fsamp_zout_drop, a grid-stride loop over the `lines` whole 128-byte lines
+** at p.zout (128-byte aligned): discard.global.L2 each, the one-GPU filtered
+** call's last kernel, after every read of the logits.  Their lines, stored
+** with an evict_last policy, leave L2 without a write to memory: the
+** workspace's logits are scratch, written again before any later read (the
+** rows' padding past V, never written, is never used). */
+extern "C" __global__ void __launch_bounds__(256)
+    fsamp_zout_drop(const fs_params p, long long lines) {
+  const char *z = (const char *)p.zout;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
+       i += (long long)gridDim.x * blockDim.x)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(z + 128 * i) : "memory");
+}
+
+/* fsamp_rank_int, 128 threads a block: ranks[i] = counts[i] for i < n, the
+** counts of a tensor-parallel call's ranks summed over its ranks (floats
+** holding integers, exact below 2^24). */
+extern "C" __global__ void __launch_bounds__(128)
+    fsamp_rank_int(const float *counts, int n, int *ranks) {
+  const int i = (int)(blockIdx.x * 128u + threadIdx.x);
+  if (i < n) ranks[i] = (int)counts[i];
 }

@@ -126,18 +126,20 @@ static inline int gu_no_reduce(void *user, void *buf, size_t count, int op, void
   return 1; /* never reached where a call is refused first */
 }
 
-/* The options that only one GPU's FS_NOISE_TOKEN calls take (top logprobs,
-** ranks): fs_sample_ex under FS_NOISE_GROUP16 and fs_sample_tp_ex must
-** return FS_INVALID_ARGUMENT with a message naming `name`. */
+/* The options that only FS_NOISE_TOKEN calls take (top logprobs, ranks), and
+** with tp only one GPU's (top logprobs): fs_sample_ex under
+** FS_NOISE_GROUP16, and with tp fs_sample_tp_ex, must return
+** FS_INVALID_ARGUMENT with a message naming `name`. */
 static inline void gu_expect_one_gpu_token(fs_context *c, const fs_problem *p,
                                            const fs_sampling *s, const fs_options *opt,
-                                           const fs_outputs *out, const char *name) {
+                                           const fs_outputs *out, const char *name, int tp) {
   CHECK(fs_context_set_noise(c, FS_NOISE_GROUP16) == FS_OK);
   CHECK_MSG(fs_sample_ex(c, p, s, opt, out, NULL) == FS_INVALID_ARGUMENT &&
                 strstr(fs_last_error(c), name),
             "group16: %s", fs_last_error(c));
   CHECK(fs_context_set_noise(c, FS_NOISE_TOKEN) == FS_OK);
-  CHECK_MSG(fs_sample_tp_ex(c, p, s, opt, out, gu_no_reduce, NULL, NULL) ==
+  if (tp)
+    CHECK_MSG(fs_sample_tp_ex(c, p, s, opt, out, gu_no_reduce, NULL, NULL) ==
                     FS_INVALID_ARGUMENT &&
                 strstr(fs_last_error(c), name),
             "fs_sample_tp_ex: %s", fs_last_error(c));

@@ -7,7 +7,10 @@
 **           logprob too (O(B) more); with --top-k / --top-p, the filters
 **           (the shard's logits written, eight more all-reduces at most: a
 **           max of 3 B keys, then sums of up to B x 2048 x 5 floats;
-**           runtime/filter.c), the baselines staying unfiltered
+**           runtime/filter.c), the baselines staying unfiltered; with
+**           --draw-ranks 1 each draw's rank too (fs_options.ranks: the
+**           filters' path, the shard's logits written, three more
+**           all-reduces: the shards' bounds, the draws' logits, the counts)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -19,12 +22,12 @@
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
-**               [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]
+**               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
 ** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
-** top_p (logprobs since 0.3.1, top_k and top_p since 0.3.7: rows appended to an
-** older file have more fields).
+** top_p, draw_ranks (logprobs since 0.3.1, top_k and top_p since 0.3.7,
+** draw_ranks since 0.3.14: rows appended to an older file have more fields).
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -45,7 +48,7 @@
 #define MAXR 8
 
 typedef struct rank_t {
-  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k;
+  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks;
   float top_p;
   fs_context *ctx;
   ncclComm_t comm;
@@ -53,7 +56,7 @@ typedef struct rank_t {
   cublasHandle_t blas;
   CUmodule mod;
   CUfunction fill, gumbel;
-  CUdeviceptr H, W, logits, gathered, keys, tokens, lp;
+  CUdeviceptr H, W, logits, gathered, keys, tokens, lp, ranks;
   CUevent e0, e1;
   pthread_barrier_t *bar;
   double us[4];
@@ -88,7 +91,8 @@ static void run_method(rank_t *k, int m) {
     fs_options opt = {.size = sizeof opt,
                       .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL,
                       .top_k = k->top_k,
-                      .top_p = k->top_p};
+                      .top_p = k->top_p,
+                      .ranks = k->draw_ranks ? (int32_t *)(uintptr_t)k->ranks : NULL};
     if (m == 3 ? fs_sample_ex(k->ctx, &p, &s, &opt, &o, (void *)k->stream)
                : fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
       DIE(k, "%s: %s", m == 3 ? "fs_sample_ex" : "fs_sample_nccl_ex", fs_last_error(k->ctx));
@@ -138,14 +142,15 @@ static void *rank_main(void *arg) {
 
 #define USAGE                                                                                  \
   "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
-  "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--csv FILE]\n"
+  "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]\n" \
+  "                   [--csv FILE]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
 
 typedef struct tp_args {
   int R; /* 0: every visible GPU (up to MAXR) */
-  int D, V, reps, batches[16], nb, logprobs, top_k;
+  int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks;
   float top_p;
   const char *csv_path;
 } tp_args;
@@ -153,7 +158,7 @@ typedef struct tp_args {
 /* Parses the command line into *a: 0, or the exit status (0 after --help is
 ** -1: the caller exits 0; 2 for a bad argument, message printed). */
 static int parse(int argc, char **argv, tp_args *a) {
-  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 1.0f, NULL};
+  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 1.0f, NULL};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -162,7 +167,7 @@ static int parse(int argc, char **argv, tp_args *a) {
     }
     static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
                                              "--top-p", "--csv", "--model", "--shape",
-                                             "--batch", NULL};
+                                             "--batch", "--draw-ranks", NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
@@ -175,6 +180,9 @@ static int parse(int argc, char **argv, tp_args *a) {
         return bad("--reps %s: the repetitions per median must be an integer in 1..100000", v);
     } else if (!strcmp(k, "--logprobs")) {
       if (fs_tools_parse_int(v, 0, 1, &a->logprobs)) return bad("--logprobs %s: must be 0 or 1", v);
+    } else if (!strcmp(k, "--draw-ranks")) {
+      if (fs_tools_parse_int(v, 0, 1, &a->draw_ranks))
+        return bad("--draw-ranks %s: must be 0 or 1", v);
     } else if (!strcmp(k, "--top-k")) {
       if (fs_tools_parse_int(v, 0, INT_MAX, &a->top_k))
         return bad("--top-k %s: must be an integer in 0..%d", v, INT_MAX);
@@ -225,7 +233,8 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "fs-bench-tp: --csv %s: cannot open for appending\n", csv_path), 2;
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
-      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p\n");
+      fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p,"
+                   "draw_ranks\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
@@ -235,6 +244,7 @@ int main(int argc, char **argv) {
          logprobs ? ", fused with logprobs" : "");
   if (top_k > 0 || (top_p > 0.0f && top_p < 1.0f))
     printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
+  if (a.draw_ranks) printf(", fused with ranks");
   printf("\n");
   printf("%5s %5s %10s %12s %10s %9s%s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup",
          R == 1 ? "     one_us" : "");
@@ -251,6 +261,7 @@ int main(int argc, char **argv) {
       k->logprobs = logprobs;
       k->top_k = top_k;
       k->top_p = top_p;
+      k->draw_ranks = a.draw_ranks;
       k->v0 = (int)((long long)V * r / R);
       k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
       k->vpad = vpad;
@@ -274,6 +285,7 @@ int main(int argc, char **argv) {
       CU(k, cu->cuMemAlloc(&k->keys, (size_t)R * k->B * 8));
       CU(k, cu->cuMemAlloc(&k->tokens, (size_t)k->B * 4));
       CU(k, cu->cuMemAlloc(&k->lp, (size_t)k->B * 4));
+      CU(k, cu->cuMemAlloc(&k->ranks, (size_t)k->B * 4));
       CU(k, cu->cuMemsetD8(k->logits, 0, (size_t)k->B * vpad * 2));
       unsigned long long nw = (unsigned long long)k->vr * D, nh = (unsigned long long)k->B * D;
       unsigned long long sw = 1000 + (unsigned long long)k->v0 * D, sh = 2;
@@ -294,9 +306,9 @@ int main(int argc, char **argv) {
     if (R == 1) printf(" %10.1f", rk[0].us[3]);
     printf("\n");
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g\n", D, V, R, batches[bi],
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d\n", D, V, R, batches[bi],
               rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs, top_k,
-              (double)top_p);
+              (double)top_p, a.draw_ranks);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {
@@ -306,6 +318,7 @@ int main(int argc, char **argv) {
       cu->cuMemFree(k->W); cu->cuMemFree(k->H); cu->cuMemFree(k->logits);
       cu->cuMemFree(k->gathered); cu->cuMemFree(k->keys); cu->cuMemFree(k->tokens);
       cu->cuMemFree(k->lp);
+      cu->cuMemFree(k->ranks);
       cu->cuModuleUnload(k->mod);
       fs_context_destroy(k->ctx);
     }

@@ -44,11 +44,27 @@
 **   nan     B = 3, V = 10, D = 64: token 7's logit NaN in every row,
 **           never counted; a masked-out row (no allowed id, logit -inf)
 **           ranks V - 1;
-**   big     B = 128, V = 151,936, D = 256, greedy.
+**   big     B = 128, V = 151,936, D = 256, greedy;
+** and with top logprobs, where fsamp_toplp counts the ranks in its read
+** (the pass drew the call, at most FT_TRS = 4 samples a row; since 0.3.14):
+**   toplp-ties    ties' inputs, 4 samples, top 5: every rank exact;
+**   toplp-nan     nan's inputs, top 3 (V = 10: a row's last float4 half
+**                 past V, the masked-out row's -inf draw counting every
+**                 id but the NaN one);
+**   toplp-fp16    fp16's inputs, no outputs->logits, top 8;
+**   toplp-samples samples' inputs (6 samples: fsamp_rank counts), top 4,
+**                 T = 0.25: logits of s.d. ~1 over 5011 ids put about 60%
+**                 of a row's mass in its top 4, so some of the 18 draws are
+**                 listed (at T = 1 none was, on the H200: the list check
+**                 needs one; P(none) ~ 1e-5 at 0.25) and others are not;
+**   toplp-big     big's inputs, top 8;
+**   toplp-wide    B = 256, V = 5011, D = 128, top 8: one slice a row (G = 1
+**                 from B = 133 on an H200), which writes the lists itself.
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
-** its ranks; a fresh context's first such call inside a capture returns
-** FS_NOT_PREPARED; FS_NOISE_GROUP16 and the tensor-parallel call
-** (fs_sample_tp_ex) return FS_INVALID_ARGUMENT naming options->ranks.
+** its ranks, without and with top logprobs 5 (the memset and
+** fsamp_toplp_ranks replayed); a fresh context's first such call inside a capture returns
+** FS_NOT_PREPARED; FS_NOISE_GROUP16 returns FS_INVALID_ARGUMENT naming
+** options->ranks (the tensor-parallel calls' ranks: test_tp_filter).
 ** Under tests/fakecuda (cpu/fake_ranks: no kernel runs) every call is made
 ** and nothing compared but the graph's and the refusals.
 */
@@ -80,6 +96,12 @@ static const rk_case cases[] = {
     {"ties", 16, 16, 3000, 2, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 0, 1.0f},
     {"nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 0, 1.0f},
     {"big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 0.0f},
+    {"toplp-ties", 16, 16, 3000, 4, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 5, 1.0f},
+    {"toplp-nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 3, 1.0f},
+    {"toplp-fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 1, 8, 1.0f},
+    {"toplp-samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 4, 0.25f},
+    {"toplp-big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 0.0f},
+    {"toplp-wide", 256, 128, 5011, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 1.0f},
 };
 
 static void make_head(gu_lmhead *lm, const rk_case *cs, unsigned long long seed) {
@@ -292,17 +314,25 @@ static void run(fs_context *ctx, const rk_case *cs) {
   gu_lmhead_free(ctx, &lm);
 }
 
-/* Graph capture, a first call inside a capture, and the calls that refuse
-** ranks, on plain's inputs. */
-static void run_graph(fs_context *ctx) {
+/* Graph capture on plain's inputs, with `top` top logprobs (0: none; else
+** fsamp_toplp_ranks counts them: the memset and the count replayed); with
+** none also a first call inside a capture and the calls that refuse ranks. */
+static void run_graph(fs_context *ctx, int top) {
   const rk_case *cs = &cases[0];
-  const char *what = "graph";
+  const char *what = top ? "graph-toplp" : "graph";
   gu_lmhead lm;
   make_head(&lm, cs, 0x6a9full);
   gu_lmhead_upload(ctx, &lm);
   const size_t nd = (size_t)cs->B;
   CUdeviceptr drk = gu_alloc(ctx, nd * 4);
+  CUdeviceptr dtt = gu_alloc(ctx, nd * (size_t)(top ? top : 1) * 4),
+              dtv = gu_alloc(ctx, nd * (size_t)(top ? top : 1) * 4);
   fs_options opt = {.size = sizeof opt, .ranks = (int32_t *)gu_ptr(drk)};
+  if (top) {
+    opt.top_logprobs = top;
+    opt.top_logprob_tokens = (int32_t *)gu_ptr(dtt);
+    opt.top_logprob_values = (float *)gu_ptr(dtv);
+  }
   fs_sampling s = {1.0f, NULL, 1, 3ull, NULL, 0ull, NULL};
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, nd, 1, 1);
@@ -321,18 +351,27 @@ static void run_graph(fs_context *ctx) {
   CHECK_MSG(!memcmp(r0, r1, nd * 4), "%s: the replay's ranks differ from the direct call's",
             what);
   snap_free(&g);
+  if (top) {
+    printf("ok %s: the replay's ranks are the call's\n", what);
+    gu_graph_done(ctx, exec, graph, stream);
+    free(r0), free(r1);
+    gu_free(ctx, drk), gu_free(ctx, dtt), gu_free(ctx, dtv);
+    gu_outputs_free(ctx, &o);
+    gu_lmhead_free(ctx, &lm);
+    return;
+  }
 
   char msg[512];
   const int st2 = gu_capture_fresh(stream, &dp, &s, &opt, &out, msg, sizeof msg);
   CHECK_MSG(st2 == FS_NOT_PREPARED && (strstr(msg, "ranks") || strstr(msg, "before capture")),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
 
-  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->ranks=");
-  printf("ok %s: the replay's ranks are the call's; capture, group16 and tensor-parallel "
-         "calls refused\n", what);
+  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->ranks=", 0);
+  printf("ok %s: the replay's ranks are the call's; capture and group16 calls refused\n",
+         what);
   gu_graph_done(ctx, exec, graph, stream);
   free(r0), free(r1);
-  gu_free(ctx, drk);
+  gu_free(ctx, drk), gu_free(ctx, dtt), gu_free(ctx, dtv);
   gu_outputs_free(ctx, &o);
   gu_lmhead_free(ctx, &lm);
 }
@@ -340,7 +379,8 @@ static void run_graph(fs_context *ctx) {
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(ctx, &cases[i]);
-  run_graph(ctx);
+  run_graph(ctx, 0);
+  run_graph(ctx, 5);
   fs_context_destroy(ctx);
   return fs_test_done("test_ranks");
 }

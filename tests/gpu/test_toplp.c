@@ -459,7 +459,7 @@ static void run_graph(fs_context *ctx) {
                 (strstr(msg, "top_logprobs") || strstr(msg, "before capture")),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
 
-  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->top_logprobs=20");
+  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->top_logprobs=20", 1);
   printf("ok %s: the replay's lists are the call's; capture, group16 and tensor-parallel "
          "calls refused\n", what);
   gu_graph_done(ctx, exec, graph, stream);

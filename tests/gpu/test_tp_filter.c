@@ -19,6 +19,13 @@
 ** their +inf tokens, with top-k above V too, where k keeps every
 ** candidate); a soft-cap; one sample a row.  The problem's rows mix
 ** sampled and greedy temperatures (tp_util.h).
+** Ranks (fs_options.ranks, since 0.3.14): with filters, a bias, logprobs,
+** one sample (cases 7 and 8), with per-row filters, a mask and a bias
+** without outputs->logits (16), and with no filter at all (14, 15: the
+** call takes the filters' path for them); every rank's ranks must be
+** the unsharded call's exactly (each shard's counts summed as floats,
+** exact below 2^24; test_ranks checks the unsharded call's against the CPU
+** reference).
 ** That the filters took effect: in the top_k 1 case every sampled row's
 ** draws are its greedy token, and over the cases at least a third of the
 ** sampled items differ from the unfiltered draw (else the comparison could
@@ -59,23 +66,27 @@ typedef struct tpf_case {
   float cap; /* logit_softcap */
   int lp;    /* logprobs */
   const char *what;
+  int ranks; /* fs_options.ranks: 1, or 2 with no outputs->logits */
 } tpf_case;
 
 static const tpf_case cases[] = {
-    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20"},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9"},
-    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1"},
-    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs"},
-    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1"},
-    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs"},
-    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask"},
-    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, a logit bias, logprobs"},
-    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, soft-cap 0.5, one sample"},
-    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias"},
-    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list bound)"},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf and NaN bias entries, logprobs"},
-    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf and NaN bias entries"},
-    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN entries, a mask"},
+    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20", 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9", 0},
+    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1", 0},
+    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs", 0},
+    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1", 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs", 0},
+    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask", 0},
+    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, bias, logprobs, ranks", 1},
+    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, cap 0.5, one sample, ranks", 1},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias", 0},
+    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list bound)", 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf and NaN bias entries, logprobs", 0},
+    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf and NaN bias entries", 0},
+    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN entries, a mask", 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1},
+    {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, mask, bias, ranks, no logits", 2},
 };
 
 static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval, g_etok, g_eval;
@@ -151,10 +162,22 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   tp_unsharded cu = *u;
   cu.s.num_samples = S;
   fs_options o = case_options(c);
+  /* with ranks: the unsharded call's, and each rank's, poisoned (-1) */
+  CUdeviceptr dref_rk = 0, drk[MAXR];
+  int32_t ref_rk[NITEMS], got_rk[NITEMS];
+  if (c->ranks) {
+    dref_rk = gu_alloc(ctx, sizeof ref_rk);
+    gu_poison(ctx, dref_rk, sizeof ref_rk);
+    o.ranks = (int32_t *)gu_ptr(dref_rk);
+  }
   gu_outputs ref;
   float ref_lp[NITEMS];
   if (c->lp) tp_unsharded_lp(ctx, &cu, &o, &ref, ref_lp);
   else tp_unsharded_draw_ex(ctx, &cu, &o, &ref);
+  if (c->ranks) {
+    gu_download(ctx, ref_rk, dref_rk, sizeof ref_rk);
+    gu_free(ctx, dref_rk);
+  }
 
   tp_shared sh = {R, {{0}}, {0}, MAXCOUNT};
   pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
@@ -170,19 +193,39 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
       dlp[k] = tp_lp_alloc(rk[k].ctx, &t);
       opt[k].logprobs = t.logprobs;
     }
+    if (c->ranks) {
+      drk[k] = gu_alloc(rk[k].ctx, sizeof got_rk);
+      gu_poison(rk[k].ctx, drk[k], sizeof got_rk);
+      opt[k].ranks = (int32_t *)gu_ptr(drk[k]);
+    }
+    if (c->ranks == 2) { /* no logits: the draws' logits reduced in the workspace */
+      rk[k].o.logits = NULL;
+      rk[k].go.with_logits = 0;
+    }
     rk[k].opt = &opt[k];
   }
   tp_run_ranks(rk, R);
-  int mism = 0, lbad = 0;
+  int mism = 0, lbad = 0, rbad = 0;
   for (int k = 0; k < R; k++) {
     char who[96];
     snprintf(who, sizeof who, "%s, R=%d rank %d", c->what, R, k);
     if (c->lp) lbad += tp_lp_mismatches(rk[k].ctx, dlp[k], ref_lp, ref.h_logits, who);
+    if (c->ranks) { /* every rank's ranks the unsharded call's (fake driver: no kernel ran) */
+      gu_download(rk[k].ctx, got_rk, drk[k], sizeof got_rk);
+      gu_free(rk[k].ctx, drk[k]);
+      for (int i = 0; i < n && !gu_fake_driver(); i++)
+        if (got_rk[i] != ref_rk[i] || got_rk[i] < 0) {
+          if (rbad++ < 5)
+            fprintf(stderr, "%s: item %d ranks %d, unsharded %d\n", who, i, got_rk[i],
+                    ref_rk[i]);
+        }
+    }
     mism += tp_rank_close(&rk[k], &ref, who);
   }
   pthread_barrier_destroy(&sh.bar);
   CHECK_MSG(mism == 0, "%s, R=%d: %d items unlike the unsharded call's", c->what, R, mism);
   CHECK_MSG(lbad == 0, "%s, R=%d: %d logprobs wrong", c->what, R, lbad);
+  CHECK_MSG(rbad == 0, "%s, R=%d: %d ranks unlike the unsharded call's", c->what, R, rbad);
 
   /* the filters' effect: sampled items unlike the unfiltered draw (same
   ** seed; a mask or bias changes draws too, so only cases without them
@@ -206,11 +249,13 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
     CHECK_MSG(off_greedy == 0, "top_k 1: %d draws are not their row's greedy token",
               off_greedy);
   }
-  printf("%-52s R=%d: %s; %d sampled items unlike the unfiltered draw\n", c->what, R,
-         mism || lbad ? "MISMATCH"
-         : c->lp      ? "tokens, keys, logits and logprobs as the unsharded call's"
-                      : "tokens, keys and logits equal the unsharded call",
-         moved);
+  printf("%-52s R=%d: %s%s; %d sampled items unlike the unfiltered draw\n", c->what, R,
+         mism || lbad || rbad ? "MISMATCH"
+         : gu_fake_driver()   ? "ran (the fake driver: nothing compared)"
+         : c->lp              ? "tokens, keys, logits and logprobs as the unsharded call's"
+         : c->ranks == 2      ? "tokens and keys equal the unsharded call"
+                              : "tokens, keys and logits equal the unsharded call",
+         c->ranks && !(mism || lbad || rbad) && !gu_fake_driver() ? ", ranks too" : "", moved);
   gu_outputs_free(ctx, &ref);
   return moved;
 }
