@@ -204,7 +204,7 @@ static int pick(const candidate *c, int n, int *pTied) {
   int winner = -1, tied = 0;
   for (int i = 0; i < n; i++) {
     double s_i = c[i].spread > 0 ? c[i].spread : 0;
-    double tol = fmax(fmax(s_i, s_best), FS_STORE_TIE_FRACTION * m);
+    double tol = fmax(fmin(s_i, s_best), FS_STORE_TIE_FRACTION * m);
     if (c[i].median <= m + tol) {
       tied++;
       if (winner < 0) winner = i; /* the first in name order */

@@ -84,11 +84,16 @@
 **     median).
 **  3. The best: the smallest median m (equal medians: smaller variant name);
 **     its spread is s_best.  Variant i with median m_i and spread s_i is tied
-**     with the best when m_i <= m + max(s_i, s_best, FS_STORE_TIE_FRACTION * m)
+**     with the best when
+**         m_i <= m + max(min(s_i, s_best), FS_STORE_TIE_FRACTION * m)
 **     (0.5%: one variant's medians on one machine vary by 0.3-0.5% from run
 **     to run; at 1%, leads of 0.6-0.8% were tied and settled by name,
 **     perf-notes 13b).  fs-tune measures until the spread is below the same
-**     fraction, so a spread cannot tie more than the fraction does.
+**     fraction, so two converged measurements tie within the fraction alone;
+**     the spreads widen the margin only where both are wider (both noisy):
+**     a variant that stopped at fs-tune's run cap with a wide spread cannot
+**     tie a precisely measured faster one on its own noise (perf-notes 49e:
+**     584 +-45 us tied 553 +-1 by max(s_i, s_best) and won by name).
 **  4. The winner is the tied variant whose name is smallest by strcmp().
 ** The result depends only on the set of rows, not on insertion order or row
 ** ids, so two tuning runs that measure within noise pick the same winner.
