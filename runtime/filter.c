@@ -197,6 +197,62 @@ static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) 
   return (unsigned)(g > 1 ? g : 1);
 }
 
+/* The filters' module (fsamp_filter.cu), compiled and loaded on a context's
+** first call that needs it; a failure leaves ctx without it. */
+static int filter_load(fs_context *ctx) {
+  if (ctx->filter_module) return FS_OK;
+  /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only;
+  ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
+  ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
+  ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM, FS_TOPLP_CUT=N keys
+  ** fsamp_toplp keeps before it cuts them to n, FS_TOPLP_TROLLED=0|1
+  ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
+  ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
+  ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
+  static const char *const names[] = {"fsamp_filter",      "fsamp_filter_bias",
+                                      "fsamp_ftp_stats",   "fsamp_ftp_round",
+                                      "fsamp_ftp_draw",    "fsamp_toplp",
+                                      "fsamp_toplp_merge", "fsamp_toplp_ranks",
+                                      "fsamp_rank",        "fsamp_zout_drop",
+                                      "fsamp_rank_int"};
+  static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
+      {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
+      {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
+      {"FS_FILTER_MINB", "FT_MINB", 1, 2},
+      {"FS_TOPLP_CUT", "FT_TCUT", 16, 4096},
+      {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1},
+      {"FS_TOPLP_TU", "FT_TU", 2, 4},
+      {"FS_TOPLP_MINB", "FT_TMINB", 1, 3},
+      {"FS_TOPLP_MSHFL", "FT_TMSHFL", 0, 1}};
+  const char *gather = getenv("FS_FILTER_GATHER");
+  char head[384] = "";
+  if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
+  for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+    int v;
+    if (fs_env_int(knobs[i].env, knobs[i].lo, knobs[i].hi, &v) > 0)
+      snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
+               knobs[i].macro, v);
+  }
+  CUfunction fns[11];
+  CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
+  FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
+                       names, 11, &mod, fns));
+  ctx->filter_fn = fns[0];
+  ctx->filter_bias_fn = fns[1];
+  memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
+  memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
+  ctx->rank_fn = fns[8];
+  ctx->zdrop_fn = fns[9];
+  ctx->rank_int_fn = fns[10];
+  const int st = filter_clusters(ctx);
+  if (st) {
+    ctx->cu->cuModuleUnload(mod);
+    return st;
+  }
+  ctx->filter_module = mod;
+  return FS_OK;
+}
+
 /* The steps of a filtered call before its filters: fsamp_filter's module
 ** (compiled on a context's first filtered call), the workspace (`extra`
 ** bytes more at fc->extra_at, 16-byte aligned: the tensor-parallel
@@ -299,57 +355,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                         ? "on a context compiles its kernels"
                         : "at this size grows the workspace (B x V x 4 bytes and more)");
     if (long_bias) FS_TRY(fs_bias_load(ctx));
-    if (!ctx->filter_module) {
-      /* FS_FILTER_GATHER=0 (tests): the long way, passes over the row only;
-      ** measurements (scripts/gpu-filter-ab.sh): FS_FILTER_UNROLL=N float4s a
-      ** thread's scan takes at once, FS_FILTER_PIPE=0|1 the next ones in
-      ** flight meanwhile, FS_FILTER_MINB=1|2 CTAs an SM, FS_TOPLP_CUT=N keys
-      ** fsamp_toplp keeps before it cuts them to n, FS_TOPLP_TROLLED=0|1
-      ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
-      ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
-      ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
-      static const char *const names[] = {"fsamp_filter",      "fsamp_filter_bias",
-                                          "fsamp_ftp_stats",   "fsamp_ftp_round",
-                                          "fsamp_ftp_draw",    "fsamp_toplp",
-                                          "fsamp_toplp_merge", "fsamp_toplp_ranks",
-                                          "fsamp_rank",        "fsamp_zout_drop",
-                                          "fsamp_rank_int"};
-      static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
-          {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
-          {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
-          {"FS_FILTER_MINB", "FT_MINB", 1, 2},
-          {"FS_TOPLP_CUT", "FT_TCUT", 16, 4096},
-          {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1},
-          {"FS_TOPLP_TU", "FT_TU", 2, 4},
-          {"FS_TOPLP_MINB", "FT_TMINB", 1, 3},
-          {"FS_TOPLP_MSHFL", "FT_TMSHFL", 0, 1}};
-      const char *gather = getenv("FS_FILTER_GATHER");
-      char head[384] = "";
-      if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
-      for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
-        int v;
-        if (fs_env_int(knobs[i].env, knobs[i].lo, knobs[i].hi, &v) > 0)
-          snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
-                   knobs[i].macro, v);
-      }
-      CUfunction fns[11];
-      CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
-      FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                           names, 11, &mod, fns));
-      ctx->filter_fn = fns[0];
-      ctx->filter_bias_fn = fns[1];
-      memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
-      memcpy(ctx->toplp_fn, fns + 5, sizeof ctx->toplp_fn);
-      ctx->rank_fn = fns[8];
-      ctx->zdrop_fn = fns[9];
-      ctx->rank_int_fn = fns[10];
-      const int st = filter_clusters(ctx);
-      if (st) {
-        ctx->cu->cuModuleUnload(mod);
-        return st;
-      }
-      ctx->filter_module = mod;
-    }
+    FS_TRY(filter_load(ctx));
     FS_TRY(fs_workspace_reserve(ctx, bytes));
   }
   float *zout = (float *)(uintptr_t)(ctx->workspace + zat);
@@ -466,6 +472,53 @@ static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank)", __FILE__, __LINE__) : FS_OK;
 }
 
+int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                      CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
+  if (p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with ranks the tensor-parallel "
+                  "calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
+  FS_TRY(logits_kernel(ctx, p, s, stream, k));
+  const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p),
+               n = B * (size_t)s->num_samples;
+  /* after the call's workspace, the logits at a 128-byte line
+  ** (fsamp_zout_drop discards whole lines), then the n counts */
+  const size_t zat =
+      (fs_workspace_need(ctx, *k, p->batch, p->vocab, s->num_samples) + 127) / 128 * 128;
+  const size_t cat = zat + B * zs * 4, bytes = cat + n * 4;
+  if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
+    int cap = 0;
+    FS_TRY(capturing(ctx, stream, &cap));
+    if (cap)
+      return fs_err(ctx, FS_NOT_PREPARED,
+                    "stream is capturing and options->ranks writes the shard's logits out "
+                    "(fs_options) at B=%d, V=%d: the first such call %s; make one before "
+                    "capture", (int)p->batch, (int)p->vocab,
+                    !ctx->filter_module ? "on a context compiles its kernels"
+                                        : "at this size grows the workspace (B x V x 4 bytes)");
+    FS_TRY(filter_load(ctx));
+    FS_TRY(fs_workspace_reserve(ctx, bytes));
+  }
+  memset(tr, 0, sizeof *tr);
+  tr->zout = (float *)(uintptr_t)(ctx->workspace + zat);
+  tr->zout_stride = (long long)zs;
+  tr->counts = ctx->workspace + cat;
+  tr->zout_keep = zout_keep(ctx, B * zs * 4);
+  tr->zlines = (long long)(B * zs * 4 / 128);
+  return FS_OK;
+}
+
+/* fsamp_zout_drop over the `lines` whole 128-byte lines of prm->zout: the
+** last kernel of a call whose logits went to L2 with evict_last (zout_keep),
+** after every read of them. */
+static int zout_drop(fs_context *ctx, fs_params *prm, long long lines, CUstream stream) {
+  const long long most = 2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1),
+                  need = (lines + 255) / 256; /* a line a thread at most once round */
+  const unsigned grid = (unsigned)(need < most ? (need > 0 ? need : 1) : most);
+  void *args[] = {prm, &lines};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_zout_drop)", __FILE__, __LINE__) : FS_OK;
+}
+
 int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
                        const float *drawn, CUstream stream) {
@@ -475,6 +528,7 @@ int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *
   prm.zout_stride = tr->zout_stride;
   filter_bias fb = {tr->bias_tokens, tr->bias_raw, tr->bias_count};
   FS_TRY(rank_count(ctx, p, s, &prm, drawn, &fb, tr->counts, 1, stream));
+  if (tr->zout_keep) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
   int n = p->batch * s->num_samples;
   FS_TRY(fs_tp_reduce(ctx, c, tr->counts, tr->counts, (size_t)n, FS_REDUCE_SUM_F32, stream));
   int32_t *ranks = m->ranks;
@@ -499,16 +553,8 @@ int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *
   if (m->ranks && !fc.ranked)
     FS_TRY(rank_count(ctx, p, s, &fc.prm, fc.drawn, &fc.fb, (CUdeviceptr)(uintptr_t)m->ranks, 0,
                       stream));
-  if (fc.prm.zout_keep) { /* the last read of the logits is done */
-    long long lines = fc.zlines;
-    const long long most = 2LL * (ctx->sm_count > 0 ? ctx->sm_count : 1),
-                    need = (lines + 255) / 256; /* a line a thread at most once round */
-    const unsigned grid = (unsigned)(need < most ? (need > 0 ? need : 1) : most);
-    void *args[] = {&fc.prm, &lines};
-    CUresult r = ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream,
-                                         args, NULL);
-    if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_zout_drop)", __FILE__, __LINE__);
-  }
+  if (fc.prm.zout_keep) /* the last read of the logits is done */
+    FS_TRY(zout_drop(ctx, &fc.prm, fc.zlines, stream));
   return FS_OK;
 }
 

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 14
+#define FS_VERSION_PATCH 15
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.14"
+#define FS_VERSION_STRING "0.3.15"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -401,15 +401,17 @@ typedef struct fs_outputs {
 **    draws (a read of the written logits; the biased ids' raw logits put
 **    back first).  4-byte aligned device memory of B x num_samples int32,
 **    or NULL.  Not with FS_NOISE_GROUP16.  In the tensor-parallel calls
-**    (since 0.3.14; the same on every rank) the call takes the filters'
-**    path (fs_sample_tp_ex): each rank writes its shard's logits (B x V x 4
-**    bytes of workspace) and the collectives are a max all-reduce of 3 B
-**    keys (the shards' bounds), the keys' max all-reduce, the draws'
-**    logits' sum all-reduce (with or without outputs->logits), and one
-**    more FS_REDUCE_SUM_F32 all-reduce of B x num_samples counts, each
+**    (since 0.3.14; the same on every rank) each rank writes its shard's
+**    logits (B x V x 4 bytes of workspace): without a logit bias or a
+**    sampled call's filters (since 0.3.15) its fused kernel writes them
+**    while it draws, and the collectives are the keys' max all-reduce, the
+**    draws' logits' sum all-reduce (with or without outputs->logits) and
+**    one more FS_REDUCE_SUM_F32 all-reduce of B x num_samples counts, each
 **    rank's count of its shard's logits >= each draw's (exact while the
-**    whole vocabulary has fewer than 2^24 ids); every rank gets the
-**    unsharded call's ranks.  As with
+**    whole vocabulary has fewer than 2^24 ids); with either, the call
+**    takes the filters' path (fs_sample_tp_ex), which adds a max all-reduce
+**    of 3 B keys (the shards' bounds) before the keys'.  Every rank gets
+**    the unsharded call's ranks.  As with
 **    top_logprobs, make one such call before capturing such calls in a
 **    CUDA graph. */
 typedef struct fs_options {

@@ -143,6 +143,9 @@ struct fs_context {
                                measurements, 0 always fsamp_rank; filter.c) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
+  int tp_ranks_pass;        /* 1: a tensor-parallel call's ranks drawn in its fused
+                               pass where it can (tp.c); 0: always the filters' path
+                               (FS_TP_RANKS_PASS=0 at creation; tests, measurements) */
   int filter_clusters[4];   /* co-resident clusters of fsamp_filter of 1, 2, 4, 8 CTAs
                                (0: that size is not used) */
   char errmsg[FS_ERRMSG_MAX];
@@ -417,6 +420,8 @@ typedef struct fs_tp_rank {
   const float *bias_raw;      /* their raw logits */
   int32_t bias_count;         /* 0: no bias */
   CUdeviceptr counts;         /* n floats of workspace */
+  int zout_keep;              /* the logits went to L2 with evict_last: dropped after the count */
+  long long zlines;           /* their whole 128-byte lines */
 } fs_tp_rank;
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
@@ -426,6 +431,14 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
 ** its shard's logits >= each draw's (fsamp_rank, as floats), one
 ** FS_REDUCE_SUM_F32 all-reduce of the n counts through c, and
 ** fsamp_rank_int writes them to m->ranks. */
+/* filter.c: a tensor-parallel call whose ranks its fused kernel draws
+** (fs_tp_ranks_in_pass): the kernel of that pass (*k: one that stages its
+** tiles, which can write the shard's logits out), the filters' module
+** loaded and the workspace grown (FS_NOT_PREPARED where either is needed
+** while stream captures), and *tr: where the pass writes the shard's
+** logits (after fs_workspace_need's bytes) and the counts go. */
+int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                      CUstream stream, struct fs_kernel **k, fs_tp_rank *tr);
 int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
                        const float *drawn, CUstream stream);

@@ -14,8 +14,10 @@
 ** fsamp_finalize writes exp(L - M) after the logits, so that the same sum
 ** all-reduce gives sum exp(L - M); fsamp_tp_logprobs writes logit - (M +
 ** log of that sum).  Two collectives, as a call with logits has.
-** Ranks (fs_options.ranks) take the filters' path (fs_filter_tp: the
-** shard's logits written); once the draws' logits are summed, each rank
+** Ranks (fs_options.ranks) need the shard's logits written: where nothing
+** else in the call needs the filters' path (ranks_in_pass) the fused
+** kernel writes them while it draws (fs_filter_tp_zout), else the filters'
+** path does (fs_filter_tp); once the draws' logits are summed, each rank
 ** counts its shard's logits against them and one more sum all-reduce adds
 ** the counts (fs_filter_tp_ranks).
 ** Through NCCL the keys are reduced out of place (no copy of them first).
@@ -82,19 +84,33 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
+/* Do a tensor-parallel call's ranks come from its fused pass: ranks and
+** nothing that needs the filters' path (no top logprobs, no logit bias, no
+** sampled call's filters), so that the pass draws the call while it writes
+** the shard's logits; the same on every rank (the options and the call
+** mode are), as their collectives must be. */
+static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
+  return ctx->tp_ranks_pass && m->ranks && !m->top_n && m->bias_count == 0 &&
+         !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
+}
+
 /* The fused kernel's part of one rank's call (or with write_out, a call
 ** with a logit bias on one GPU, whose merge then writes the outputs): the
 ** shard's best keys and their logits (then with logprobs the rows'
-** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk. */
+** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk.
+** With tr (ranks_in_pass) the kernel also writes the shard's logits where
+** fs_filter_tp_zout puts them, and *tr is what fs_filter_tp_ranks reads. */
 static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
-                    const fs_opts *m, const fs_outputs *outputs, int write_out, CUstream stream,
-                    fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp, CUdeviceptr *llp) {
+                    const fs_opts *m, const fs_outputs *outputs, int write_out, fs_tp_rank *tr,
+                    CUstream stream, fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp,
+                    CUdeviceptr *llp) {
   const int S = sampling->num_samples, B = problem->batch;
   const size_t n = (size_t)B * S;
   const float *lp = m->logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
-  int st = fs_plan_kernel(ctx, problem, sampling, stream, &k);
+  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, stream, &k, tr)
+              : fs_plan_kernel(ctx, problem, sampling, stream, &k);
   CUdeviceptr lk = 0, gk = 0, ll = 0, mask_at = 0;
   fs_opts fused = *m; /* with a bias: the mask without the biased ids */
   if (!st && m->bias_count)
@@ -108,6 +124,11 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
     fs_opts pairs = fused; /* with logprobs: the pairs, not the shard's logprobs */
     pairs.logprobs = NULL;
     pairs.lse_pairs = lp != NULL;
+    if (tr) {
+      pairs.zout = tr->zout;
+      pairs.zout_stride = tr->zout_stride;
+      pairs.zout_keep = tr->zout_keep;
+    }
     st = fs_launch_masked(ctx, k, problem, sampling, &pairs, &local, stream);
   }
   if (!st && lp) {
@@ -170,11 +191,12 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   /* one GPU: fs_sample_ex sends those calls to filter.c.  Ranks decide by
   ** the count alone: the cost model reads the shard's V, and ranks that
   ** chose different paths would not meet in the same collectives */
-  int st = c && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
+  const int in_pass = c && ranks_in_pass(ctx, sampling, &m);
+  int st = c && !in_pass && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
                ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll,
                               &tr)
-               : tp_fused(ctx, problem, sampling, &m, outputs, !c, (CUstream)stream, &k, &lk,
-                          &gk, &ll);
+               : tp_fused(ctx, problem, sampling, &m, outputs, !c, in_pass ? &tr : NULL,
+                          (CUstream)stream, &k, &lk, &gk, &ll);
   if (!c) { /* one GPU: the merge wrote the outputs */
     cu->cuCtxPopCurrent(&dummy);
     return st;

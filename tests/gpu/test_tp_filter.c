@@ -21,8 +21,12 @@
 ** sampled and greedy temperatures (tp_util.h).
 ** Ranks (fs_options.ranks, since 0.3.14): with filters, a bias, logprobs,
 ** one sample (cases 7 and 8), with per-row filters, a mask and a bias
-** without outputs->logits (16), and with no filter at all (14, 15: the
-** call takes the filters' path for them); every rank's ranks must be
+** without outputs->logits (16), and with no filter at all (15 with a
+** bias: the call takes the filters' path; 14, 17 and 18 without one: the
+** fused kernel draws and writes the shard's logits, since 0.3.15, or with
+** FS_TP_RANKS_PASS=0, gpu/tp_filter_ranks_path, the filters' path
+** again), with a mask, logprobs, no outputs->logits, a soft-cap, one
+** sample; every rank's ranks must be
 ** the unsharded call's exactly (each shard's counts summed as floats,
 ** exact below 2^24; test_ranks checks the unsharded call's against the CPU
 ** reference).
@@ -87,6 +91,8 @@ static const tpf_case cases[] = {
     {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1},
     {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2},
     {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, mask, bias, ranks, no logits", 2},
+    {4, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "no filter: ranks, no logits", 2},
+    {2, 1, 0.0f, 0, 0.0f, 0, 0, 0, 0.5f, 1, "no filter: ranks, cap 0.5, logprobs, one sample", 1},
 };
 
 static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval, g_etok, g_eval;
@@ -281,15 +287,17 @@ int main(void) {
       if (!want) continue;
     }
     moved += run_case(ctx, &u, c, &u.ref);
-    if (c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
+    const int filtered = c->rows || c->min_p > 0.0f || c->top_k > 0 ||
+                         (c->top_p > 0.0f && c->top_p < 1.0f);
+    if (filtered && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       for (int b = 0; b < B; b++) counted += tp_temps[b] != 0.0f ? TP_S : 0;
   }
   if (!gu_fake_driver() && counted) /* under the fake driver no kernel runs */
     CHECK_MSG(3 * moved >= counted,
             "only %d of %d sampled items moved by the filters: are they applied?", moved,
             counted);
-  printf("filters moved %d of %d sampled items (cases without mask, bias or cap)\n", moved,
-         counted);
+  printf("filters moved %d of %d sampled items (filtered cases without mask, bias or cap)\n",
+         moved, counted);
   gu_free(ctx, g_min_ps);
   gu_free(ctx, g_top_ks);
   gu_free(ctx, g_top_ps);
