@@ -9,8 +9,9 @@
 **           max of 3 B keys, then sums of up to B x 2048 x 5 floats;
 **           runtime/filter.c), the baselines staying unfiltered; with
 **           --draw-ranks 1 each draw's rank too (fs_options.ranks: the
-**           filters' path, the shard's logits written, three more
-**           all-reduces: the shards' bounds, the draws' logits, the counts)
+**           shard's logits written, by the fused pass since 0.3.15 with no
+**           filters, two more all-reduces: the draws' logits, the counts;
+**           with filters a third, the shards' bounds)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -18,7 +19,8 @@
 **   one   : with --ranks 1 only, fs_sample_ex() with the same options (the
 **           one-GPU call: with filters, runtime/filter.c's one-GPU path)
 ** Each time is rank 0's median of --reps runs (CUDA events on its stream; the
-** ranks start each run together).  NVLink multicast stays off
+** ranks start each run together; the methods take turns run by run, since
+** 0.3.15).  NVLink multicast stays off
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
@@ -120,9 +122,14 @@ static void *rank_main(void *arg) {
     DIE(k, "cuBLAS setup failed");
   CU(k, cu->cuEventCreate(&k->e0, 0));
   CU(k, cu->cuEventCreate(&k->e1, 0));
-  double *t = malloc(sizeof(double) * (size_t)k->reps);
-  for (int m = 0; m < (k->R == 1 ? 4 : 3); m++) {
-    for (int i = -3; i < k->reps; i++) {
+  /* the methods interleaved run by run, so that each sees the same power
+  ** and clock states (timed one after another, the last one ran on a card
+  ** the others had heated: perf-notes 50b) */
+  const int nm = k->R == 1 ? 4 : 3;
+  double *t = malloc(sizeof(double) * (size_t)k->reps * (size_t)nm);
+  if (!t) DIE(k, "out of host memory");
+  for (int i = -3; i < k->reps; i++)
+    for (int m = 0; m < nm; m++) {
       pthread_barrier_wait(k->bar);
       CU(k, cu->cuEventRecord(k->e0, k->stream));
       run_method(k, m);
@@ -130,10 +137,11 @@ static void *rank_main(void *arg) {
       CU(k, cu->cuEventSynchronize(k->e1));
       float ms = 0;
       CU(k, cu->cuEventElapsedTime(&ms, k->e0, k->e1));
-      if (i >= 0) t[i] = ms * 1e3;
+      if (i >= 0) t[(size_t)m * k->reps + i] = ms * 1e3;
     }
-    qsort(t, (size_t)k->reps, sizeof *t, cmp_d);
-    k->us[m] = t[k->reps / 2];
+  for (int m = 0; m < nm; m++) {
+    qsort(t + (size_t)m * k->reps, (size_t)k->reps, sizeof *t, cmp_d);
+    k->us[m] = t[(size_t)m * k->reps + k->reps / 2];
   }
   free(t);
   cublasDestroy(k->blas);
