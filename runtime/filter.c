@@ -515,7 +515,8 @@ static int zout_drop(fs_context *ctx, fs_params *prm, long long lines, CUstream 
                   need = (lines + 255) / 256; /* a line a thread at most once round */
   const unsigned grid = (unsigned)(need < most ? (need > 0 ? need : 1) : most);
   void *args[] = {prm, &lines};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream, args, NULL);
+  CUresult r =
+      ctx->cu->cuLaunchKernel(ctx->zdrop_fn, grid, 1, 1, 256, 1, 1, 0, stream, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_zout_drop)", __FILE__, __LINE__) : FS_OK;
 }
 
