@@ -26,7 +26,8 @@
 ** fused kernel draws and writes the shard's logits, since 0.3.15, or with
 ** FS_TP_RANKS_PASS=0, gpu/tp_filter_ranks_path, the filters' path
 ** again), with a mask, logprobs, no outputs->logits, a soft-cap, one
-** sample; every rank's ranks must be
+** sample; and greedy calls (19, 20: every row at T = 0, with top_k 50,
+** which a greedy call ignores); every rank's ranks must be
 ** the unsharded call's exactly (each shard's counts summed as floats,
 ** exact below 2^24; test_ranks checks the unsharded call's against the CPU
 ** reference).
@@ -71,28 +72,31 @@ typedef struct tpf_case {
   int lp;    /* logprobs */
   const char *what;
   int ranks; /* fs_options.ranks: 1, or 2 with no outputs->logits */
+  int greedy; /* every row at T = 0 (a greedy call: its plan's kernel may be wt) */
 } tpf_case;
 
 static const tpf_case cases[] = {
-    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20", 0},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9", 0},
-    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1", 0},
-    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs", 0},
-    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1", 0},
-    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs", 0},
-    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask", 0},
-    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, bias, logprobs, ranks", 1},
-    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, cap 0.5, one sample, ranks", 1},
-    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias", 0},
-    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list bound)", 0},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf and NaN bias entries, logprobs", 0},
-    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf and NaN bias entries", 0},
-    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN entries, a mask", 0},
-    {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1},
-    {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2},
-    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, mask, bias, ranks, no logits", 2},
-    {4, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "no filter: ranks, no logits", 2},
-    {2, 1, 0.0f, 0, 0.0f, 0, 0, 0, 0.5f, 1, "no filter: ranks, cap 0.5, logprobs, one sample", 1},
+    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20", 0, 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9", 0, 0},
+    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1", 0, 0},
+    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs", 0, 0},
+    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1", 0, 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs", 0, 0},
+    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask", 0, 0},
+    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, bias, lp, ranks", 1, 0},
+    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, cap 0.5, 1 sample, ranks", 1, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias", 0, 0},
+    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list)", 0, 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf/NaN bias entries, logprobs", 0, 0},
+    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf/NaN bias entries", 0, 0},
+    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN, mask", 0, 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1, 0},
+    {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "row filters, mask, bias, ranks, no logits", 2, 0},
+    {4, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "no filter: ranks, no logits", 2, 0},
+    {2, 1, 0.0f, 0, 0.0f, 0, 0, 0, 0.5f, 1, "no filter: ranks, cap 0.5, logprobs, 1 sample", 1, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 0, "greedy: ranks, a mask, no logits", 2, 1},
+    {2, TP_S, 0.0f, 50, 0.0f, 0, 0, 0, 0.0f, 1, "greedy, top_k 50: ranks, logprobs", 1, 1},
 };
 
 static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval, g_etok, g_eval;
@@ -167,6 +171,10 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   /* the unsharded draw with these options (and its logprobs) */
   tp_unsharded cu = *u;
   cu.s.num_samples = S;
+  if (c->greedy) {
+    cu.s.temperatures = NULL;
+    cu.s.temperature = 0.0f;
+  }
   fs_options o = case_options(c);
   /* with ranks: the unsharded call's, and each rank's, poisoned (-1) */
   CUdeviceptr dref_rk = 0, drk[MAXR];
@@ -193,6 +201,10 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
     rk[k].s.num_samples = S;
+    if (c->greedy) {
+      rk[k].s.temperatures = NULL;
+      rk[k].s.temperature = 0.0f;
+    }
     opt[k] = case_options(c);
     if (c->lp) {
       fs_options t; /* tp_lp_alloc's logprobs */
@@ -237,7 +249,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   ** seed; a mask or bias changes draws too, so only cases without them
   ** count), and top_k 1's sampled rows at their greedy token */
   int moved = 0, off_greedy = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && !c->greedy; i++) {
     const int b = i / S;
     if (tp_temps[b] == 0.0f) continue;
     if (S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
@@ -289,7 +301,7 @@ int main(void) {
     moved += run_case(ctx, &u, c, &u.ref);
     const int filtered = c->rows || c->min_p > 0.0f || c->top_k > 0 ||
                          (c->top_p > 0.0f && c->top_p < 1.0f);
-    if (filtered && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
+    if (filtered && !c->greedy && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       for (int b = 0; b < B; b++) counted += tp_temps[b] != 0.0f ? TP_S : 0;
   }
   if (!gu_fake_driver() && counted) /* under the fake driver no kernel runs */
