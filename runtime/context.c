@@ -46,7 +46,8 @@ static int new_context(fs_context **out) {
   const char *fr = getenv("FS_FILTER_RANKS");
   ctx->filter_ranks = fr && !strcmp(fr, "1");
   /* FS_TP_RANKS_PASS=0|1 (tests, measurements): 0 sends every
-  ** tensor-parallel call with ranks to the filters' path (tp.c) */
+  ** tensor-parallel call with ranks to the filters' path (tp.c); the same
+  ** on every rank, whose collectives differ by path */
   ctx->tp_ranks_pass = 1;
   fs_env_int("FS_TP_RANKS_PASS", 0, 1, &ctx->tp_ranks_pass);
   /* FS_TOPLP_SLICES=G (1..FS_TOPLP_SLICES_MAX; tests, measurements):

@@ -272,7 +272,8 @@ typedef struct filter_call {
   long long zlines; /* the logits' whole 128-byte lines */
 } filter_call;
 
-/* Do the logits of a one-GPU filtered call (bytes of them) go to L2 with an
+/* Do the logits of a one-GPU filtered call, or of a tensor-parallel call
+** whose ranks its fused pass draws (bytes of them), go to L2 with an
 ** evict_last policy (fs_params.zout_keep): where they take at most two
 ** thirds of L2 (H200: B <= 69 at V = 151,936), so that the kernels after
 ** the pass read them there and the W stream's lines go first; the call's

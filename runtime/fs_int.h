@@ -426,19 +426,22 @@ typedef struct fs_tp_rank {
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
                  CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr);
-/* filter.c: a tensor-parallel call's ranks (m->ranks), after its draws'
-** logits `drawn` ([B, S], every rank the same) are reduced: each rank counts
-** its shard's logits >= each draw's (fsamp_rank, as floats), one
-** FS_REDUCE_SUM_F32 all-reduce of the n counts through c, and
-** fsamp_rank_int writes them to m->ranks. */
 /* filter.c: a tensor-parallel call whose ranks its fused kernel draws
-** (fs_tp_ranks_in_pass): the kernel of that pass (*k: one that stages its
+** (tp.c's ranks_in_pass): the kernel of that pass (*k: one that stages its
 ** tiles, which can write the shard's logits out), the filters' module
 ** loaded and the workspace grown (FS_NOT_PREPARED where either is needed
-** while stream captures), and *tr: where the pass writes the shard's
-** logits (after fs_workspace_need's bytes) and the counts go. */
+** while stream captures; FS_INVALID_ARGUMENT for shards above 2^24 - 8
+** rows, as fs_filter_tp), and *tr: where the pass writes the shard's
+** logits (after fs_workspace_need's bytes), whether they go to L2 with
+** evict_last (zout_keep), and where the counts go. */
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                       CUstream stream, struct fs_kernel **k, fs_tp_rank *tr);
+/* filter.c: a tensor-parallel call's ranks (m->ranks), after its draws'
+** logits `drawn` ([B, S], every rank the same) are reduced: each rank counts
+** its shard's logits >= each draw's (fsamp_rank, as floats), discards the
+** logits' L2 lines where tr->zout_keep (fsamp_zout_drop: the count was
+** their last read), one FS_REDUCE_SUM_F32 all-reduce of the n counts
+** through c, and fsamp_rank_int writes them to m->ranks. */
 int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
                        const float *drawn, CUstream stream);

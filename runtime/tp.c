@@ -152,9 +152,10 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
 /* One rank's call through collective c, or with c NULL one GPU's call with a
 ** logit bias (fs_sample_ex): the same steps up to the bias's merge, which
 ** then writes the outputs (no collective, no fsamp_finalize).  A sampled
-** call with filters, or one with a long bias (fs_filter_path), takes
-** filter.c's rank part (fs_filter_tp) instead of the fused kernel's; the
-** rest is the same. */
+** call with filters, or one with a long bias or ranks (fs_filter_path),
+** takes filter.c's rank part (fs_filter_tp) instead of the fused kernel's,
+** but for ranks that the fused pass draws (ranks_in_pass); the rest is the
+** same. */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const fs_tp_coll *c,
                      void *stream) {

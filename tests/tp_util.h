@@ -209,6 +209,7 @@ typedef struct tp_rank {
   fs_outputs o;
   gu_outputs go; /* o's arrays */
   const fs_options *opt; /* set: fs_sample_tp_ex with it (test_tp's logprobs) */
+  int collectives;       /* tp_host_allreduce's calls by this rank */
   int status;
   char err[512];
 } tp_rank;
@@ -222,6 +223,7 @@ static inline int tp_host_allreduce(void *user, void *buf, size_t count, int op,
   tp_rank *r = user;
   tp_shared *sh = r->sh;
   const fs_cu_api *cu = r->ctx->cu;
+  r->collectives++;
   if (count > tp_maxcount(sh)) {
     fprintf(stderr, "rank %d: an all-reduce of %zu elements, more than the %zu a call needs\n",
             r->rank, count, tp_maxcount(sh));

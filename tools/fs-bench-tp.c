@@ -20,11 +20,13 @@
 **           one-GPU call: with filters, runtime/filter.c's one-GPU path)
 ** Each time is rank 0's median of --reps runs (CUDA events on its stream; the
 ** ranks start each run together; the methods take turns run by run, since
-** 0.3.15).  NVLink multicast stays off
+** 0.3.15).  --fused-only 1 times the fused call alone (the other columns
+** print 0; scripts/gpu-tp-filter-prof.sh's ncu counts its launches).  NVLink multicast stays off
 ** (NCCL_NVLS_ENABLE=0).
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
-**               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1] [--csv FILE]
+**               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]
+**               [--fused-only 0|1] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
 ** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
@@ -50,7 +52,7 @@
 #define MAXR 8
 
 typedef struct rank_t {
-  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks;
+  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks, fused_only;
   float top_p;
   fs_context *ctx;
   ncclComm_t comm;
@@ -130,6 +132,7 @@ static void *rank_main(void *arg) {
   if (!t) DIE(k, "out of host memory");
   for (int i = -3; i < k->reps; i++)
     for (int m = 0; m < nm; m++) {
+      if (k->fused_only && m) continue;
       pthread_barrier_wait(k->bar);
       CU(k, cu->cuEventRecord(k->e0, k->stream));
       run_method(k, m);
@@ -139,7 +142,7 @@ static void *rank_main(void *arg) {
       CU(k, cu->cuEventElapsedTime(&ms, k->e0, k->e1));
       if (i >= 0) t[(size_t)m * k->reps + i] = ms * 1e3;
     }
-  for (int m = 0; m < nm; m++) {
+  for (int m = 0; m < (k->fused_only ? 1 : nm); m++) {
     qsort(t + (size_t)m * k->reps, (size_t)k->reps, sizeof *t, cmp_d);
     k->us[m] = t[(size_t)m * k->reps + k->reps / 2];
   }
@@ -151,14 +154,14 @@ static void *rank_main(void *arg) {
 #define USAGE                                                                                  \
   "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
   "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]\n" \
-  "                   [--csv FILE]\n"
+  "                   [--fused-only 0|1] [--csv FILE]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
 
 typedef struct tp_args {
   int R; /* 0: every visible GPU (up to MAXR) */
-  int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks;
+  int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks, fused_only;
   float top_p;
   const char *csv_path;
 } tp_args;
@@ -166,7 +169,7 @@ typedef struct tp_args {
 /* Parses the command line into *a: 0, or the exit status (0 after --help is
 ** -1: the caller exits 0; 2 for a bad argument, message printed). */
 static int parse(int argc, char **argv, tp_args *a) {
-  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 1.0f, NULL};
+  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 1.0f, NULL};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -175,7 +178,8 @@ static int parse(int argc, char **argv, tp_args *a) {
     }
     static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
                                              "--top-p", "--csv", "--model", "--shape",
-                                             "--batch", "--draw-ranks", NULL};
+                                             "--batch", "--draw-ranks", "--fused-only",
+                                             NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
     i++;
@@ -191,6 +195,10 @@ static int parse(int argc, char **argv, tp_args *a) {
     } else if (!strcmp(k, "--draw-ranks")) {
       if (fs_tools_parse_int(v, 0, 1, &a->draw_ranks))
         return bad("--draw-ranks %s: must be 0 or 1", v);
+    } else if (!strcmp(k, "--fused-only")) {
+      /* 1: the fused call alone, its launches in order (ncu's --launch-skip) */
+      if (fs_tools_parse_int(v, 0, 1, &a->fused_only))
+        return bad("--fused-only %s: must be 0 or 1", v);
     } else if (!strcmp(k, "--top-k")) {
       if (fs_tools_parse_int(v, 0, INT_MAX, &a->top_k))
         return bad("--top-k %s: must be an integer in 0..%d", v, INT_MAX);
@@ -270,6 +278,7 @@ int main(int argc, char **argv) {
       k->top_k = top_k;
       k->top_p = top_p;
       k->draw_ranks = a.draw_ranks;
+      k->fused_only = a.fused_only;
       k->v0 = (int)((long long)V * r / R);
       k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
       k->vpad = vpad;

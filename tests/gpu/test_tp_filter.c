@@ -27,7 +27,9 @@
 ** FS_TP_RANKS_PASS=0, gpu/tp_filter_ranks_path, the filters' path
 ** again), with a mask, logprobs, no outputs->logits, a soft-cap, one
 ** sample; and greedy calls (19, 20: every row at T = 0, with top_k 50,
-** which a greedy call ignores); every rank's ranks must be
+** which a greedy call ignores; the path each took is checked by its
+** collectives: 3 through the pass, more through the filters' path; an
+** unfiltered case's draws must be the plain draw's); every rank's ranks must be
 ** the unsharded call's exactly (each shard's counts summed as floats,
 ** exact below 2^24; test_ranks checks the unsharded call's against the CPU
 ** reference).
@@ -134,6 +136,17 @@ static void upload_inputs(fs_context *ctx) {
   g_eval = gu_upload_new(ctx, val, sizeof val);
 }
 
+/* Does case c ask for a filter (min-p, top-k, top-p, scalar or per row). */
+static int case_filtered(const tpf_case *c) {
+  return c->rows || c->min_p > 0.0f || c->top_k > 0 || (c->top_p > 0.0f && c->top_p < 1.0f);
+}
+
+/* Are case c's ranks drawn in the ranks' fused pass (runtime/tp.c's
+** ranks_in_pass): ranks without a bias, and without filters or greedy. */
+static int case_in_pass(const tpf_case *c) {
+  return c->ranks && !c->bias && (c->greedy || !case_filtered(c));
+}
+
 /* The options of case c (logprobs not set). */
 static fs_options case_options(const tpf_case *c) {
   fs_options o;
@@ -223,6 +236,15 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
     rk[k].opt = &opt[k];
   }
   tp_run_ranks(rk, R);
+  /* the path taken, by its collectives: the fused pass's three (the keys,
+  ** the draws' logits, the counts), the filters' path at least one more
+  ** (the shards' bounds); every rank the same */
+  const char *pass_env = getenv("FS_TP_RANKS_PASS");
+  const int by_path = pass_env && !strcmp(pass_env, "0");
+  for (int k = 0; k < R && case_in_pass(c); k++)
+    CHECK_MSG(by_path ? rk[k].collectives > 3 : rk[k].collectives == 3,
+              "%s, R=%d rank %d: %d collectives, %s", c->what, R, k, rk[k].collectives,
+              by_path ? "the filters' path takes more than 3" : "the fused pass takes 3");
   int mism = 0, lbad = 0, rbad = 0;
   for (int k = 0; k < R; k++) {
     char who[96];
@@ -255,6 +277,10 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
     if (S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       moved += ref.h_tokens[i] != plain->h_tokens[i];
   }
+  /* ranks change no draw: an unfiltered case's are the plain draw's */
+  if (!case_filtered(c) && !c->greedy && S == TP_S && !c->mask && !c->bias && c->cap == 0.0f &&
+      !gu_fake_driver())
+    CHECK_MSG(moved == 0, "%s, R=%d: %d sampled items unlike the plain draw", c->what, R, moved);
   if (!c->rows && c->top_k == 1 && !gu_fake_driver()) {
     /* every row's greedy token: the problem's draw at T = 0 */
     tp_unsharded g = *u;
@@ -299,9 +325,7 @@ int main(void) {
       if (!want) continue;
     }
     moved += run_case(ctx, &u, c, &u.ref);
-    const int filtered = c->rows || c->min_p > 0.0f || c->top_k > 0 ||
-                         (c->top_p > 0.0f && c->top_p < 1.0f);
-    if (filtered && !c->greedy && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
+    if (case_filtered(c) && !c->greedy && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       for (int b = 0; b < B; b++) counted += tp_temps[b] != 0.0f ? TP_S : 0;
   }
   if (!gu_fake_driver() && counted) /* under the fake driver no kernel runs */
