@@ -86,6 +86,20 @@ int fs_context_set_noise(fs_context *ctx, int noise) {
   return FS_OK;
 }
 
+int fs_context_set_tp_rank(fs_context *ctx, int rank, int ranks) {
+  if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
+  fs_clear_err(ctx);
+  if (ranks < 1 || ranks > FS_MAX_TP_RANKS)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "ranks=%d: must be in 1..%d", ranks,
+                  FS_MAX_TP_RANKS);
+  if (rank < 0 || rank >= ranks)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "rank=%d: must be in 0..%d (ranks=%d)", rank,
+                  ranks - 1, ranks);
+  ctx->tp_rank = rank;
+  ctx->tp_ranks = ranks;
+  return FS_OK;
+}
+
 int fs_context_create(int device_ordinal, fs_context **ppCtx) {
   fs_context *ctx = NULL;
   if (!ppCtx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ppCtx=NULL: an output pointer is required");

@@ -214,7 +214,7 @@ static int filter_load(fs_context *ctx) {
                                       "fsamp_ftp_draw",    "fsamp_toplp",
                                       "fsamp_toplp_merge", "fsamp_toplp_ranks",
                                       "fsamp_rank",        "fsamp_zout_drop",
-                                      "fsamp_rank_int"};
+                                      "fsamp_rank_int",    "fsamp_tp_place"};
   static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
       {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
       {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -233,10 +233,10 @@ static int filter_load(fs_context *ctx) {
       snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                knobs[i].macro, v);
   }
-  CUfunction fns[11];
+  CUfunction fns[12];
   CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
   FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                       names, 11, &mod, fns));
+                       names, 12, &mod, fns));
   ctx->filter_fn = fns[0];
   ctx->filter_bias_fn = fns[1];
   memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
@@ -244,6 +244,7 @@ static int filter_load(fs_context *ctx) {
   ctx->rank_fn = fns[8];
   ctx->zdrop_fn = fns[9];
   ctx->rank_int_fn = fns[10];
+  ctx->tp_place_fn = fns[11];
   const int st = filter_clusters(ctx);
   if (st) {
     ctx->cu->cuModuleUnload(mod);
@@ -474,7 +475,7 @@ static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s
 }
 
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
+                      int top_n, int R, CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
   if (p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
     return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with ranks the tensor-parallel "
                   "calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
@@ -482,18 +483,22 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p),
                n = B * (size_t)s->num_samples;
   /* after the call's workspace, the logits at a 128-byte line
-  ** (fsamp_zout_drop discards whole lines), then the n counts */
+  ** (fsamp_zout_drop discards whole lines), then the n counts; with top
+  ** logprobs the shard's lists and pairs, then the R ranks' */
   const size_t zat =
       (fs_workspace_need(ctx, *k, p->batch, p->vocab, s->num_samples) + 127) / 128 * 128;
-  const size_t cat = zat + B * zs * 4, bytes = cat + n * 4;
+  const unsigned G = top_n ? toplp_slices(ctx, p, top_n) : 0u;
+  const size_t cat = zat + B * zs * 4, lat = (cat + n * 4 + 15) / 16 * 16,
+               words = B * G * ((size_t)top_n + 1), gat = lat + words * 8,
+               bytes = gat + words * (size_t)R * 8;
   if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
     int cap = 0;
     FS_TRY(capturing(ctx, stream, &cap));
     if (cap)
       return fs_err(ctx, FS_NOT_PREPARED,
-                    "stream is capturing and options->ranks writes the shard's logits out "
+                    "stream is capturing and options->%s writes the shard's logits out "
                     "(fs_options) at B=%d, V=%d: the first such call %s; make one before "
-                    "capture", (int)p->batch, (int)p->vocab,
+                    "capture", top_n ? "top_logprobs" : "ranks", (int)p->batch, (int)p->vocab,
                     !ctx->filter_module ? "on a context compiles its kernels"
                                         : "at this size grows the workspace (B x V x 4 bytes)");
     FS_TRY(filter_load(ctx));
@@ -505,6 +510,9 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
   tr->counts = ctx->workspace + cat;
   tr->zout_keep = zout_keep(ctx, B * zs * 4);
   tr->zlines = (long long)(B * zs * 4 / 128);
+  tr->toplp_g = G;
+  tr->lists = ctx->workspace + lat;
+  tr->gather = ctx->workspace + gat;
   return FS_OK;
 }
 
@@ -538,6 +546,62 @@ int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *
   CUresult r = ctx->cu->cuLaunchKernel(ctx->rank_int_fn, (unsigned)((n + 127) / 128), 1, 1, 128,
                                        1, 1, 0, stream, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank_int)", __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                             const fs_opts *m, const fs_tp_rank *tr, CUstream stream) {
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  prm.zout = tr->zout;
+  prm.zout_stride = tr->zout_stride;
+  const size_t B = (size_t)p->batch, G = tr->toplp_g;
+  CUdeviceptr keys = tr->lists, pairs = keys + B * G * (size_t)m->top_n * 8;
+  int n = m->top_n, draws = 0;
+  float *lse = NULL, *values = NULL;
+  int32_t *tokens = NULL; /* the lists, even with one slice */
+  void *args[] = {&prm, &n, (void *)&keys, (void *)&pairs, &lse, &tokens, &values, &draws};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], (unsigned)G, (unsigned)B, 1,
+                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
+  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp)", __FILE__, __LINE__);
+  if (tr->zout_keep && !m->ranks) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
+  return FS_OK;
+}
+
+/* fsamp_tp_place of `width` words a row from src into R parts at dst. */
+static int tp_place(fs_context *ctx, unsigned rows, CUdeviceptr src, CUdeviceptr dst, int width,
+                    int R, int rank, CUstream stream) {
+  void *args[] = {(void *)&src, (void *)&dst, &width, &R, &rank};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->tp_place_fn, rows, 1, 1, 256, 1, 1, 0, stream, args,
+                                       NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_tp_place)", __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_filter_tp_toplp_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                             const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                             float *drawn, CUstream stream) {
+  const int n = m->top_n, G = (int)tr->toplp_g, R = c->ranks;
+  const size_t B = (size_t)p->batch, lk = B * (size_t)G * n, gk = lk * (size_t)R;
+  /* the lists' part, then the pairs' (a float2 a word) */
+  FS_TRY(tp_place(ctx, (unsigned)B, tr->lists, tr->gather, G * n, R, c->rank, stream));
+  FS_TRY(tp_place(ctx, (unsigned)B, tr->lists + lk * 8, tr->gather + gk * 8, G, R, c->rank,
+                  stream));
+  FS_TRY(fs_tp_reduce(ctx, c, tr->gather, tr->gather, gk + B * (size_t)G * R,
+                      FS_REDUCE_MAX_U64, stream));
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  prm.logits = drawn;
+  prm.logprobs = drawn ? m->logprobs : NULL;
+  CUdeviceptr keys = tr->gather, pairs = keys + gk * 8;
+  int nn = n, slices = G * R, draws = 2;
+  float *lse = NULL;
+  int32_t *tokens = m->top_tokens;
+  float *values = m->top_values;
+  void *args[] = {&prm,    &nn,    &slices, (void *)&keys, (void *)&pairs, &lse, &tokens,
+                  &values, &draws};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)B, 1, 1, FILTER_THREADS, 1,
+                                       1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp_merge)", __FILE__, __LINE__)
+           : FS_OK;
 }
 
 int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,

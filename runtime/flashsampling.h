@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 15
+#define FS_VERSION_PATCH 16
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.15"
+#define FS_VERSION_STRING "0.3.16"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -113,6 +113,7 @@ typedef enum fs_dtype {
 #define FS_MAX_LOGIT_BIAS 16384    /* fs_options.logit_bias_count: entries per row
                                       (1024 before 0.3.11) */
 #define FS_MAX_TOP_LOGPROBS 256    /* fs_options.top_logprobs: the most a row (since 0.3.12) */
+#define FS_MAX_TP_RANKS 4096       /* fs_context_set_tp_rank's ranks (since 0.3.16) */
 
 /* One LM-head problem: logits z = H . W^T, H is [B, D], W is [V, D], both
 ** row-major with the given row strides (in elements, >= D, multiple of 8;
@@ -378,8 +379,21 @@ typedef struct fs_outputs {
 **    merged).  top_logprobs is 0..FS_MAX_TOP_LOGPROBS (0: none, the
 **    pointers unread); else both arrays are 4-byte aligned device memory of
 **    B x n entries.  Not with
-**    FS_NOISE_GROUP16 (not implemented there), not in the tensor-parallel
-**    calls (FS_INVALID_ARGUMENT: a rank sees its shard's ids only).  The
+**    FS_NOISE_GROUP16 (not implemented there).  In the tensor-parallel
+**    calls (since 0.3.16; the same n on every rank, each with B x n entries
+**    of its own) each rank's fused pass writes its shard's logits while it
+**    draws, the rank lists its shard's n largest (global ids) and their
+**    log-sum-exp terms, and after the draws' collectives one more
+**    FS_REDUCE_MAX_U64 all-reduce of B x R x G x (n + 1) words (R ranks, G
+**    the slices a row of the shard, at most 16) gathers every rank's lists
+**    (zero but in this rank's part, so the max is a gather), which each
+**    rank merges: every rank gets the unsharded call's lists, and with
+**    logprobs the draws' logprobs against the same log-sum-exp (merged in
+**    another order than one GPU's: within ~1e-6 relative of the unsharded
+**    call's values).  The gather needs this rank's index and the rank
+**    count: NCCL's (fs_sample_nccl_ex), else fs_context_set_tp_rank's
+**    (FS_INVALID_ARGUMENT before it is set).  Not with a logit bias or a
+**    sampled call's filters there (FS_INVALID_ARGUMENT).  The
 **    first such call on a context compiles the filters' kernels and may
 **    grow the workspace: make one before capturing such calls in a CUDA
 **    graph.
@@ -514,6 +528,14 @@ typedef enum fs_noise_mode {
 ** captured.  FS_INVALID_ARGUMENT for another value. */
 int fs_context_set_noise(fs_context *ctx, int noise);
 
+/* Tells ctx which rank of a tensor-parallel group it serves: rank in
+** 0..ranks - 1, ranks in 1..FS_MAX_TP_RANKS, each rank's context a distinct
+** rank.  fs_sample_tp_ex needs it for fs_options.top_logprobs (the lists'
+** gather gives each rank a part of its own); fs_sample_nccl_ex asks NCCL
+** instead.  Since 0.3.16.  FS_INVALID_ARGUMENT for values outside those
+** ranges (ctx unchanged). */
+int fs_context_set_tp_rank(fs_context *ctx, int rank, int ranks);
+
 /* ---- tensor parallelism: W sharded along the vocabulary -------------------- */
 /* Each rank passes its own shard of W as `problem` (vocab = its rows,
 ** vocab_offset = the global id of its first row) and the SAME sampling
@@ -558,7 +580,8 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
 ** a mask needs its token_mask_stride given; on the filters' path, sampled
 ** calls with filters and long logit-bias lists, a shard has at most
-** 2^24 - 8 rows, ranks too; top_logprobs: FS_INVALID_ARGUMENT). */
+** 2^24 - 8 rows, ranks and top_logprobs too; top_logprobs needs
+** fs_context_set_tp_rank first). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

@@ -133,6 +133,7 @@ struct fs_context {
   int l2_bytes;             /* the device's L2 */
   int zout_keep;            /* -1: filter.c's zout_keep decides; 0, 1: FS_ZOUT_KEEP */
   CUfunction rank_int_fn;   /* fsamp_rank_int (ranks in the tensor-parallel calls) */
+  CUfunction tp_place_fn;   /* fsamp_tp_place (top logprobs in the tensor-parallel calls) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
@@ -143,6 +144,8 @@ struct fs_context {
                                measurements, 0 always fsamp_rank; filter.c) */
   int filter_ranks;         /* 1: one GPU's filtered calls take the ranks' path
                                (FS_FILTER_RANKS=1 at creation; measurement) */
+  int tp_rank, tp_ranks;    /* this rank's index and the rank count
+                               (fs_context_set_tp_rank; tp_ranks 0: not set) */
   int tp_ranks_pass;        /* 1: a tensor-parallel call's ranks drawn in its fused
                                pass where it can (tp.c); 0: always the filters' path
                                (FS_TP_RANKS_PASS=0 at creation; tests, measurements) */
@@ -399,6 +402,8 @@ typedef struct fs_tp_coll {
   void *nccl_comm;
   int one_gpu; /* fs_sample_ranks: one rank, the whole vocabulary */
   int ranks;   /* the rank count where known (NCCL, one_gpu), else 0 */
+  int rank;    /* this rank's index where ranks is known (the lists' gather
+                  of top logprobs: tp.c, filter.c) */
 } fs_tp_coll;
 /* tp.c: fs_sample_ex() of a call with filters through the ranks' path with
 ** one rank (a collective that does nothing): ctx->filter_ranks (measurement:
@@ -422,6 +427,9 @@ typedef struct fs_tp_rank {
   CUdeviceptr counts;         /* n floats of workspace */
   int zout_keep;              /* the logits went to L2 with evict_last: dropped after the count */
   long long zlines;           /* their whole 128-byte lines */
+  unsigned toplp_g;           /* top logprobs: fsamp_toplp's slices a row on the shard */
+  CUdeviceptr lists, gather;  /* its B x G lists of n keys and B x G pairs; room for
+                                 the R ranks' B x R G lists and pairs */
 } fs_tp_rank;
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
@@ -435,7 +443,25 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
 ** logits (after fs_workspace_need's bytes), whether they go to L2 with
 ** evict_last (zout_keep), and where the counts go. */
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      CUstream stream, struct fs_kernel **k, fs_tp_rank *tr);
+                      int top_n, int R, CUstream stream, struct fs_kernel **k,
+                      fs_tp_rank *tr);
+/* filter.c: a tensor-parallel call's top logprobs (m->top_n, since 0.3.16),
+** in two steps.  fs_filter_tp_toplp_local, after the fused pass wrote the
+** shard's logits (tr, from fs_filter_tp_zout with top_n and R): fsamp_toplp
+** lists the shard's n largest a slice (global ids) and their log-sum-exp
+** pairs into tr->lists, and where nothing reads the logits after it (no
+** m->ranks) discards their L2 lines (tr->zout_keep).
+** fs_filter_tp_toplp_merge, after the draws' logits `drawn` ([B, S], or
+** NULL without logprobs) are reduced: the R ranks' lists gathered through
+** one FS_REDUCE_MAX_U64 all-reduce of B x R G (n + 1) words (zeros but
+** rank c->rank's part: a max that is a gather), then fsamp_toplp_merge
+** writes the lists, and with m->logprobs the draws' logprobs from drawn,
+** against the log-sum-exp of all ranks' pairs (every rank the same). */
+int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                             const fs_opts *m, const fs_tp_rank *tr, CUstream stream);
+int fs_filter_tp_toplp_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                             const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                             float *drawn, CUstream stream);
 /* filter.c: a tensor-parallel call's ranks (m->ranks), after its draws'
 ** logits `drawn` ([B, S], every rank the same) are reduced: each rank counts
 ** its shard's logits >= each draw's (fsamp_rank, as floats), discards the

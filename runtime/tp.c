@@ -20,6 +20,12 @@
 ** path does (fs_filter_tp); once the draws' logits are summed, each rank
 ** counts its shard's logits against them and one more sum all-reduce adds
 ** the counts (fs_filter_tp_ranks).
+** Top logprobs (fs_options.top_logprobs, since 0.3.16) take the same pass:
+** fsamp_toplp lists each row's n largest of the shard (global ids) a slice,
+** with their log-sum-exp pairs; once the draws' logits are summed, one more
+** max all-reduce gathers every rank's lists (each rank's part zero on the
+** others, c->rank), and fsamp_toplp_merge merges them, and the draws'
+** logprobs, against the log-sum-exp of every rank's pairs.
 ** Through NCCL the keys are reduced out of place (no copy of them first).
 ** NCCL is loaded with dlopen, so the library does not depend on it.
 */
@@ -84,13 +90,13 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
-/* Do a tensor-parallel call's ranks come from its fused pass: ranks and
-** nothing that needs the filters' path (no top logprobs, no logit bias, no
-** sampled call's filters), so that the pass draws the call while it writes
-** the shard's logits; the same on every rank (the options and the call
-** mode are), as their collectives must be. */
+/* Does a tensor-parallel call's fused pass write the shard's logits while
+** it draws: top logprobs, or ranks (unless FS_TP_RANKS_PASS=0), and
+** nothing that needs the filters' path (no logit bias, no sampled call's
+** filters; tp_sample refuses top logprobs with them); the same on every
+** rank (the options and the call mode are), as their collectives must be. */
 static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
-  return ctx->tp_ranks_pass && m->ranks && !m->top_n && m->bias_count == 0 &&
+  return (m->top_n || (ctx->tp_ranks_pass && m->ranks)) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
 }
 
@@ -99,17 +105,18 @@ static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_o
 ** shard's best keys and their logits (then with logprobs the rows'
 ** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk.
 ** With tr (ranks_in_pass) the kernel also writes the shard's logits where
-** fs_filter_tp_zout puts them, and *tr is what fs_filter_tp_ranks reads. */
+** fs_filter_tp_zout puts them (with room for R ranks' top-logprob lists),
+** and *tr is what fs_filter_tp_ranks and fs_filter_tp_toplp_* read. */
 static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                     const fs_opts *m, const fs_outputs *outputs, int write_out, fs_tp_rank *tr,
-                    CUstream stream, fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp,
+                    int R, CUstream stream, fs_kernel **kp, CUdeviceptr *lkp, CUdeviceptr *gkp,
                     CUdeviceptr *llp) {
   const int S = sampling->num_samples, B = problem->batch;
   const size_t n = (size_t)B * S;
   const float *lp = m->logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
-  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, stream, &k, tr)
+  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, m->top_n, R, stream, &k, tr)
               : fs_plan_kernel(ctx, problem, sampling, stream, &k);
   CUdeviceptr lk = 0, gk = 0, ll = 0, mask_at = 0;
   fs_opts fused = *m; /* with a bias: the mask without the biased ids */
@@ -149,6 +156,37 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
   return st;
 }
 
+/* A tensor-parallel call with top logprobs: through the fused pass only (no
+** logit bias, no sampled call's filters), and this rank's index and the
+** rank count known (NCCL's, else fs_context_set_tp_rank's) into c. */
+static int tp_toplp_check(fs_context *ctx, const fs_sampling *s, const fs_opts *m,
+                          fs_tp_coll *c) {
+  const char *fn = c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex";
+  if (m->bias_count)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->top_logprobs=%d with options->logit_bias_count=%d: %s does not "
+                  "list the most likely tokens of a call with a logit bias; one of them 0 there",
+                  m->top_n, (int)m->bias_count, fn);
+  if (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->top_logprobs=%d with min_p/top_k/top_p on a sampled call: %s does "
+                  "not list the most likely tokens of a filtered call; one of them off there",
+                  m->top_n, fn);
+  if (!c->one_gpu && !c->nccl_comm) {
+    c->rank = ctx->tp_rank;
+    c->ranks = ctx->tp_ranks;
+  }
+  if (c->ranks < 1 || c->rank < 0 || c->rank >= c->ranks)
+    return fs_err(ctx, FS_INVALID_ARGUMENT,
+                  "options->top_logprobs=%d: %s gathers every rank's lists and needs this "
+                  "rank's index and the rank count (%s); they are %d of %d",
+                  m->top_n, fn,
+                  c->nccl_comm ? "ncclCommUserRank and ncclCommCount failed or are missing"
+                               : "fs_context_set_tp_rank(ctx, rank, ranks) first",
+                  c->rank, c->ranks);
+  return FS_OK;
+}
+
 /* One rank's call through collective c, or with c NULL one GPU's call with a
 ** logit bias (fs_sample_ex): the same steps up to the bias's merge, which
 ** then writes the outputs (no collective, no fsamp_finalize).  A sampled
@@ -165,11 +203,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
-  if (c && m.top_n)
-    return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->top_logprobs=%d: %s does not list the most likely tokens (a rank "
-                  "sees its shard's ids only); 0 there, or an unsharded fs_sample_ex", m.top_n,
-                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
+  fs_tp_coll cr = c ? *c : (fs_tp_coll){0};
+  if (c && m.top_n) FS_TRY(tp_toplp_check(ctx, sampling, &m, &cr));
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
@@ -183,8 +218,12 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_CHECK_CU(ctx, cu->cuCtxPushCurrent(ctx->cu_ctx));
   const int S = sampling->num_samples, B = problem->batch;
   const size_t n = (size_t)B * S;
-  float *lp = m.logprobs;
+  /* with top logprobs fsamp_toplp_merge writes the logprobs (their
+  ** log-sum-exp the lists'), not fsamp_tp_logprobs */
+  float *lp = m.top_n ? NULL : m.logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
+  fs_opts mf = m;
+  mf.logprobs = lp;
   fs_kernel *k = NULL;
   CUdeviceptr lk, gk, ll;
   fs_tp_rank tr;
@@ -196,15 +235,18 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   int st = c && !in_pass && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
                ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll,
                               &tr)
-               : tp_fused(ctx, problem, sampling, &m, outputs, !c, in_pass ? &tr : NULL,
-                          (CUstream)stream, &k, &lk, &gk, &ll);
+               : tp_fused(ctx, problem, sampling, &mf, outputs, !c, in_pass ? &tr : NULL,
+                          cr.ranks, (CUstream)stream, &k, &lk, &gk, &ll);
+  if (!st && m.top_n) st = fs_filter_tp_toplp_local(ctx, problem, sampling, &m, &tr, stream);
   if (!c) { /* one GPU: the merge wrote the outputs */
     cu->cuCtxPopCurrent(&dummy);
     return st;
   }
-  /* where the winners' logits are summed: with logprobs, and with ranks where
-  ** the caller asked for no logits, the workspace; else outputs->logits */
-  float *lg = lp || (m.ranks && !outputs->logits) ? (float *)(uintptr_t)ll : outputs->logits;
+  /* where the winners' logits are summed: with logprobs (through
+  ** fsamp_tp_logprobs), and with ranks or top logprobs' logprobs where the
+  ** caller asked for no logits, the workspace; else outputs->logits */
+  const int need = m.ranks || (m.top_n && m.logprobs);
+  float *lg = lp || (need && !outputs->logits) ? (float *)(uintptr_t)ll : outputs->logits;
   if (!st) st = fs_tp_reduce(ctx, c, lk, gk, n + (size_t)rows, FS_REDUCE_MAX_U64, stream);
   if (!st) {
     int nn = (int)n;
@@ -225,6 +267,9 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     const CUdeviceptr at = (CUdeviceptr)(uintptr_t)lg;
     st = fs_tp_reduce(ctx, c, at, at, n, FS_REDUCE_SUM_F32, stream);
   }
+  if (!st && m.top_n)
+    st = fs_filter_tp_toplp_merge(ctx, problem, sampling, &m, &cr, &tr,
+                                  m.logprobs ? lg : NULL, (CUstream)stream);
   if (!st && m.ranks) /* against the draws' summed logits */
     st = fs_filter_tp_ranks(ctx, problem, sampling, &m, c, &tr, lg, (CUstream)stream);
   cu->cuCtxPopCurrent(&dummy);
@@ -242,7 +287,7 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem, const fs_samplin
   if (!ctx) return fs_err(NULL, FS_INVALID_ARGUMENT, "ctx=NULL: a context is required");
   if (!allreduce)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "allreduce=NULL: a collective is required");
-  const fs_tp_coll c = {allreduce, user, NULL, 0, 0};
+  const fs_tp_coll c = {allreduce, user, NULL, 0, 0, 0};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -254,7 +299,7 @@ static int one_rank(void *user, void *buf, size_t count, int op, void *stream) {
 
 int fs_sample_ranks(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                     const fs_options *options, const fs_outputs *outputs, void *stream) {
-  const fs_tp_coll c = {one_rank, NULL, NULL, 1, 1};
+  const fs_tp_coll c = {one_rank, NULL, NULL, 1, 1, 0};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }
 
@@ -263,6 +308,7 @@ typedef struct fs_nccl_api {
   __typeof__(&ncclAllReduce) allreduce;
   __typeof__(&ncclGetErrorString) errstr;
   __typeof__(&ncclCommCount) count; /* optional */
+  __typeof__(&ncclCommUserRank) rank; /* optional */
 } fs_nccl_api;
 
 static fs_nccl_api g_nccl;
@@ -277,6 +323,7 @@ static void load_nccl(void) {
     *(void **)&g_nccl.allreduce = dlsym(h, "ncclAllReduce");
     *(void **)&g_nccl.errstr = dlsym(h, "ncclGetErrorString");
     *(void **)&g_nccl.count = dlsym(h, "ncclCommCount");
+    *(void **)&g_nccl.rank = dlsym(h, "ncclCommUserRank");
     g_nccl_ok = g_nccl.allreduce && g_nccl.errstr;
     if (!g_nccl_ok) e = "it lacks ncclAllReduce or ncclGetErrorString";
   }
@@ -312,8 +359,9 @@ int fs_sample_nccl_ex(fs_context *ctx, const fs_problem *problem, const fs_sampl
   pthread_once(&g_nccl_once, load_nccl);
   if (!g_nccl_ok)
     return fs_err(ctx, FS_UNSUPPORTED, "libnccl.so.2 could not be loaded: %s", g_nccl_why);
-  int ranks = 0; /* for the filters' slices (fs_filter_tp) */
+  int ranks = 0, rank = -1; /* the filters' slices (fs_filter_tp), the top logprobs' gather */
   if (g_nccl.count && g_nccl.count((ncclComm_t)nccl_comm, &ranks) != ncclSuccess) ranks = 0;
-  const fs_tp_coll c = {NULL, NULL, nccl_comm, 0, ranks};
+  if (g_nccl.rank && g_nccl.rank((ncclComm_t)nccl_comm, &rank) != ncclSuccess) rank = -1;
+  const fs_tp_coll c = {NULL, NULL, nccl_comm, 0, ranks, rank};
   return tp_sample(ctx, problem, sampling, options, outputs, &c, stream);
 }

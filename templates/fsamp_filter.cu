@@ -1473,7 +1473,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 **    are sorted and cut to their n largest, whose n-th is the new t.  At the
 **    end the slice's n largest keys, descending and 0-padded, go to
 **    keys[(b G + g) n ..] and its raw log-sum-exp pair (m, l) to
-**    pairs[b G + g]; with G = 1 the outputs themselves (ft_toplp_out).
+**    pairs[b G + g]; with G = 1 and tokens set the outputs themselves
+**    (ft_toplp_out; tokens NULL: a tensor-parallel rank's lists, merged
+**    after the ranks' gather).
 **    Where the logits' pass drew the call and it asks for ranks (fs_options.
 **    ranks, at most FT_TRS samples a row: runtime/filter.c) fsamp_toplp_ranks,
 **    the same kernel with the counts, counts them in the same read as
@@ -1617,7 +1619,9 @@ __device__ __forceinline__ void ft_tgather(unsigned long long k, unsigned long l
 ** fsamp_filter's logprobs, and where the logits' pass drew the call
 ** (draws: the fused kernel without logprobs, into p.tokens) each draw's
 ** logprob from its raw logit, FS_MASKED_LOGIT where the mask bars it (a row
-** that allows none), as the fused kernels report it. */
+** that allows none), as the fused kernels report it; with draws 2 (a
+** tensor-parallel call, whose draws may lie on another rank's shard) from
+** the draws' reduced logits p.logits[b S + s] instead, as fsamp_tp_logprobs. */
 __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float *lse_out,
                              int *tokens, float *values, int draws, const ft_tshared &sh) {
   for (int i = (int)threadIdx.x; i < n; i += FT_THREADS) {
@@ -1628,6 +1632,10 @@ __device__ void ft_toplp_out(const fs_params &p, int b, int n, float lse, float 
   if (threadIdx.x == 0 && lse_out) lse_out[b] = lse;
   for (int s = (int)threadIdx.x; draws && p.logprobs && s < p.num_samples; s += FT_THREADS) {
     const size_t item = (size_t)b * p.num_samples + s;
+    if (draws == 2) {
+      p.logprobs[item] = p.logits[item] - lse;
+      continue;
+    }
     const unsigned tok = (unsigned)p.tokens[item];
     const bool ok = !p.mask || (fs_mask_bits_n(p, b, tok, 1u) & 1u);
     const float z = __ldcg(p.zout + (long long)b * p.zout_stride + (tok - (unsigned)p.vocab_offset));
@@ -1817,7 +1825,7 @@ __device__ __forceinline__ void ft_toplp(const fs_params &p, int n, unsigned lon
   }
   ft_sort_keys(sh, nk, (unsigned)n); /* the slice's n largest, 0-padded */
   ft_block_part({FT_NINF, lm, ll, FT_NINF, 0.0f, 0u, 0u}, sh, 0.0f); /* into sh.mine */
-  if (G == 1u) {
+  if (G == 1u && tokens) { /* tokens NULL: a tensor-parallel rank's lists */
     ft_toplp_out(p, b, n, sh.mine.lm + logf(sh.mine.ll), lse_out, tokens, values, draws, sh);
     return;
   }
@@ -2027,4 +2035,21 @@ extern "C" __global__ void __launch_bounds__(128)
     fsamp_rank_int(const float *counts, int n, int *ranks) {
   const int i = (int)(blockIdx.x * 128u + threadIdx.x);
   if (i < n) ranks[i] = (int)counts[i];
+}
+
+/* fsamp_tp_place, grid B, 256 threads: row b of a tensor-parallel rank's
+** gather of top-logprob lists (fs_filter_tp_toplp_merge): dst's row b is R
+** parts of `width` words, part `rank` src's row b and the others 0, so
+** that a max all-reduce over the ranks (each part nonzero on its rank
+** alone) leaves every rank's part on every rank. */
+extern "C" __global__ void __launch_bounds__(256)
+    fsamp_tp_place(const unsigned long long *src, unsigned long long *dst, int width, int R,
+                   int rank) {
+  const int b = (int)blockIdx.x, all = R * width;
+  const unsigned long long *s = src + (size_t)b * width;
+  unsigned long long *d = dst + (size_t)b * all;
+  for (int i = (int)threadIdx.x; i < all; i += 256) {
+    const int part = i / width;
+    d[i] = part == rank ? s[i - part * width] : 0ull;
+  }
 }

@@ -11,7 +11,11 @@
 **           --draw-ranks 1 each draw's rank too (fs_options.ranks: the
 **           shard's logits written, by the fused pass since 0.3.15 with no
 **           filters, two more all-reduces: the draws' logits, the counts;
-**           with filters a third, the shards' bounds)
+**           with filters a third, the shards' bounds); with
+**           --top-logprobs N each row's N most likely tokens too
+**           (fs_options.top_logprobs, since 0.3.16: the shard's logits
+**           written by the fused pass, the shard's lists, one more max
+**           all-reduce that gathers every rank's lists, their merge)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -26,12 +30,13 @@
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
 **               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]
-**               [--fused-only 0|1] [--csv FILE]
+**               [--top-logprobs N] [--fused-only 0|1] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
 ** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
 ** top_p, draw_ranks (logprobs since 0.3.1, top_k and top_p since 0.3.7,
-** draw_ranks since 0.3.14: rows appended to an older file have more fields).
+** draw_ranks since 0.3.14, top_logprobs since 0.3.16: rows appended to an
+** older file have more fields).
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -52,7 +57,7 @@
 #define MAXR 8
 
 typedef struct rank_t {
-  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks, fused_only;
+  int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks, fused_only, top_n;
   float top_p;
   fs_context *ctx;
   ncclComm_t comm;
@@ -60,7 +65,7 @@ typedef struct rank_t {
   cublasHandle_t blas;
   CUmodule mod;
   CUfunction fill, gumbel;
-  CUdeviceptr H, W, logits, gathered, keys, tokens, lp, ranks;
+  CUdeviceptr H, W, logits, gathered, keys, tokens, lp, ranks, top_t, top_v;
   CUevent e0, e1;
   pthread_barrier_t *bar;
   double us[4];
@@ -96,7 +101,10 @@ static void run_method(rank_t *k, int m) {
                       .logprobs = k->logprobs ? (float *)(uintptr_t)k->lp : NULL,
                       .top_k = k->top_k,
                       .top_p = k->top_p,
-                      .ranks = k->draw_ranks ? (int32_t *)(uintptr_t)k->ranks : NULL};
+                      .ranks = k->draw_ranks ? (int32_t *)(uintptr_t)k->ranks : NULL,
+                      .top_logprobs = k->top_n,
+                      .top_logprob_tokens = (int32_t *)(uintptr_t)k->top_t,
+                      .top_logprob_values = (float *)(uintptr_t)k->top_v};
     if (m == 3 ? fs_sample_ex(k->ctx, &p, &s, &opt, &o, (void *)k->stream)
                : fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
       DIE(k, "%s: %s", m == 3 ? "fs_sample_ex" : "fs_sample_nccl_ex", fs_last_error(k->ctx));
@@ -154,14 +162,14 @@ static void *rank_main(void *arg) {
 #define USAGE                                                                                  \
   "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
   "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]\n" \
-  "                   [--fused-only 0|1] [--csv FILE]\n"
+  "                   [--top-logprobs N] [--fused-only 0|1] [--csv FILE]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
 
 typedef struct tp_args {
   int R; /* 0: every visible GPU (up to MAXR) */
-  int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks, fused_only;
+  int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks, fused_only, top_n;
   float top_p;
   const char *csv_path;
 } tp_args;
@@ -169,7 +177,7 @@ typedef struct tp_args {
 /* Parses the command line into *a: 0, or the exit status (0 after --help is
 ** -1: the caller exits 0; 2 for a bad argument, message printed). */
 static int parse(int argc, char **argv, tp_args *a) {
-  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 1.0f, NULL};
+  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 0, 1.0f, NULL};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -179,6 +187,7 @@ static int parse(int argc, char **argv, tp_args *a) {
     static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
                                              "--top-p", "--csv", "--model", "--shape",
                                              "--batch", "--draw-ranks", "--fused-only",
+                                             "--top-logprobs",
                                              NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -192,6 +201,9 @@ static int parse(int argc, char **argv, tp_args *a) {
         return bad("--reps %s: the repetitions per median must be an integer in 1..100000", v);
     } else if (!strcmp(k, "--logprobs")) {
       if (fs_tools_parse_int(v, 0, 1, &a->logprobs)) return bad("--logprobs %s: must be 0 or 1", v);
+    } else if (!strcmp(k, "--top-logprobs")) {
+      if (fs_tools_parse_int(v, 0, FS_MAX_TOP_LOGPROBS, &a->top_n))
+        return bad("--top-logprobs %s: must be an integer in 0..%d", v, FS_MAX_TOP_LOGPROBS);
     } else if (!strcmp(k, "--draw-ranks")) {
       if (fs_tools_parse_int(v, 0, 1, &a->draw_ranks))
         return bad("--draw-ranks %s: must be 0 or 1", v);
@@ -250,7 +262,7 @@ int main(int argc, char **argv) {
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
       fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p,"
-                   "draw_ranks\n");
+                   "draw_ranks,top_logprobs\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
@@ -261,6 +273,7 @@ int main(int argc, char **argv) {
   if (top_k > 0 || (top_p > 0.0f && top_p < 1.0f))
     printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
   if (a.draw_ranks) printf(", fused with ranks");
+  if (a.top_n) printf(", fused with top %d logprobs", a.top_n);
   printf("\n");
   printf("%5s %5s %10s %12s %10s %9s%s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup",
          R == 1 ? "     one_us" : "");
@@ -278,6 +291,7 @@ int main(int argc, char **argv) {
       k->top_k = top_k;
       k->top_p = top_p;
       k->draw_ranks = a.draw_ranks;
+      k->top_n = a.top_n;
       k->fused_only = a.fused_only;
       k->v0 = (int)((long long)V * r / R);
       k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
@@ -303,6 +317,8 @@ int main(int argc, char **argv) {
       CU(k, cu->cuMemAlloc(&k->tokens, (size_t)k->B * 4));
       CU(k, cu->cuMemAlloc(&k->lp, (size_t)k->B * 4));
       CU(k, cu->cuMemAlloc(&k->ranks, (size_t)k->B * 4));
+      CU(k, cu->cuMemAlloc(&k->top_t, (size_t)k->B * (a.top_n ? a.top_n : 1) * 4));
+      CU(k, cu->cuMemAlloc(&k->top_v, (size_t)k->B * (a.top_n ? a.top_n : 1) * 4));
       CU(k, cu->cuMemsetD8(k->logits, 0, (size_t)k->B * vpad * 2));
       unsigned long long nw = (unsigned long long)k->vr * D, nh = (unsigned long long)k->B * D;
       unsigned long long sw = 1000 + (unsigned long long)k->v0 * D, sh = 2;
@@ -323,9 +339,9 @@ int main(int argc, char **argv) {
     if (R == 1) printf(" %10.1f", rk[0].us[3]);
     printf("\n");
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d\n", D, V, R, batches[bi],
-              rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name, logprobs, top_k,
-              (double)top_p, a.draw_ranks);
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d,%d\n", D, V, R,
+              batches[bi], rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name,
+              logprobs, top_k, (double)top_p, a.draw_ranks, a.top_n);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {
@@ -336,6 +352,8 @@ int main(int argc, char **argv) {
       cu->cuMemFree(k->gathered); cu->cuMemFree(k->keys); cu->cuMemFree(k->tokens);
       cu->cuMemFree(k->lp);
       cu->cuMemFree(k->ranks);
+      cu->cuMemFree(k->top_t);
+      cu->cuMemFree(k->top_v);
       cu->cuModuleUnload(k->mod);
       fs_context_destroy(k->ctx);
     }

@@ -1,0 +1,323 @@
+// fs-test-timeout: 600
+/*
+** test_tp_toplp: top logprobs (fs_options.top_logprobs) in the
+** tensor-parallel calls (since 0.3.16), on one GPU.
+**
+** R = 1, 2, 3, 4 and 8 "ranks" as threads on GPU 0 (tp_util.h: each its own
+** context, stream and uneven shard of W, a host-staged all-reduce, the rank
+** declared by fs_context_set_tp_rank) call fs_sample_tp_ex with
+** top_logprobs n = 5 to 256.  Every rank's lists must be the unsharded
+** fs_sample_ex's with the same options (test_toplp checks those against
+** the CPU reference): the tokens exactly, the values within 2e-5 + 1e-6
+** |value| (the shards' log-sum-exps are merged in another order); the
+** draws' tokens, keys and logits bitwise the unsharded call's, their
+** logprobs within the same bound and a listed draw's logprob its list
+** value bit for bit (one log-sum-exp serves both, as on one GPU); with
+** ranks, the ranks exactly.  The cases add a token mask (the even ids), a
+** soft-cap, one sample a row, ranks with and without outputs->logits, and
+** greedy calls.  Each call's collectives are counted: the keys, the draws'
+** logits (where summed), the lists' gather, and with ranks the counts.
+** That the comparison can fail: a control case declares both of its two
+** ranks rank 0, so both write the same part of the gather and the merged
+** lists are the elementwise max of two shards' lists; it must differ from
+** the unsharded call's.  Bad input: top_logprobs without
+** fs_context_set_tp_rank, with a logit bias, and with a sampled call's
+** top_k; fs_context_set_tp_rank's ranges.
+** FS_TEST_CASES=i,j,... runs only those cases (compute-sanitizer).  Under
+** the fake driver (cpu/fake_tp_toplp) the statuses, collectives and bad
+** input are checked, no output.
+*/
+#include "tp_util.h"
+
+#include <math.h>
+#include <pthread.h>
+
+#define MAXR TP_MAXR
+enum { B = TP_B, V = TP_V, NITEMS = TP_NITEMS, NMAX = 256 };
+
+/* The gather's all-reduce is the largest: B x R x G x (n + 1) words, G at
+** most 16 slices a row. */
+enum { MAXCOUNT = B * MAXR * 16 * (NMAX + 1) };
+
+typedef struct tpl_case {
+  int R, S, n;
+  int mask;   /* the even ids allowed */
+  float cap;  /* logit_softcap */
+  int lp;     /* logprobs */
+  int ranks;  /* fs_options.ranks */
+  int nolog;  /* no outputs->logits */
+  int greedy; /* every row at T = 0 */
+  int control; /* every rank declared rank 0: the lists must differ */
+  const char *what;
+} tpl_case;
+
+static const tpl_case cases[] = {
+    {2, TP_S, 5, 0, 0.0f, 0, 0, 0, 0, 0, "top 5"},
+    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs"},
+    {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample"},
+    {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5"},
+    {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs"},
+    {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits"},
+    {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs"},
+    {1, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "one rank, top 20, logprobs"},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 1, 0, 0, "top 20, no logits"},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 0, 0, 1, "control: both ranks rank 0"},
+};
+
+static CUdeviceptr g_mask;
+
+static fs_options case_options(const tpl_case *c) {
+  fs_options o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.logit_softcap = c->cap;
+  o.top_logprobs = c->n;
+  if (c->mask) {
+    o.token_mask = (const uint32_t *)gu_ptr(g_mask);
+    o.token_mask_stride = TP_MW;
+  }
+  return o;
+}
+
+/* Device lists for B rows of n (tokens poisoned to -7, values to NaN). */
+static void lists_alloc(fs_context *ctx, int n, CUdeviceptr *t, CUdeviceptr *v) {
+  int32_t ht[B * NMAX];
+  float hv[B * NMAX];
+  for (int i = 0; i < B * n; i++) ht[i] = -7, hv[i] = NAN;
+  *t = gu_upload_new(ctx, ht, (size_t)B * n * 4);
+  *v = gu_upload_new(ctx, hv, (size_t)B * n * 4);
+}
+
+/* Does |x - ref| stay within 2e-5 + 1e-6 |ref| (equal infinities pass). */
+static int close_to(float x, float ref) {
+  if (x == ref) return 1;
+  return fabsf(x - ref) <= 2e-5f + 1e-6f * fabsf(ref);
+}
+
+/* Runs case c over its R ranks; returns the mismatches found (the control
+** case: its lists' mismatches, which must be > 0). */
+static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
+  const int R = c->R, S = c->S, n = c->n, items = B * S;
+  int start[MAXR + 1];
+  tp_shard_bounds(V, R, start);
+  tp_unsharded cu = *u;
+  cu.s.num_samples = S;
+  if (c->greedy) {
+    cu.s.temperatures = NULL;
+    cu.s.temperature = 0.0f;
+  }
+  /* the unsharded call's draws, lists, logprobs and ranks */
+  fs_options o = case_options(c);
+  CUdeviceptr rt, rv, rrk = 0;
+  lists_alloc(ctx, n, &rt, &rv);
+  o.top_logprob_tokens = (int32_t *)gu_ptr(rt);
+  o.top_logprob_values = (float *)gu_ptr(rv);
+  int32_t ref_t[B * NMAX], got_t[B * NMAX], ref_rk[NITEMS], got_rk[NITEMS];
+  float ref_v[B * NMAX], got_v[B * NMAX], ref_lp[NITEMS], got_lp[NITEMS];
+  if (c->ranks) {
+    rrk = gu_alloc(ctx, sizeof ref_rk);
+    o.ranks = (int32_t *)gu_ptr(rrk);
+  }
+  gu_outputs ref;
+  if (c->lp) tp_unsharded_lp(ctx, &cu, &o, &ref, ref_lp);
+  else tp_unsharded_draw_ex(ctx, &cu, &o, &ref);
+  gu_download(ctx, ref_t, rt, (size_t)B * n * 4);
+  gu_download(ctx, ref_v, rv, (size_t)B * n * 4);
+  gu_free(ctx, rt);
+  gu_free(ctx, rv);
+  if (c->ranks) {
+    gu_download(ctx, ref_rk, rrk, sizeof ref_rk);
+    gu_free(ctx, rrk);
+  }
+
+  tp_shared sh = {R, {{0}}, {0}, MAXCOUNT};
+  pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+  tp_rank rk[MAXR];
+  fs_options opt[MAXR];
+  CUdeviceptr dlp[MAXR], dt[MAXR], dv[MAXR], drk[MAXR];
+  for (int k = 0; k < R; k++) {
+    tp_rank_open(&rk[k], &sh, k, u, start);
+    REQUIRE(fs_context_set_tp_rank(rk[k].ctx, c->control ? 0 : k, R) == FS_OK);
+    rk[k].s.num_samples = S;
+    if (c->greedy) {
+      rk[k].s.temperatures = NULL;
+      rk[k].s.temperature = 0.0f;
+    }
+    opt[k] = case_options(c);
+    lists_alloc(rk[k].ctx, n, &dt[k], &dv[k]);
+    opt[k].top_logprob_tokens = (int32_t *)gu_ptr(dt[k]);
+    opt[k].top_logprob_values = (float *)gu_ptr(dv[k]);
+    if (c->lp) {
+      fs_options t;
+      dlp[k] = tp_lp_alloc(rk[k].ctx, &t);
+      opt[k].logprobs = t.logprobs;
+    }
+    if (c->ranks) {
+      drk[k] = gu_alloc(rk[k].ctx, sizeof got_rk);
+      gu_poison(rk[k].ctx, drk[k], sizeof got_rk);
+      opt[k].ranks = (int32_t *)gu_ptr(drk[k]);
+    }
+    if (c->nolog) {
+      rk[k].o.logits = NULL;
+      rk[k].go.with_logits = 0;
+    }
+    rk[k].opt = &opt[k];
+  }
+  tp_run_ranks(rk, R);
+  /* the keys; the draws' logits where summed (outputs->logits, or for
+  ** logprobs or ranks the workspace); the gather; the counts */
+  const int want = 2 + (!c->nolog || c->lp || c->ranks) + (c->ranks != 0);
+  int bad = 0, lbad = 0, vbad = 0, rbad = 0, mism = 0;
+  const int cmp = !gu_fake_driver(); /* the fake driver runs no kernel */
+  for (int k = 0; k < R; k++) {
+    char who[112];
+    snprintf(who, sizeof who, "%s, R=%d rank %d", c->what, R, k);
+    if (rk[k].status == FS_OK && rk[k].collectives != want) {
+      fprintf(stderr, "%s: %d collectives, expected %d\n", who, rk[k].collectives, want);
+      bad++;
+    }
+    gu_download(rk[k].ctx, got_t, dt[k], (size_t)B * n * 4);
+    gu_download(rk[k].ctx, got_v, dv[k], (size_t)B * n * 4);
+    gu_free(rk[k].ctx, dt[k]);
+    gu_free(rk[k].ctx, dv[k]);
+    for (int i = 0; i < B * n && cmp; i++)
+      if (got_t[i] != ref_t[i] || !close_to(got_v[i], ref_v[i])) {
+        if (vbad++ < 5 && !c->control)
+          fprintf(stderr, "%s: row %d entry %d: token %d value %.9g, unsharded %d %.9g\n", who,
+                  i / n, i % n, got_t[i], got_v[i], ref_t[i], ref_v[i]);
+      }
+    if (c->lp) {
+      gu_download(rk[k].ctx, got_lp, dlp[k], (size_t)items * 4);
+      gu_free(rk[k].ctx, dlp[k]);
+      for (int i = 0; i < items && cmp; i++) {
+        const int b = i / S;
+        int listed = -1;
+        for (int j = 0; j < n; j++)
+          if (got_t[b * n + j] == ref.h_tokens[i]) listed = j;
+        const int same = listed < 0 || got_lp[i] == got_v[b * n + listed];
+        if (!close_to(got_lp[i], ref_lp[i]) || !same) {
+          if (lbad++ < 5 && !c->control)
+            fprintf(stderr, "%s: item %d logprob %.9g, unsharded %.9g, listed value %.9g\n",
+                    who, i, got_lp[i], ref_lp[i], listed < 0 ? NAN : got_v[b * n + listed]);
+        }
+      }
+    }
+    if (c->ranks) {
+      gu_download(rk[k].ctx, got_rk, drk[k], (size_t)items * 4);
+      gu_free(rk[k].ctx, drk[k]);
+      for (int i = 0; i < items && cmp; i++)
+        if (got_rk[i] != ref_rk[i] && rbad++ < 5)
+          fprintf(stderr, "%s: item %d rank %d, unsharded %d\n", who, i, got_rk[i], ref_rk[i]);
+    }
+    mism += tp_rank_close(&rk[k], &ref, who);
+  }
+  pthread_barrier_destroy(&sh.bar);
+  gu_outputs_free(ctx, &ref);
+  if (c->control) {
+    CHECK_MSG(vbad > 0 || !cmp, "%s: the lists equal the unsharded call's with both ranks at part 0: "
+              "the comparison cannot fail", c->what);
+    printf("%-46s R=%d: %d list entries unlike the unsharded call's (must be > 0)\n", c->what,
+           R, vbad);
+    return vbad;
+  }
+  CHECK_MSG(bad == 0, "%s, R=%d: collectives unlike the path's", c->what, R);
+  CHECK_MSG(mism == 0, "%s, R=%d: %d draws unlike the unsharded call's", c->what, R, mism);
+  CHECK_MSG(vbad == 0, "%s, R=%d: %d list entries unlike the unsharded call's", c->what, R, vbad);
+  CHECK_MSG(lbad == 0, "%s, R=%d: %d logprobs wrong", c->what, R, lbad);
+  CHECK_MSG(rbad == 0, "%s, R=%d: %d ranks unlike the unsharded call's", c->what, R, rbad);
+  printf("%-46s R=%d: %s\n", c->what, R,
+         bad || mism || vbad || lbad || rbad ? "MISMATCH"
+         : cmp ? "lists, draws, logprobs and ranks as unsharded"
+               : "ran (the fake driver: the collectives counted, nothing compared)");
+  return bad + mism + vbad + lbad + rbad;
+}
+
+/* Bad input on one rank of one (the refusals come before any collective). */
+static void bad_input(const tp_unsharded *u) {
+  int start[2] = {0, V};
+  tp_shared sh = {1, {{0}}, {0}, MAXCOUNT};
+  pthread_barrier_init(&sh.bar, NULL, 1u);
+  tp_rank r;
+  tp_rank_open(&r, &sh, 0, u, start);
+  fs_context *x = r.ctx;
+  CHECK(fs_context_set_tp_rank(x, 0, 0) == FS_INVALID_ARGUMENT);
+  CHECK(strstr(fs_last_error(x), "ranks=0") != NULL);
+  CHECK(fs_context_set_tp_rank(x, 3, 3) == FS_INVALID_ARGUMENT);
+  CHECK(strstr(fs_last_error(x), "rank=3") != NULL);
+  CHECK(fs_context_set_tp_rank(x, -1, 2) == FS_INVALID_ARGUMENT);
+  CHECK(fs_context_set_tp_rank(x, 0, FS_MAX_TP_RANKS + 1) == FS_INVALID_ARGUMENT);
+  CHECK(fs_context_set_tp_rank(NULL, 0, 1) == FS_INVALID_ARGUMENT);
+  CUdeviceptr t, v;
+  lists_alloc(x, 8, &t, &v);
+  fs_options o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.top_logprobs = 8;
+  o.top_logprob_tokens = (int32_t *)gu_ptr(t);
+  o.top_logprob_values = (float *)gu_ptr(v);
+  REQUIRE(fs_prepare(x, &r.p, &r.s) == FS_OK);
+  /* no rank declared */
+  int st = fs_sample_tp_ex(x, &r.p, &r.s, &o, &r.o, tp_host_allreduce, &r, (void *)r.stream);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "fs_context_set_tp_rank"),
+            "top_logprobs without a rank: status %d, %s", st, fs_last_error(x));
+  REQUIRE(fs_context_set_tp_rank(x, 0, 1) == FS_OK);
+  /* a logit bias */
+  int32_t btok[B];
+  float bval[B];
+  for (int b = 0; b < B; b++) btok[b] = 7 * b, bval[b] = 1.0f;
+  const CUdeviceptr bt = gu_upload_new(x, btok, sizeof btok), bv = gu_upload_new(x, bval, sizeof bval);
+  fs_options ob = o;
+  ob.logit_bias_tokens = (const int32_t *)gu_ptr(bt);
+  ob.logit_bias_values = (const float *)gu_ptr(bv);
+  ob.logit_bias_count = 1;
+  st = fs_sample_tp_ex(x, &r.p, &r.s, &ob, &r.o, tp_host_allreduce, &r, (void *)r.stream);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "logit_bias_count=1"),
+            "top_logprobs with a bias: status %d, %s", st, fs_last_error(x));
+  /* a sampled call's top_k */
+  fs_options ok = o;
+  ok.top_k = 5;
+  st = fs_sample_tp_ex(x, &r.p, &r.s, &ok, &r.o, tp_host_allreduce, &r, (void *)r.stream);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "min_p/top_k/top_p"),
+            "top_logprobs with top_k: status %d, %s", st, fs_last_error(x));
+  CHECK_MSG(r.collectives == 0, "a refused call ran %d collectives", r.collectives);
+  gu_free(x, bt);
+  gu_free(x, bv);
+  gu_free(x, t);
+  gu_free(x, v);
+  gu_outputs_free(x, &r.go);
+  gu_push(x);
+  x->cu->cuStreamDestroy(r.stream);
+  gu_pop(x);
+  fs_context_destroy(x);
+  free(sh.host[0]);
+  pthread_barrier_destroy(&sh.bar);
+  printf("bad input refused: no rank, a bias, a sampled call's top_k, set_tp_rank's ranges\n");
+}
+
+int main(void) {
+  fs_context *ctx = fs_test_gpu_or_skip();
+  tp_unsharded u;
+  tp_unsharded_init(ctx, &u);
+  uint32_t mask[B * TP_MW];
+  for (int i = 0; i < B * TP_MW; i++) mask[i] = 0x55555555u; /* the even ids */
+  g_mask = gu_upload_new(ctx, mask, sizeof mask);
+  const char *only = getenv("FS_TEST_CASES");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (only && *only) { /* a comma-separated list of case indices */
+      int want = 0;
+      for (const char *q = only; *q; q += *q == ',') {
+        char *e;
+        want |= strtol(q, &e, 10) == (long)i;
+        if (e == q) break;
+        q = e;
+      }
+      if (!want) continue;
+    }
+    run_case(ctx, &u, &cases[i]);
+  }
+  if (!only || !*only) bad_input(&u);
+  gu_free(ctx, g_mask);
+  tp_unsharded_free(ctx, &u);
+  fs_context_destroy(ctx);
+  return fs_test_done("test_tp_toplp");
+}
