@@ -177,23 +177,40 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 ** FS_TOPLP_SLICES_MAX and a float4 a slice; ctx->toplp_slices > 0
 ** (FS_TOPLP_SLICES=G at the context's creation; tests, measurements) asks
 ** for G.  G = 1 writes the outputs without the merge. */
-static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
-  const long long q = ((long long)p->vocab + 3) / 4;
-  const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
-  long long g = (sms + 2LL * p->batch - 1) / (2LL * p->batch);
+static long long slices_by(long long sms, long long B, int n) {
+  long long g = (sms + 2LL * B - 1) / (2LL * B);
   if (n <= 64) {
     g = g < 512 / n ? g : 512 / n;
-    if (p->batch > 16 && p->batch <= 64)
+    if (B > 16 && B <= 64)
       g = g > 4 ? g : 4;
-    else if (n <= 32 && p->batch <= sms)
+    else if (n <= 32 && B <= sms)
       g = g > 2 ? g : 2;
   } else { /* two CTAs an SM for n = 256, one for 128, at most 16 */
-    g = sms * n / (128LL * p->batch);
+    g = sms * n / (128LL * B);
     g = g < 16 ? g : 16;
   }
+  return g;
+}
+
+static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
+  const long long q = ((long long)p->vocab + 3) / 4;
+  long long g = slices_by(ctx->sm_count > 0 ? ctx->sm_count : 1, p->batch, n);
   if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
   g = g < FS_TOPLP_SLICES_MAX ? g : FS_TOPLP_SLICES_MAX;
   g = g < q ? g : q;
+  return (unsigned)(g > 1 ? g : 1);
+}
+
+/* A tensor-parallel rank's slices a row: the size of the lists' gather, so
+** the same on every rank whatever its GPU or shard: toplp_slices's rule at
+** FS_TP_TOPLP_SMS SMs and no cap by the shard (a slice past it lists
+** nothing: 0 keys, an empty log-sum-exp pair), at most 66 for n <= 64 and
+** 16 above; FS_TOPLP_SLICES (tests) must then be the same on every rank. */
+#define FS_TP_TOPLP_SMS 132
+static unsigned tp_toplp_slices(const fs_context *ctx, int B, int n) {
+  long long g = slices_by(FS_TP_TOPLP_SMS, B, n);
+  if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
+  g = g < FS_TOPLP_SLICES_MAX ? g : FS_TOPLP_SLICES_MAX;
   return (unsigned)(g > 1 ? g : 1);
 }
 
@@ -475,8 +492,9 @@ static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s
 }
 
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      int top_n, int R, CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
-  if (p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
+                      int ranks, int top_n, int R, CUstream stream, fs_kernel **k,
+                      fs_tp_rank *tr) {
+  if (ranks && p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
     return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with ranks the tensor-parallel "
                   "calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
   FS_TRY(logits_kernel(ctx, p, s, stream, k));
@@ -487,7 +505,7 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
   ** logprobs the shard's lists and pairs, then the R ranks' */
   const size_t zat =
       (fs_workspace_need(ctx, *k, p->batch, p->vocab, s->num_samples) + 127) / 128 * 128;
-  const unsigned G = top_n ? toplp_slices(ctx, p, top_n) : 0u;
+  const unsigned G = top_n ? tp_toplp_slices(ctx, p->batch, top_n) : 0u;
   const size_t cat = zat + B * zs * 4, lat = (cat + n * 4 + 15) / 16 * 16,
                words = B * G * ((size_t)top_n + 1), gat = lat + words * 8,
                bytes = gat + words * (size_t)R * 8;

@@ -385,7 +385,8 @@ typedef struct fs_outputs {
 **    draws, the rank lists its shard's n largest (global ids) and their
 **    log-sum-exp terms, and after the draws' collectives one more
 **    FS_REDUCE_MAX_U64 all-reduce of B x R x G x (n + 1) words (R ranks, G
-**    the slices a row of the shard, at most 16) gathers every rank's lists
+**    the slices a row: a function of B and n alone, the same on every rank,
+**    at most 66 for n <= 64 and 16 above) gathers every rank's lists
 **    (zero but in this rank's part, so the max is a gather), which each
 **    rank merges: every rank gets the unsharded call's lists, and with
 **    logprobs the draws' logprobs against the same log-sum-exp (merged in
@@ -567,7 +568,8 @@ typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
 ** keys, a tiny kernel that writes tokens (and keys), and, only when
 ** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
 ** logits (fs_sample_tp_ex's filters, long logit-bias lists and ranks take
-** the filters' path, with more collectives: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
+** more collectives, and top logprobs one more FS_REDUCE_MAX_U64 after
+** those: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
 ** on every rank or on none), both all-reduces run and each has B more
 ** elements (a log-sum-exp term per row): B*num_samples + B keys, then as
 ** many floats, with two more tiny kernels.
@@ -588,7 +590,9 @@ int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     void *user, void *stream);
 
 /* fs_sample_tp() with an NCCL communicator (ncclComm_t passed as void*),
-** using ncclAllReduce (ncclUint64/ncclMax, then ncclFloat32/ncclSum).
+** using ncclAllReduce (ncclUint64/ncclMax, then ncclFloat32/ncclSum; the
+** options' further collectives in fs_sample_tp()'s order), and for top
+** logprobs ncclCommUserRank and ncclCommCount (this rank's index).
 ** libnccl.so.2 is loaded at run time; FS_UNSUPPORTED if it is missing. */
 int fs_sample_nccl(fs_context *ctx, const fs_problem *problem,
                    const fs_sampling *sampling, const fs_outputs *outputs,

@@ -116,7 +116,8 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
   const float *lp = m->logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
-  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, m->top_n, R, stream, &k, tr)
+  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, m->ranks != NULL, m->top_n, R,
+                                    stream, &k, tr)
               : fs_plan_kernel(ctx, problem, sampling, stream, &k);
   CUdeviceptr lk = 0, gk = 0, ll = 0, mask_at = 0;
   fs_opts fused = *m; /* with a bias: the mask without the biased ids */
@@ -176,11 +177,11 @@ static int tp_toplp_check(fs_context *ctx, const fs_sampling *s, const fs_opts *
     c->rank = ctx->tp_rank;
     c->ranks = ctx->tp_ranks;
   }
-  if (c->ranks < 1 || c->rank < 0 || c->rank >= c->ranks)
+  if (c->ranks < 1 || c->ranks > FS_MAX_TP_RANKS || c->rank < 0 || c->rank >= c->ranks)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->top_logprobs=%d: %s gathers every rank's lists and needs this "
-                  "rank's index and the rank count (%s); they are %d of %d",
-                  m->top_n, fn,
+                  "rank's index and the rank count, at most %d (%s); they are %d of %d",
+                  m->top_n, fn, FS_MAX_TP_RANKS,
                   c->nccl_comm ? "ncclCommUserRank and ncclCommCount failed or are missing"
                                : "fs_context_set_tp_rank(ctx, rank, ranks) first",
                   c->rank, c->ranks);

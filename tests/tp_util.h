@@ -250,7 +250,12 @@ static inline int tp_host_allreduce(void *user, void *buf, size_t count, int op,
     }
   }
   pthread_barrier_wait(&sh->bar); /* everyone has read every buffer */
-  int bad = cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)buf, out, bytes) != CUDA_SUCCESS;
+  /* from pageable memory cuMemcpyHtoD may return before its DMA lands, and
+  ** the rank's non-blocking stream does not wait for it: the context's
+  ** synchronisation does (without it a kernel after the collective read
+  ** the buffer's tail stale, one run in twelve: perf-notes 51b) */
+  int bad = cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)buf, out, bytes) != CUDA_SUCCESS ||
+            cu->cuCtxSynchronize() != CUDA_SUCCESS;
   free(out);
   return bad;
 }

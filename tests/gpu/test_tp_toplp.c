@@ -22,13 +22,15 @@
 ** lists are the elementwise max of two shards' lists; it must differ from
 ** the unsharded call's.  Bad input: top_logprobs without
 ** fs_context_set_tp_rank, with a logit bias, and with a sampled call's
-** top_k; fs_context_set_tp_rank's ranges.
+** top_k; fs_context_set_tp_rank's ranges.  NCCL with one rank (the rank
+** from ncclCommUserRank), where libnccl.so.2 loads.
 ** FS_TEST_CASES=i,j,... runs only those cases (compute-sanitizer).  Under
 ** the fake driver (cpu/fake_tp_toplp) the statuses, collectives and bad
 ** input are checked, no output.
 */
 #include "tp_util.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -36,7 +38,8 @@
 enum { B = TP_B, V = TP_V, NITEMS = TP_NITEMS, NMAX = 256 };
 
 /* The gather's all-reduce is the largest: B x R x G x (n + 1) words, G at
-** most 16 slices a row. */
+** most 16 slices a row at B = 6 (filter.c's tp_toplp_slices; 1 with
+** FS_TOPLP_SLICES=1, gpu/tp_toplp_one_slice). */
 enum { MAXCOUNT = B * MAXR * 16 * (NMAX + 1) };
 
 typedef struct tpl_case {
@@ -56,6 +59,7 @@ static const tpl_case cases[] = {
     {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs"},
     {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample"},
     {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5"},
+    {3, TP_S, 20, 0, 0.5f, 1, 0, 0, 0, 0, "top 20, cap 0.5, logprobs"},
     {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs"},
     {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits"},
     {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs"},
@@ -94,6 +98,47 @@ static int close_to(float x, float ref) {
   return fabsf(x - ref) <= 2e-5f + 1e-6f * fabsf(ref);
 }
 
+/* Row b's raw logits in double from the host data (after the soft-cap c,
+** 0 none) into z[V], and their log-sum-exp. */
+static double host_row(const tp_unsharded *u, int b, float c, double *z) {
+  double m = -INFINITY, l = 0.0;
+  for (int v = 0; v < V; v++) {
+    double acc = 0.0;
+    for (int d = 0; d < TP_D; d++) {
+      const uint32_t hb = (uint32_t)u->h[(size_t)b * TP_D + d] << 16,
+                     wb = (uint32_t)u->w[(size_t)v * TP_D + d] << 16;
+      float hf, wf;
+      memcpy(&hf, &hb, 4);
+      memcpy(&wf, &wb, 4);
+      acc += (double)hf * (double)wf;
+    }
+    z[v] = c > 0.0f ? c * tanh(acc / c) : acc;
+    if (z[v] > m) l = l * exp(m - z[v]) + 1.0, m = z[v];
+    else l += exp(z[v] - m);
+  }
+  return m + log(l);
+}
+
+/* The entries of lists (B rows of n) whose value is not the host's
+** z - lse within 1e-3 + 1e-4 |value| (the GPU's fp32 sums against double),
+** or whose token is not a valid id; the first few printed as `who`. */
+static int host_bad(const tp_unsharded *u, float c, const int32_t *t, const float *val, int n,
+                    const char *who) {
+  static double z[V];
+  int bad = 0;
+  for (int b = 0; b < B; b++) {
+    const double lse = host_row(u, b, c, z);
+    for (int j = 0; j < n; j++) {
+      const int32_t tok = t[b * n + j];
+      const double want = tok >= 0 && tok < V ? z[tok] - lse : NAN;
+      if (!(fabs(val[b * n + j] - want) <= 1e-3 + 1e-4 * fabs(want)) && bad++ < 3)
+        fprintf(stderr, "%s: row %d entry %d token %d value %.7g, host %.7g (lse %.7g)\n", who,
+                b, j, tok, val[b * n + j], want, lse);
+    }
+  }
+  return bad;
+}
+
 /* Runs case c over its R ranks; returns the mismatches found (the control
 ** case: its lists' mismatches, which must be > 0). */
 static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
@@ -123,6 +168,11 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   else tp_unsharded_draw_ex(ctx, &cu, &o, &ref);
   gu_download(ctx, ref_t, rt, (size_t)B * n * 4);
   gu_download(ctx, ref_v, rv, (size_t)B * n * 4);
+  /* the unsharded call's lists against the host's logits (which of the
+  ** two calls a mismatch below is in) */
+  const int hbad = gu_fake_driver() ? 0 : host_bad(u, c->cap, ref_t, ref_v, n, c->what);
+  CHECK_MSG(hbad == 0, "%s: the unsharded call's lists: %d values unlike the host's", c->what,
+            hbad);
   gu_free(ctx, rt);
   gu_free(ctx, rv);
   if (c->ranks) {
@@ -180,6 +230,10 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
     gu_download(rk[k].ctx, got_v, dv[k], (size_t)B * n * 4);
     gu_free(rk[k].ctx, dt[k]);
     gu_free(rk[k].ctx, dv[k]);
+    if (cmp && k == 0 && !c->control) {
+      const int hb = host_bad(u, c->cap, got_t, got_v, n, who);
+      CHECK_MSG(hb == 0, "%s: %d list values unlike the host's", who, hb);
+    }
     for (int i = 0; i < B * n && cmp; i++)
       if (got_t[i] != ref_t[i] || !close_to(got_v[i], ref_v[i])) {
         if (vbad++ < 5 && !c->control)
@@ -294,6 +348,70 @@ static void bad_input(const tp_unsharded *u) {
   printf("bad input refused: no rank, a bias, a sampled call's top_k, set_tp_rank's ranges\n");
 }
 
+/* NCCL with one rank (ncclCommInitAll on GPU 0): fs_sample_nccl_ex with
+** top 20 and logprobs takes its rank from ncclCommUserRank; the lists must
+** be the unsharded call's.  Skipped, said so, where libnccl.so.2 is not
+** loadable. */
+static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u) {
+  void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!nccl) {
+    printf("NCCL single-rank case skipped: libnccl.so.2 not loadable (%s)\n", dlerror());
+    return;
+  }
+  int (*init_all)(void **, int, const int *) =
+      (int (*)(void **, int, const int *))dlsym(nccl, "ncclCommInitAll");
+  int (*destroy)(void *) = (int (*)(void *))dlsym(nccl, "ncclCommDestroy");
+  REQUIRE(init_all && destroy);
+  void *comm = NULL;
+  const int dev = 0, nr = init_all(&comm, 1, &dev);
+  CHECK_MSG(nr == 0, "ncclCommInitAll: %d", nr);
+  if (nr) return;
+  const int n = 20;
+  fs_options o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.top_logprobs = n;
+  CUdeviceptr rt, rv, gt, gv;
+  lists_alloc(ctx, n, &rt, &rv);
+  lists_alloc(ctx, n, &gt, &gv);
+  int32_t ref_t[B * NMAX], got_t[B * NMAX];
+  float ref_v[B * NMAX], got_v[B * NMAX], ref_lp[NITEMS], got_lp[NITEMS];
+  o.top_logprob_tokens = (int32_t *)gu_ptr(rt);
+  o.top_logprob_values = (float *)gu_ptr(rv);
+  gu_outputs ref, go;
+  tp_unsharded_lp(ctx, u, &o, &ref, ref_lp);
+  o.top_logprob_tokens = (int32_t *)gu_ptr(gt);
+  o.top_logprob_values = (float *)gu_ptr(gv);
+  fs_options t; /* tp_lp_alloc's logprobs (it clears the options it is given) */
+  const CUdeviceptr dl = tp_lp_alloc(ctx, &t);
+  o.logprobs = t.logprobs;
+  tp_outputs(ctx, &go);
+  const fs_outputs out = gu_outputs_api(&go);
+  const int st = fs_sample_nccl_ex(ctx, &u->full, &u->s, &o, &out, comm, NULL);
+  CHECK_MSG(st == FS_OK, "fs_sample_nccl_ex with top 20: %s", fs_last_error(ctx));
+  gu_sync(ctx);
+  int bad = tp_mismatches(ctx, &go, &ref, "NCCL top 20, 1 rank");
+  gu_download(ctx, ref_t, rt, (size_t)B * n * 4);
+  gu_download(ctx, ref_v, rv, (size_t)B * n * 4);
+  gu_download(ctx, got_t, gt, (size_t)B * n * 4);
+  gu_download(ctx, got_v, gv, (size_t)B * n * 4);
+  gu_download(ctx, got_lp, dl, sizeof got_lp);
+  for (int i = 0; i < B * n && !gu_fake_driver(); i++)
+    bad += got_t[i] != ref_t[i] || !close_to(got_v[i], ref_v[i]);
+  for (int i = 0; i < NITEMS && !gu_fake_driver(); i++) bad += !close_to(got_lp[i], ref_lp[i]);
+  CHECK_MSG(bad == 0, "NCCL single rank, top 20: %d mismatches", bad);
+  printf("NCCL, 1 rank, top 20, logprobs: %s\n",
+         bad ? "MISMATCH" : gu_fake_driver() ? "ran (the fake driver)" : "as unsharded");
+  gu_outputs_free(ctx, &ref);
+  gu_outputs_free(ctx, &go);
+  gu_free(ctx, dl);
+  gu_free(ctx, rt);
+  gu_free(ctx, rv);
+  gu_free(ctx, gt);
+  gu_free(ctx, gv);
+  destroy(comm);
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u;
@@ -315,7 +433,10 @@ int main(void) {
     }
     run_case(ctx, &u, &cases[i]);
   }
-  if (!only || !*only) bad_input(&u);
+  if (!only || !*only) {
+    bad_input(&u);
+    if (!gu_fake_driver()) nccl_one_rank(ctx, &u);
+  }
   gu_free(ctx, g_mask);
   tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
