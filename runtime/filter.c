@@ -288,6 +288,8 @@ typedef struct filter_call {
   float *drawn;   /* with ranks: the draws' reported logits ([B, S]), else NULL */
   int ranked;     /* fsamp_toplp counted the ranks (no fsamp_rank) */
   long long zlines; /* the logits' whole 128-byte lines */
+  CUdeviceptr lists; /* a tensor-parallel rank's top-logprob lists and pairs (o NULL) */
+  unsigned toplp_g;  /* their slices a row */
 } filter_call;
 
 /* Do the logits of a one-GPU filtered call, or of a tensor-parallel call
@@ -343,9 +345,12 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   const size_t tat = zat + B * zs * 4, rat = (tat + B * 4 + 15) / 16 * 16, lat = rat + B * nb * 4;
   const size_t dat = (lat + B * 4 + 15) / 16 * 16; /* the distinct entries (long_bias) */
   /* with top logprobs, the slices' lists and log-sum-exp pairs (and the
-  ** rows' log-sum-exps at lat) */
-  const int nt = m->top_n;
-  const unsigned G = nt ? toplp_slices(ctx, p, nt) : 0u;
+  ** rows' log-sum-exps at lat); a tensor-parallel rank's (o NULL) kept as
+  ** lists, tp_toplp_slices of them, for fs_filter_tp_toplp_merge's gather */
+  const int nt = m->top_n, tp_nt = nt && !o;
+  const unsigned G = tp_nt ? tp_toplp_slices(ctx, p->batch, nt)
+                     : nt  ? toplp_slices(ctx, p, nt)
+                           : 0u;
   const size_t kat = ((long_bias ? dat + B * nb * 8 : nb || nt ? lat + B * 4 : tat + B * 4) + 15) /
                      16 * 16,
                pat = kat + B * G * (size_t)nt * 8;
@@ -418,12 +423,16 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   fc->f.min_p = m->min_p;
   fc->f.top_k = m->top_k;
   fc->f.top_p = m->top_p;
-  if ((nb && m->logprobs) || nt) fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
+  if ((nb && m->logprobs) || (nt && !tp_nt))
+    fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
   if (nt) { /* the raw logits' lists, before the bias below changes any */
     CUdeviceptr keys = ctx->workspace + kat, pairs = ctx->workspace + pat;
     int n = nt, slices = (int)G, draws = fc->draw;
-    int32_t *tokens = m->top_tokens;
-    float *values = m->top_values;
+    int32_t *tokens = tp_nt ? NULL : m->top_tokens;
+    float *values = tp_nt ? NULL : m->top_values;
+    float *lse = tp_nt ? NULL : fc->lse;
+    fc->lists = keys; /* pairs at keys + B G n 8: pat */
+    fc->toplp_g = G;
     /* ranks in the same read where the pass drew the call (the logits stay
     ** as written: no bias, no filter after it) */
     fc->ranked = m->ranks && fc->draw && s->num_samples <= ctx->toplp_ranks;
@@ -431,7 +440,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     if (ranks && G > 1u) /* the slices add into them; one slice a row writes them */
       FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ranks, 0,
                                                  B * (size_t)s->num_samples, stream));
-    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &fc->lse,
+    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &lse,
                      &tokens,  &values, &draws,        (void *)&fc->drawn, (void *)&ranks};
     /* fsamp_toplp, or fsamp_toplp_ranks with the two arguments more */
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[ranks ? 2 : 0], G,
@@ -439,7 +448,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                                              stream, targs, NULL));
     void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
                      &values, &draws};
-    if (G > 1u) /* one slice a row wrote the outputs itself */
+    if (G > 1u && !tp_nt) /* one slice a row wrote the outputs itself */
       FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
                                                FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
   }
@@ -458,7 +467,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     fc->fb.count = m->bias_count;
     float rep = m->rep; /* the repetition penalty, applied with the values */
     const float *reps = m->reps;
-    float *blse = nt ? NULL : fc->lse; /* fsamp_toplp_merge took it */
+    float *blse = nt && !tp_nt ? NULL : fc->lse; /* fsamp_toplp_merge took it */
     void *bargs[] = {&fc->prm, (void *)&fc->fb.tokens, (void *)&values, &fc->fb.count,
                      (void *)&fc->fb.raw, &blse, &rep, (void *)&reps, &distinct};
     FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->filter_bias_fn, (unsigned)p->batch, 1, 1,
@@ -701,7 +710,9 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                h0_at = (state_at + 2 * B * FTP_STATE_BYTES + 15) / 16 * 16,
                list_at = h0_at + 2 * hist_bytes,
                rc_at = list_at + (with_list ? B * FTP_LIST_CAP * 8 : 0),
-               extra = rc_at + (m->ranks ? n * 4 : 0);
+               gat_at = (rc_at + (m->ranks ? n * 4 : 0) + 15) / 16 * 16,
+               tg = m->top_n ? tp_toplp_slices(ctx, p->batch, m->top_n) : 0u,
+               extra = gat_at + B * tg * ((size_t)m->top_n + 1) * (size_t)c->ranks * 8;
   filter_call fc;
   FS_TRY(filter_begin(ctx, p, s, m, NULL, extra, stream, &fc));
   const CUdeviceptr base = ctx->workspace + fc.extra_at, st = base, cnt = base + B * 24,
@@ -718,6 +729,9 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   tr->bias_raw = fc.fb.raw;
   tr->bias_count = fc.fb.count;
   tr->counts = base + rc_at;
+  tr->toplp_g = fc.toplp_g; /* with top logprobs: filter_begin's lists, the gather's room */
+  tr->lists = fc.lists;
+  tr->gather = base + gat_at;
   const unsigned g = (unsigned)G, rows = (unsigned)B;
   FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async(st, 0, (lk_at + n * 8) / 4, stream));
   CUdeviceptr pairs = m->logprobs && !fc.lse ? lsep : 0;

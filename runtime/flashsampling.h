@@ -382,7 +382,9 @@ typedef struct fs_outputs {
 **    FS_NOISE_GROUP16 (not implemented there).  In the tensor-parallel
 **    calls (since 0.3.16; the same n on every rank, each with B x n entries
 **    of its own) each rank's fused pass writes its shard's logits while it
-**    draws, the rank lists its shard's n largest (global ids) and their
+**    draws (with a logit bias or a sampled call's filters the filters' path
+**    writes them, the lists taken before the bias), the rank lists its
+**    shard's n largest (global ids) and their
 **    log-sum-exp terms, and after the draws' collectives one more
 **    FS_REDUCE_MAX_U64 all-reduce of B x R x G x (n + 1) words (R ranks, G
 **    the slices a row: a function of B and n alone, the same on every rank,
@@ -393,8 +395,7 @@ typedef struct fs_outputs {
 **    another order than one GPU's: within ~1e-6 relative of the unsharded
 **    call's values).  The gather needs this rank's index and the rank
 **    count: NCCL's (fs_sample_nccl_ex), else fs_context_set_tp_rank's
-**    (FS_INVALID_ARGUMENT before it is set).  Not with a logit bias or a
-**    sampled call's filters there (FS_INVALID_ARGUMENT).  The
+**    (FS_INVALID_ARGUMENT before it is set).  The
 **    first such call on a context compiles the filters' kernels and may
 **    grow the workspace: make one before capturing such calls in a CUDA
 **    graph.

@@ -20,8 +20,10 @@
 ** path does (fs_filter_tp); once the draws' logits are summed, each rank
 ** counts its shard's logits against them and one more sum all-reduce adds
 ** the counts (fs_filter_tp_ranks).
-** Top logprobs (fs_options.top_logprobs, since 0.3.16) take the same pass:
-** fsamp_toplp lists each row's n largest of the shard (global ids) a slice,
+** Top logprobs (fs_options.top_logprobs, since 0.3.16) take the same pass
+** (or with a bias or a sampled call's filters the filters' path, which
+** lists the raw logits before it applies the bias): fsamp_toplp lists each
+** row's n largest of the shard (global ids) a slice,
 ** with their log-sum-exp pairs; once the draws' logits are summed, one more
 ** max all-reduce gathers every rank's lists (each rank's part zero on the
 ** others, c->rank), and fsamp_toplp_merge merges them, and the draws'
@@ -93,8 +95,8 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
 /* Does a tensor-parallel call's fused pass write the shard's logits while
 ** it draws: top logprobs, or ranks (unless FS_TP_RANKS_PASS=0), and
 ** nothing that needs the filters' path (no logit bias, no sampled call's
-** filters; tp_sample refuses top logprobs with them); the same on every
-** rank (the options and the call mode are), as their collectives must be. */
+** filters: with them fs_filter_tp writes the logits and lists); the same on
+** every rank (the options and the call mode are), as their collectives must be. */
 static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
   return (m->top_n || (ctx->tp_ranks_pass && m->ranks)) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
@@ -157,22 +159,10 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
   return st;
 }
 
-/* A tensor-parallel call with top logprobs: through the fused pass only (no
-** logit bias, no sampled call's filters), and this rank's index and the
-** rank count known (NCCL's, else fs_context_set_tp_rank's) into c. */
-static int tp_toplp_check(fs_context *ctx, const fs_sampling *s, const fs_opts *m,
-                          fs_tp_coll *c) {
+/* A tensor-parallel call with top logprobs: this rank's index and the rank
+** count known (NCCL's, else fs_context_set_tp_rank's) into c. */
+static int tp_toplp_check(fs_context *ctx, const fs_opts *m, fs_tp_coll *c) {
   const char *fn = c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex";
-  if (m->bias_count)
-    return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->top_logprobs=%d with options->logit_bias_count=%d: %s does not "
-                  "list the most likely tokens of a call with a logit bias; one of them 0 there",
-                  m->top_n, (int)m->bias_count, fn);
-  if (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY)
-    return fs_err(ctx, FS_INVALID_ARGUMENT,
-                  "options->top_logprobs=%d with min_p/top_k/top_p on a sampled call: %s does "
-                  "not list the most likely tokens of a filtered call; one of them off there",
-                  m->top_n, fn);
   if (!c->one_gpu && !c->nccl_comm) {
     c->rank = ctx->tp_rank;
     c->ranks = ctx->tp_ranks;
@@ -205,7 +195,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   fs_tp_coll cr = c ? *c : (fs_tp_coll){0};
-  if (c && m.top_n) FS_TRY(tp_toplp_check(ctx, sampling, &m, &cr));
+  if (c && m.top_n) FS_TRY(tp_toplp_check(ctx, &m, &cr));
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
     return fs_err(ctx, FS_INVALID_ARGUMENT,
                   "options->token_mask_stride=0: %s needs the mask's row stride "
@@ -234,11 +224,13 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   ** chose different paths would not meet in the same collectives */
   const int in_pass = c && ranks_in_pass(ctx, sampling, &m);
   int st = c && !in_pass && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
-               ? fs_filter_tp(ctx, problem, sampling, &m, c, (CUstream)stream, &k, &lk, &gk, &ll,
-                              &tr)
+               ? fs_filter_tp(ctx, problem, sampling, &mf, &cr, (CUstream)stream, &k, &lk, &gk,
+                              &ll, &tr)
                : tp_fused(ctx, problem, sampling, &mf, outputs, !c, in_pass ? &tr : NULL,
                           cr.ranks, (CUstream)stream, &k, &lk, &gk, &ll);
-  if (!st && m.top_n) st = fs_filter_tp_toplp_local(ctx, problem, sampling, &m, &tr, stream);
+  /* the shard's lists (the filters' path made them before its bias) */
+  if (!st && m.top_n && in_pass)
+    st = fs_filter_tp_toplp_local(ctx, problem, sampling, &m, &tr, stream);
   if (!c) { /* one GPU: the merge wrote the outputs */
     cu->cuCtxPopCurrent(&dummy);
     return st;

@@ -14,15 +14,17 @@
 ** logprobs within the same bound and a listed draw's logprob its list
 ** value bit for bit (one log-sum-exp serves both, as on one GPU); with
 ** ranks, the ranks exactly.  The cases add a token mask (the even ids), a
-** soft-cap, one sample a row, ranks with and without outputs->logits, and
-** greedy calls.  Each call's collectives are counted: the keys, the draws'
+** soft-cap, one sample a row, ranks with and without outputs->logits,
+** greedy calls, and (since the review of 0.3.16) a logit bias and a sampled
+** call's filters (the filters' path, which lists the raw logits before it
+** applies the bias).  Each call's collectives are counted: the keys, the draws'
 ** logits (where summed), the lists' gather, and with ranks the counts.
 ** That the comparison can fail: a control case declares both of its two
 ** ranks rank 0, so both write the same part of the gather and the merged
 ** lists are the elementwise max of two shards' lists; it must differ from
 ** the unsharded call's.  Bad input: top_logprobs without
-** fs_context_set_tp_rank, with a logit bias, and with a sampled call's
-** top_k; fs_context_set_tp_rank's ranges.  NCCL with one rank (the rank
+** fs_context_set_tp_rank or above FS_MAX_TOP_LOGPROBS;
+** fs_context_set_tp_rank's ranges.  NCCL with one rank (the rank
 ** from ncclCommUserRank), where libnccl.so.2 loads.
 ** FS_TEST_CASES=i,j,... runs only those cases (compute-sanitizer).  Under
 ** the fake driver (cpu/fake_tp_toplp) the statuses, collectives and bad
@@ -52,23 +54,33 @@ typedef struct tpl_case {
   int greedy; /* every row at T = 0 */
   int control; /* every rank declared rank 0: the lists must differ */
   const char *what;
+  int bias;    /* a logit bias (tp_bias_fill's, BIAS_N a row): the filters' path */
+  int top_k;   /* and filters of the sampled rows */
+  float top_p;
 } tpl_case;
 
+enum { BIAS_N = 12 };
+
 static const tpl_case cases[] = {
-    {2, TP_S, 5, 0, 0.0f, 0, 0, 0, 0, 0, "top 5"},
-    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs"},
-    {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample"},
-    {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5"},
-    {3, TP_S, 20, 0, 0.5f, 1, 0, 0, 0, 0, "top 20, cap 0.5, logprobs"},
-    {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs"},
-    {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits"},
-    {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs"},
-    {1, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "one rank, top 20, logprobs"},
-    {2, TP_S, 20, 0, 0.0f, 0, 0, 1, 0, 0, "top 20, no logits"},
-    {2, TP_S, 20, 0, 0.0f, 0, 0, 0, 0, 1, "control: both ranks rank 0"},
+    {2, TP_S, 5, 0, 0.0f, 0, 0, 0, 0, 0, "top 5", 0, 0, 0.0f},
+    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs", 0, 0, 0.0f},
+    {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample", 0, 0, 0.0f},
+    {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5", 0, 0, 0.0f},
+    {3, TP_S, 20, 0, 0.5f, 1, 0, 0, 0, 0, "top 20, cap 0.5, logprobs", 0, 0, 0.0f},
+    {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs", 0, 0, 0.0f},
+    {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits", 0, 0, 0.0f},
+    {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs", 0, 0, 0.0f},
+    {1, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "one rank, top 20, logprobs", 0, 0, 0.0f},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 1, 0, 0, "top 20, no logits", 0, 0, 0.0f},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 0, 0, 1, "control: both ranks rank 0", 0, 0, 0.0f},
+    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, a logit bias, logprobs", 1, 0, 0.0f},
+    {2, TP_S, 20, 1, 0.0f, 1, 1, 0, 0, 0, "top 20, top_k 50, top_p 0.9, mask, lp, ranks", 0,
+     50, 0.9f},
+    {4, TP_S, 64, 0, 0.0f, 1, 0, 1, 0, 0, "top 64, bias, top_p 0.8, logprobs, no logits", 1, 0,
+     0.8f},
 };
 
-static CUdeviceptr g_mask;
+static CUdeviceptr g_mask, g_btok, g_bval;
 
 static fs_options case_options(const tpl_case *c) {
   fs_options o;
@@ -76,6 +88,13 @@ static fs_options case_options(const tpl_case *c) {
   o.size = sizeof o;
   o.logit_softcap = c->cap;
   o.top_logprobs = c->n;
+  o.top_k = c->top_k;
+  o.top_p = c->top_p;
+  if (c->bias) {
+    o.logit_bias_tokens = (const int32_t *)gu_ptr(g_btok);
+    o.logit_bias_values = (const float *)gu_ptr(g_bval);
+    o.logit_bias_count = BIAS_N;
+  }
   if (c->mask) {
     o.token_mask = (const uint32_t *)gu_ptr(g_mask);
     o.token_mask_stride = TP_MW;
@@ -217,13 +236,19 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   /* the keys; the draws' logits where summed (outputs->logits, or for
   ** logprobs or ranks the workspace); the gather; the counts */
   const int want = 2 + (!c->nolog || c->lp || c->ranks) + (c->ranks != 0);
+  /* a bias or a sampled call's filters: the filters' path, at least the
+  ** shards' bounds more */
+  const int by_filters = c->bias || (!c->greedy && (c->top_k || (c->top_p > 0.0f &&
+                                                                  c->top_p < 1.0f)));
   int bad = 0, lbad = 0, vbad = 0, rbad = 0, mism = 0;
   const int cmp = !gu_fake_driver(); /* the fake driver runs no kernel */
   for (int k = 0; k < R; k++) {
     char who[112];
     snprintf(who, sizeof who, "%s, R=%d rank %d", c->what, R, k);
-    if (rk[k].status == FS_OK && rk[k].collectives != want) {
-      fprintf(stderr, "%s: %d collectives, expected %d\n", who, rk[k].collectives, want);
+    if (rk[k].status == FS_OK &&
+        (by_filters ? rk[k].collectives <= want : rk[k].collectives != want)) {
+      fprintf(stderr, "%s: %d collectives, expected %s%d\n", who, rk[k].collectives,
+              by_filters ? "more than " : "", want);
       bad++;
     }
     gu_download(rk[k].ctx, got_t, dt[k], (size_t)B * n * 4);
@@ -315,27 +340,13 @@ static void bad_input(const tp_unsharded *u) {
   CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "fs_context_set_tp_rank"),
             "top_logprobs without a rank: status %d, %s", st, fs_last_error(x));
   REQUIRE(fs_context_set_tp_rank(x, 0, 1) == FS_OK);
-  /* a logit bias */
-  int32_t btok[B];
-  float bval[B];
-  for (int b = 0; b < B; b++) btok[b] = 7 * b, bval[b] = 1.0f;
-  const CUdeviceptr bt = gu_upload_new(x, btok, sizeof btok), bv = gu_upload_new(x, bval, sizeof bval);
-  fs_options ob = o;
-  ob.logit_bias_tokens = (const int32_t *)gu_ptr(bt);
-  ob.logit_bias_values = (const float *)gu_ptr(bv);
-  ob.logit_bias_count = 1;
-  st = fs_sample_tp_ex(x, &r.p, &r.s, &ob, &r.o, tp_host_allreduce, &r, (void *)r.stream);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "logit_bias_count=1"),
-            "top_logprobs with a bias: status %d, %s", st, fs_last_error(x));
-  /* a sampled call's top_k */
-  fs_options ok = o;
-  ok.top_k = 5;
-  st = fs_sample_tp_ex(x, &r.p, &r.s, &ok, &r.o, tp_host_allreduce, &r, (void *)r.stream);
-  CHECK_MSG(st == FS_INVALID_ARGUMENT && strstr(fs_last_error(x), "min_p/top_k/top_p"),
-            "top_logprobs with top_k: status %d, %s", st, fs_last_error(x));
+  /* n above FS_MAX_TOP_LOGPROBS */
+  fs_options on = o;
+  on.top_logprobs = FS_MAX_TOP_LOGPROBS + 1;
+  st = fs_sample_tp_ex(x, &r.p, &r.s, &on, &r.o, tp_host_allreduce, &r, (void *)r.stream);
+  CHECK_MSG(st == FS_INVALID_ARGUMENT, "top_logprobs=%d: status %d, %s",
+            FS_MAX_TOP_LOGPROBS + 1, st, fs_last_error(x));
   CHECK_MSG(r.collectives == 0, "a refused call ran %d collectives", r.collectives);
-  gu_free(x, bt);
-  gu_free(x, bv);
   gu_free(x, t);
   gu_free(x, v);
   gu_outputs_free(x, &r.go);
@@ -345,7 +356,7 @@ static void bad_input(const tp_unsharded *u) {
   fs_context_destroy(x);
   free(sh.host[0]);
   pthread_barrier_destroy(&sh.bar);
-  printf("bad input refused: no rank, a bias, a sampled call's top_k, set_tp_rank's ranges\n");
+  printf("bad input refused: no rank, n above the most, set_tp_rank's ranges\n");
 }
 
 /* NCCL with one rank (ncclCommInitAll on GPU 0): fs_sample_nccl_ex with
@@ -419,6 +430,11 @@ int main(void) {
   uint32_t mask[B * TP_MW];
   for (int i = 0; i < B * TP_MW; i++) mask[i] = 0x55555555u; /* the even ids */
   g_mask = gu_upload_new(ctx, mask, sizeof mask);
+  int32_t btok[B * BIAS_N];
+  float bval[B * BIAS_N];
+  tp_bias_fill(btok, bval, BIAS_N, 4242);
+  g_btok = gu_upload_new(ctx, btok, sizeof btok);
+  g_bval = gu_upload_new(ctx, bval, sizeof bval);
   const char *only = getenv("FS_TEST_CASES");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     if (only && *only) { /* a comma-separated list of case indices */
@@ -438,6 +454,8 @@ int main(void) {
     if (!gu_fake_driver()) nccl_one_rank(ctx, &u);
   }
   gu_free(ctx, g_mask);
+  gu_free(ctx, g_btok);
+  gu_free(ctx, g_bval);
   tp_unsharded_free(ctx, &u);
   fs_context_destroy(ctx);
   return fs_test_done("test_tp_toplp");
