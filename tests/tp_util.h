@@ -181,6 +181,19 @@ static inline void tp_unsharded_lp(fs_context *ctx, const tp_unsharded *u, fs_op
   opt->logprobs = NULL;
 }
 
+/* Is case i among `only` (FS_TEST_CASES: comma-separated case indices; NULL
+** or empty: every case). */
+static inline int tp_case_wanted(const char *only, size_t i) {
+  if (!only || !*only) return 1;
+  for (const char *q = only; *q; q += *q == ',') {
+    char *e;
+    if (strtol(q, &e, 10) == (long)i) return 1;
+    if (e == q) break;
+    q = e;
+  }
+  return 0;
+}
+
 /* ---- ranks as threads on one GPU ------------------------------------------ */
 
 /* What the R ranks of one sharded call share.  A collective of a call

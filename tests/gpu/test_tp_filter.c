@@ -314,16 +314,7 @@ int main(void) {
   const char *only = getenv("FS_TEST_CASES");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const tpf_case *c = &cases[i];
-    if (only && *only) { /* a comma-separated list of case indices */
-      int want = 0;
-      for (const char *q = only; *q; q += *q == ',') {
-        char *e;
-        want |= strtol(q, &e, 10) == (long)i;
-        if (e == q) break;
-        q = e;
-      }
-      if (!want) continue;
-    }
+    if (!tp_case_wanted(only, i)) continue;
     moved += run_case(ctx, &u, c, &u.ref);
     if (case_filtered(c) && !c->greedy && c->S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       for (int b = 0; b < B; b++) counted += tp_temps[b] != 0.0f ? TP_S : 0;

@@ -437,16 +437,7 @@ int main(void) {
   g_bval = gu_upload_new(ctx, bval, sizeof bval);
   const char *only = getenv("FS_TEST_CASES");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    if (only && *only) { /* a comma-separated list of case indices */
-      int want = 0;
-      for (const char *q = only; *q; q += *q == ',') {
-        char *e;
-        want |= strtol(q, &e, 10) == (long)i;
-        if (e == q) break;
-        q = e;
-      }
-      if (!want) continue;
-    }
+    if (!tp_case_wanted(only, i)) continue;
     run_case(ctx, &u, &cases[i]);
   }
   if (!only || !*only) {
