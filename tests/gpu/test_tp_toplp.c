@@ -22,7 +22,8 @@
 ** That the comparison can fail: a control case declares both of its two
 ** ranks rank 0, so both write the same part of the gather and the merged
 ** lists are the elementwise max of two shards' lists; it must differ from
-** the unsharded call's.  Bad input: top_logprobs without
+** the unsharded call's; NCCL's call also captured in a CUDA graph and
+** replayed.  Bad input: top_logprobs without
 ** fs_context_set_tp_rank or above FS_MAX_TOP_LOGPROBS;
 ** fs_context_set_tp_rank's ranges.  NCCL with one rank (the rank
 ** from ncclCommUserRank), where libnccl.so.2 loads.
@@ -31,6 +32,7 @@
 ** the fake driver (cpu/fake_tp_toplp) the statuses, collectives and bad
 ** input are checked, no output.
 */
+#include "gpu_graph.h"
 #include "tp_util.h"
 
 #include <dlfcn.h>
@@ -414,6 +416,38 @@ static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u) {
   CHECK_MSG(bad == 0, "NCCL single rank, top 20: %d mismatches", bad);
   printf("NCCL, 1 rank, top 20, logprobs: %s\n",
          bad ? "MISMATCH" : gu_fake_driver() ? "ran (the fake driver)" : "as unsharded");
+  /* the same call captured in a CUDA graph (prepared by the call above),
+  ** replayed over poisoned lists */
+  const CUstream gs = gu_stream_new(ctx);
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int cst = fs_sample_nccl_ex(ctx, &u->full, &u->s, &o, &out, comm, (void *)gs);
+  GU_CU(ctx, ctx->cu->cuStreamEndCapture(gs, &graph));
+  gu_pop(ctx);
+  CHECK_MSG(cst == FS_OK, "fs_sample_nccl_ex with top 20 while capturing: %s",
+            fs_last_error(ctx));
+  int gbad = 0;
+  if (cst == FS_OK) {
+    GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
+    int32_t pt[B * NMAX];
+    float pv[B * NMAX];
+    for (int i = 0; i < B * n; i++) pt[i] = -7, pv[i] = NAN;
+    gu_upload(ctx, gt, pt, (size_t)B * n * 4);
+    gu_upload(ctx, gv, pv, (size_t)B * n * 4);
+    snap r = gu_graph_replay(ctx, exec, gs, &go, "NCCL top 20 replay");
+    snap_free(&r);
+    gbad = tp_mismatches(ctx, &go, &ref, "NCCL top 20 replay");
+    gu_download(ctx, got_t, gt, (size_t)B * n * 4);
+    gu_download(ctx, got_v, gv, (size_t)B * n * 4);
+    for (int i = 0; i < B * n; i++)
+      gbad += got_t[i] != ref_t[i] || !close_to(got_v[i], ref_v[i]);
+    CHECK_MSG(gbad == 0, "NCCL single rank, top 20, graph replay: %d mismatches", gbad);
+  }
+  printf("NCCL, 1 rank, top 20, a CUDA graph's replay: %s\n", gbad || cst ? "MISMATCH"
+                                                                       : "as unsharded");
+  if (exec) gu_graph_done(ctx, exec, graph, gs);
   gu_outputs_free(ctx, &ref);
   gu_outputs_free(ctx, &go);
   gu_free(ctx, dl);
