@@ -177,7 +177,8 @@ static int logits_kernel(fs_context *ctx, const fs_problem *p, const fs_sampling
 ** FS_TOPLP_SLICES_MAX and a float4 a slice; ctx->toplp_slices > 0
 ** (FS_TOPLP_SLICES=G at the context's creation; tests, measurements) asks
 ** for G.  G = 1 writes the outputs without the merge. */
-static long long slices_by(long long sms, long long B, int n) {
+static unsigned slices_at(const fs_context *ctx, long long sms, long long B, int n,
+                          long long q) {
   long long g = (sms + 2LL * B - 1) / (2LL * B);
   if (n <= 64) {
     g = g < 512 / n ? g : 512 / n;
@@ -189,16 +190,15 @@ static long long slices_by(long long sms, long long B, int n) {
     g = sms * n / (128LL * B);
     g = g < 16 ? g : 16;
   }
-  return g;
-}
-
-static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
-  const long long q = ((long long)p->vocab + 3) / 4;
-  long long g = slices_by(ctx->sm_count > 0 ? ctx->sm_count : 1, p->batch, n);
   if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
   g = g < FS_TOPLP_SLICES_MAX ? g : FS_TOPLP_SLICES_MAX;
   g = g < q ? g : q;
   return (unsigned)(g > 1 ? g : 1);
+}
+
+static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) {
+  return slices_at(ctx, ctx->sm_count > 0 ? ctx->sm_count : 1, p->batch, n,
+                   ((long long)p->vocab + 3) / 4);
 }
 
 /* A tensor-parallel rank's slices a row: the size of the lists' gather, so
@@ -208,10 +208,32 @@ static unsigned toplp_slices(const fs_context *ctx, const fs_problem *p, int n) 
 ** 16 above; FS_TOPLP_SLICES (tests) must then be the same on every rank. */
 #define FS_TP_TOPLP_SMS 132
 static unsigned tp_toplp_slices(const fs_context *ctx, int B, int n) {
-  long long g = slices_by(FS_TP_TOPLP_SMS, B, n);
-  if (ctx->toplp_slices > 0) g = ctx->toplp_slices;
-  g = g < FS_TOPLP_SLICES_MAX ? g : FS_TOPLP_SLICES_MAX;
-  return (unsigned)(g > 1 ? g : 1);
+  return slices_at(ctx, FS_TP_TOPLP_SMS, B, n, FS_TOPLP_SLICES_MAX);
+}
+
+/* fsamp_toplp (or with ranks fsamp_toplp_ranks) over G slices of each of
+** prm's B rows: the slices' lists and pairs at keys and pairs, or with one
+** slice and tokens set the outputs (fsamp_filter.cu). */
+static int toplp_launch(fs_context *ctx, fs_params *prm, int n, unsigned G, CUdeviceptr keys,
+                        CUdeviceptr pairs, float *lse, int32_t *tokens, float *values,
+                        int draws, const float *drawn, int32_t *ranks, CUstream stream) {
+  void *args[] = {prm,     &n,      (void *)&keys,  (void *)&pairs, &lse,
+                  &tokens, &values, &draws,         (void *)&drawn, (void *)&ranks};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[ranks ? 2 : 0], G, (unsigned)prm->B, 1,
+                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp)", __FILE__, __LINE__) : FS_OK;
+}
+
+/* fsamp_toplp_merge of each row's `slices` lists and pairs into the outputs. */
+static int toplp_merge(fs_context *ctx, fs_params *prm, int n, int slices, CUdeviceptr keys,
+                       CUdeviceptr pairs, float *lse, int32_t *tokens, float *values,
+                       int draws, CUstream stream) {
+  void *args[] = {prm,  &n,      &slices, (void *)&keys, (void *)&pairs,
+                  &lse, &tokens, &values, &draws};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)prm->B, 1, 1, FILTER_THREADS,
+                                       1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp_merge)", __FILE__, __LINE__)
+           : FS_OK;
 }
 
 /* The filters' module (fsamp_filter.cu), compiled and loaded on a context's
@@ -427,7 +449,7 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     fc->lse = (float *)(uintptr_t)(ctx->workspace + lat);
   if (nt) { /* the raw logits' lists, before the bias below changes any */
     CUdeviceptr keys = ctx->workspace + kat, pairs = ctx->workspace + pat;
-    int n = nt, slices = (int)G, draws = fc->draw;
+    int n = nt, draws = fc->draw;
     int32_t *tokens = tp_nt ? NULL : m->top_tokens;
     float *values = tp_nt ? NULL : m->top_values;
     float *lse = tp_nt ? NULL : fc->lse;
@@ -440,17 +462,11 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
     if (ranks && G > 1u) /* the slices add into them; one slice a row writes them */
       FS_CHECK_CU(ctx, ctx->cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)ranks, 0,
                                                  B * (size_t)s->num_samples, stream));
-    void *targs[] = {&fc->prm, &n,      (void *)&keys, (void *)&pairs, &lse,
-                     &tokens,  &values, &draws,        (void *)&fc->drawn, (void *)&ranks};
-    /* fsamp_toplp, or fsamp_toplp_ranks with the two arguments more */
-    FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[ranks ? 2 : 0], G,
-                                             (unsigned)p->batch, 1, FILTER_THREADS, 1, 1, 0,
-                                             stream, targs, NULL));
-    void *margs[] = {&fc->prm, &n, &slices, (void *)&keys, (void *)&pairs, &fc->lse, &tokens,
-                     &values, &draws};
+    FS_TRY(toplp_launch(ctx, &fc->prm, n, G, keys, pairs, lse, tokens, values, draws,
+                        fc->drawn, ranks, stream));
     if (G > 1u && !tp_nt) /* one slice a row wrote the outputs itself */
-      FS_CHECK_CU(ctx, ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)p->batch, 1, 1,
-                                               FILTER_THREADS, 1, 1, 0, stream, margs, NULL));
+      FS_TRY(toplp_merge(ctx, &fc->prm, n, (int)G, keys, pairs, fc->lse, tokens, values, draws,
+                         stream));
   }
   if (nb) {
     const float *values = m->bias_values;
@@ -501,9 +517,9 @@ static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s
 }
 
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      int ranks, int top_n, int R, CUstream stream, fs_kernel **k,
-                      fs_tp_rank *tr) {
-  if (ranks && p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
+                      const fs_opts *m, int R, CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
+  const int top_n = m->top_n;
+  if (m->ranks && p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
     return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with ranks the tensor-parallel "
                   "calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
   FS_TRY(logits_kernel(ctx, p, s, stream, k));
@@ -582,14 +598,10 @@ int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_samp
   prm.zout = tr->zout;
   prm.zout_stride = tr->zout_stride;
   const size_t B = (size_t)p->batch, G = tr->toplp_g;
-  CUdeviceptr keys = tr->lists, pairs = keys + B * G * (size_t)m->top_n * 8;
-  int n = m->top_n, draws = 0;
-  float *lse = NULL, *values = NULL;
-  int32_t *tokens = NULL; /* the lists, even with one slice */
-  void *args[] = {&prm, &n, (void *)&keys, (void *)&pairs, &lse, &tokens, &values, &draws};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[0], (unsigned)G, (unsigned)B, 1,
-                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
-  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp)", __FILE__, __LINE__);
+  /* tokens NULL: the lists, even with one slice */
+  FS_TRY(toplp_launch(ctx, &prm, m->top_n, (unsigned)G, tr->lists,
+                      tr->lists + B * G * (size_t)m->top_n * 8, NULL, NULL, NULL, 0, NULL, NULL,
+                      stream));
   if (tr->zout_keep && !m->ranks) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
   return FS_OK;
 }
@@ -618,17 +630,9 @@ int fs_filter_tp_toplp_merge(fs_context *ctx, const fs_problem *p, const fs_samp
   fs_params_call(&prm, p, s, m);
   prm.logits = drawn;
   prm.logprobs = drawn ? m->logprobs : NULL;
-  CUdeviceptr keys = tr->gather, pairs = keys + gk * 8;
-  int nn = n, slices = G * R, draws = 2;
-  float *lse = NULL;
-  int32_t *tokens = m->top_tokens;
-  float *values = m->top_values;
-  void *args[] = {&prm,    &nn,    &slices, (void *)&keys, (void *)&pairs, &lse, &tokens,
-                  &values, &draws};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->toplp_fn[1], (unsigned)B, 1, 1, FILTER_THREADS, 1,
-                                       1, 0, stream, args, NULL);
-  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_toplp_merge)", __FILE__, __LINE__)
-           : FS_OK;
+  /* draws 2: the draws' logprobs from their reduced logits */
+  return toplp_merge(ctx, &prm, n, G * R, tr->gather, tr->gather + gk * 8, NULL, m->top_tokens,
+                     m->top_values, 2, stream);
 }
 
 int fs_sample_filtered(fs_context *ctx, const fs_problem *p, const fs_sampling *s,

@@ -435,8 +435,8 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
                  CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr);
 /* filter.c: a tensor-parallel call whose fused kernel writes the shard's
-** logits while it draws (tp.c's ranks_in_pass: ranks, top logprobs,
-** ranks != 0 / top_n > 0 its options', R the rank count where top_n > 0):
+** logits while it draws (tp.c's logits_in_pass: m->ranks or m->top_n; R
+** the rank count where m->top_n > 0):
 ** the kernel of that pass (*k: one that stages its
 ** tiles, which can write the shard's logits out), the filters' module
 ** loaded and the workspace grown (FS_NOT_PREPARED where either is needed
@@ -446,7 +446,7 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
 ** evict_last (zout_keep), where the counts go, and with top_n the lists'
 ** slices a row (tp_toplp_slices: the same on every rank) and buffers. */
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
-                      int ranks, int top_n, int R, CUstream stream, struct fs_kernel **k,
+                      const fs_opts *m, int R, CUstream stream, struct fs_kernel **k,
                       fs_tp_rank *tr);
 /* filter.c: a tensor-parallel call's top logprobs (m->top_n, since 0.3.16),
 ** in two steps.  fs_filter_tp_toplp_local, after the fused pass wrote the

@@ -15,7 +15,7 @@
 ** all-reduce gives sum exp(L - M); fsamp_tp_logprobs writes logit - (M +
 ** log of that sum).  Two collectives, as a call with logits has.
 ** Ranks (fs_options.ranks) need the shard's logits written: where nothing
-** else in the call needs the filters' path (ranks_in_pass) the fused
+** else in the call needs the filters' path (logits_in_pass) the fused
 ** kernel writes them while it draws (fs_filter_tp_zout), else the filters'
 ** path does (fs_filter_tp); once the draws' logits are summed, each rank
 ** counts its shard's logits against them and one more sum all-reduce adds
@@ -97,7 +97,7 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
 ** nothing that needs the filters' path (no logit bias, no sampled call's
 ** filters: with them fs_filter_tp writes the logits and lists); the same on
 ** every rank (the options and the call mode are), as their collectives must be. */
-static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
+static int logits_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
   return (m->top_n || (ctx->tp_ranks_pass && m->ranks)) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
 }
@@ -106,7 +106,7 @@ static int ranks_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_o
 ** with a logit bias on one GPU, whose merge then writes the outputs): the
 ** shard's best keys and their logits (then with logprobs the rows'
 ** log-sum-exp keys) at *lk and *ll, room for the reduced keys at *gk.
-** With tr (ranks_in_pass) the kernel also writes the shard's logits where
+** With tr (logits_in_pass) the kernel also writes the shard's logits where
 ** fs_filter_tp_zout puts them (with room for R ranks' top-logprob lists),
 ** and *tr is what fs_filter_tp_ranks and fs_filter_tp_toplp_* read. */
 static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
@@ -118,8 +118,7 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
   const float *lp = m->logprobs;
   int rows = lp ? B : 0; /* log-sum-exp terms after the items */
   fs_kernel *k = NULL;
-  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, m->ranks != NULL, m->top_n, R,
-                                    stream, &k, tr)
+  int st = tr ? fs_filter_tp_zout(ctx, problem, sampling, m, R, stream, &k, tr)
               : fs_plan_kernel(ctx, problem, sampling, stream, &k);
   CUdeviceptr lk = 0, gk = 0, ll = 0, mask_at = 0;
   fs_opts fused = *m; /* with a bias: the mask without the biased ids */
@@ -183,7 +182,7 @@ static int tp_toplp_check(fs_context *ctx, const fs_opts *m, fs_tp_coll *c) {
 ** then writes the outputs (no collective, no fsamp_finalize).  A sampled
 ** call with filters, or one with a long bias or ranks (fs_filter_path),
 ** takes filter.c's rank part (fs_filter_tp) instead of the fused kernel's,
-** but for ranks that the fused pass draws (ranks_in_pass); the rest is the
+** but for ranks that the fused pass draws (logits_in_pass); the rest is the
 ** same. */
 static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,
                      const fs_options *options, const fs_outputs *outputs, const fs_tp_coll *c,
@@ -222,7 +221,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   /* one GPU: fs_sample_ex sends those calls to filter.c.  Ranks decide by
   ** the count alone: the cost model reads the shard's V, and ranks that
   ** chose different paths would not meet in the same collectives */
-  const int in_pass = c && ranks_in_pass(ctx, sampling, &m);
+  const int in_pass = c && logits_in_pass(ctx, sampling, &m);
   int st = c && !in_pass && fs_filter_path(ctx, problem, sampling, &m, c->one_gpu)
                ? fs_filter_tp(ctx, problem, sampling, &mf, &cr, (CUstream)stream, &k, &lk, &gk,
                               &ll, &tr)

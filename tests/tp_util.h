@@ -181,6 +181,16 @@ static inline void tp_unsharded_lp(fs_context *ctx, const tp_unsharded *u, fs_op
   opt->logprobs = NULL;
 }
 
+/* A case's sampling: s with S samples a row, and with greedy every row at
+** T = 0 (a greedy call: no per-row temperatures). */
+static inline void tp_case_sampling(fs_sampling *s, int S, int greedy) {
+  s->num_samples = S;
+  if (greedy) {
+    s->temperatures = NULL;
+    s->temperature = 0.0f;
+  }
+}
+
 /* Is case i among `only` (FS_TEST_CASES: comma-separated case indices; NULL
 ** or empty: every case). */
 static inline int tp_case_wanted(const char *only, size_t i) {
@@ -291,6 +301,28 @@ static inline void tp_rank_open(tp_rank *r, tp_shared *sh, int k, const tp_unsha
   r->s = u->s;
   tp_outputs(r->ctx, &r->go);
   r->o = gu_outputs_api(&r->go);
+}
+
+/* Rank r's further outputs into opt: with lp its logprobs (*dlp,
+** tp_lp_alloc's), with ranks its ranks (*drk, TP_NITEMS int32 poisoned),
+** with no_logits no outputs->logits (the draws' logits then reduced in the
+** library's workspace). */
+static inline void tp_rank_extras(tp_rank *r, fs_options *opt, int lp, int ranks,
+                                  int no_logits, CUdeviceptr *dlp, CUdeviceptr *drk) {
+  if (lp) {
+    fs_options t; /* tp_lp_alloc clears the options it is given */
+    *dlp = tp_lp_alloc(r->ctx, &t);
+    opt->logprobs = t.logprobs;
+  }
+  if (ranks) {
+    *drk = gu_alloc(r->ctx, TP_NITEMS * sizeof(int32_t));
+    gu_poison(r->ctx, *drk, TP_NITEMS * sizeof(int32_t));
+    opt->ranks = (int32_t *)gu_ptr(*drk);
+  }
+  if (no_logits) {
+    r->o.logits = NULL;
+    r->go.with_logits = 0;
+  }
 }
 
 /* A rank's thread: fs_prepare, then fs_sample_tp_ex with r->opt (or

@@ -142,7 +142,7 @@ static int case_filtered(const tpf_case *c) {
 }
 
 /* Are case c's ranks drawn in the ranks' fused pass (runtime/tp.c's
-** ranks_in_pass): ranks without a bias, and without filters or greedy. */
+** logits_in_pass): ranks without a bias, and without filters or greedy. */
 static int case_in_pass(const tpf_case *c) {
   return c->ranks && !c->bias && (c->greedy || !case_filtered(c));
 }
@@ -183,11 +183,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   tp_shard_bounds(V, R, start);
   /* the unsharded draw with these options (and its logprobs) */
   tp_unsharded cu = *u;
-  cu.s.num_samples = S;
-  if (c->greedy) {
-    cu.s.temperatures = NULL;
-    cu.s.temperature = 0.0f;
-  }
+  tp_case_sampling(&cu.s, S, c->greedy);
   fs_options o = case_options(c);
   /* with ranks: the unsharded call's, and each rank's, poisoned (-1) */
   CUdeviceptr dref_rk = 0, drk[MAXR];
@@ -213,26 +209,10 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   CUdeviceptr dlp[MAXR];
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
-    rk[k].s.num_samples = S;
-    if (c->greedy) {
-      rk[k].s.temperatures = NULL;
-      rk[k].s.temperature = 0.0f;
-    }
+    tp_case_sampling(&rk[k].s, S, c->greedy);
     opt[k] = case_options(c);
-    if (c->lp) {
-      fs_options t; /* tp_lp_alloc's logprobs */
-      dlp[k] = tp_lp_alloc(rk[k].ctx, &t);
-      opt[k].logprobs = t.logprobs;
-    }
-    if (c->ranks) {
-      drk[k] = gu_alloc(rk[k].ctx, sizeof got_rk);
-      gu_poison(rk[k].ctx, drk[k], sizeof got_rk);
-      opt[k].ranks = (int32_t *)gu_ptr(drk[k]);
-    }
-    if (c->ranks == 2) { /* no logits: the draws' logits reduced in the workspace */
-      rk[k].o.logits = NULL;
-      rk[k].go.with_logits = 0;
-    }
+    /* ranks 2: no logits */
+    tp_rank_extras(&rk[k], &opt[k], c->lp, c->ranks, c->ranks == 2, &dlp[k], &drk[k]);
     rk[k].opt = &opt[k];
   }
   tp_run_ranks(rk, R);
@@ -284,8 +264,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   if (!c->rows && c->top_k == 1 && !gu_fake_driver()) {
     /* every row's greedy token: the problem's draw at T = 0 */
     tp_unsharded g = *u;
-    g.s.temperatures = NULL;
-    g.s.temperature = 0.0f;
+    tp_case_sampling(&g.s, u->s.num_samples, 1);
     gu_outputs greedy;
     tp_unsharded_draw_ex(ctx, &g, NULL, &greedy);
     for (int i = 0; i < n; i++) off_greedy += ref.h_tokens[i] != greedy.h_tokens[i];

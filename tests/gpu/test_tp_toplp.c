@@ -168,11 +168,7 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   int start[MAXR + 1];
   tp_shard_bounds(V, R, start);
   tp_unsharded cu = *u;
-  cu.s.num_samples = S;
-  if (c->greedy) {
-    cu.s.temperatures = NULL;
-    cu.s.temperature = 0.0f;
-  }
+  tp_case_sampling(&cu.s, S, c->greedy);
   /* the unsharded call's draws, lists, logprobs and ranks */
   fs_options o = case_options(c);
   CUdeviceptr rt, rv, rrk = 0;
@@ -210,29 +206,12 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
     REQUIRE(fs_context_set_tp_rank(rk[k].ctx, c->control ? 0 : k, R) == FS_OK);
-    rk[k].s.num_samples = S;
-    if (c->greedy) {
-      rk[k].s.temperatures = NULL;
-      rk[k].s.temperature = 0.0f;
-    }
+    tp_case_sampling(&rk[k].s, S, c->greedy);
     opt[k] = case_options(c);
     lists_alloc(rk[k].ctx, n, &dt[k], &dv[k]);
     opt[k].top_logprob_tokens = (int32_t *)gu_ptr(dt[k]);
     opt[k].top_logprob_values = (float *)gu_ptr(dv[k]);
-    if (c->lp) {
-      fs_options t;
-      dlp[k] = tp_lp_alloc(rk[k].ctx, &t);
-      opt[k].logprobs = t.logprobs;
-    }
-    if (c->ranks) {
-      drk[k] = gu_alloc(rk[k].ctx, sizeof got_rk);
-      gu_poison(rk[k].ctx, drk[k], sizeof got_rk);
-      opt[k].ranks = (int32_t *)gu_ptr(drk[k]);
-    }
-    if (c->nolog) {
-      rk[k].o.logits = NULL;
-      rk[k].go.with_logits = 0;
-    }
+    tp_rank_extras(&rk[k], &opt[k], c->lp, c->ranks, c->nolog, &dlp[k], &drk[k]);
     rk[k].opt = &opt[k];
   }
   tp_run_ranks(rk, R);
