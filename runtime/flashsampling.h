@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 16
+#define FS_VERSION_PATCH 17
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.16"
+#define FS_VERSION_STRING "0.3.17"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -378,8 +378,10 @@ typedef struct fs_outputs {
 **    so far gathered and sorted in shared memory; then the slices' lists
 **    merged).  top_logprobs is 0..FS_MAX_TOP_LOGPROBS (0: none, the
 **    pointers unread); else both arrays are 4-byte aligned device memory of
-**    B x n entries.  Not with
-**    FS_NOISE_GROUP16 (not implemented there).  In the tensor-parallel
+**    B x n entries.  Under
+**    FS_NOISE_GROUP16 (since 0.3.17) the fused pass draws the groups as
+**    without the lists (a bias and filters need FS_NOISE_TOKEN).  In the
+**    tensor-parallel
 **    calls (since 0.3.16; the same n on every rank, each with B x n entries
 **    of its own) each rank's fused pass writes its shard's logits while it
 **    draws (with a logit bias or a sampled call's filters the filters' path
@@ -416,7 +418,9 @@ typedef struct fs_outputs {
 **    after the draw one more kernel counts each row's logits against its
 **    draws (a read of the written logits; the biased ids' raw logits put
 **    back first).  4-byte aligned device memory of B x num_samples int32,
-**    or NULL.  Not with FS_NOISE_GROUP16.  In the tensor-parallel calls
+**    or NULL.  Under FS_NOISE_GROUP16 (since 0.3.17) as top_logprobs: the
+**    fused pass draws the groups while it writes the logits, in the
+**    tensor-parallel calls too.  In the tensor-parallel calls
 **    (since 0.3.14; the same on every rank) each rank writes its shard's
 **    logits (B x V x 4 bytes of workspace): without a logit bias or a
 **    sampled call's filters (since 0.3.15) its fused kernel writes them

@@ -51,7 +51,8 @@
 ** id, NaN last), kept in order as the tiles go by, each z - lse in double
 ** rounded to float.  Ranks (fs_options.ranks): after the draws, the same
 ** sums again, each draw's rank the count of its row's capped raw logits,
-** rounded to float, at or above its reported logit.
+** rounded to float, at or above its reported logit.  Both read the raw
+** logits alone, so they are the same under either noise.
 **
 ** Work layout: H rows are decoded to double once per block of rows, W is
 ** decoded REF_VT rows at a time into an interleaved tile, and each (b, tile)

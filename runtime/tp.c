@@ -93,12 +93,14 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
 }
 
 /* Does a tensor-parallel call's fused pass write the shard's logits while
-** it draws: top logprobs, or ranks (unless FS_TP_RANKS_PASS=0), and
+** it draws: top logprobs, or ranks (unless FS_TP_RANKS_PASS=0, but always
+** under FS_NOISE_GROUP16, whose groups fs_filter_tp does not draw), and
 ** nothing that needs the filters' path (no logit bias, no sampled call's
 ** filters: with them fs_filter_tp writes the logits and lists); the same on
 ** every rank (the options and the call mode are), as their collectives must be. */
 static int logits_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
-  return (m->top_n || (ctx->tp_ranks_pass && m->ranks)) && m->bias_count == 0 &&
+  const int ranks_pass = ctx->tp_ranks_pass || ctx->noise == FS_NOISE_GROUP16;
+  return (m->top_n || (ranks_pass && m->ranks)) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
 }
 

@@ -261,14 +261,10 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
 }
 
 int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
-  if (m->top_n && noise == FS_NOISE_GROUP16)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->top_logprobs=%d: top logprobs need "
-                  "FS_NOISE_TOKEN (FS_NOISE_GROUP16 calls take no lists; fs_context_set_noise)",
-                  m->top_n);
-  if (m->ranks && noise == FS_NOISE_GROUP16)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->ranks=%p: ranks need FS_NOISE_TOKEN "
-                  "(FS_NOISE_GROUP16 calls take no ranks; fs_context_set_noise)",
-                  (void *)m->ranks);
+  /* top logprobs and ranks read the raw logits, whatever the noise: under
+  ** FS_NOISE_GROUP16 the fused pass that writes them draws (filter.c's
+  ** pass_draws, tp.c's logits_in_pass), as neither a bias nor filters
+  ** come with it (refused here and in fs_validate_bias_noise) */
   if (!m->filter) return FS_OK;
   if (noise == FS_NOISE_GROUP16)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->min_p/top_k/top_p: the filters need "

@@ -15,7 +15,9 @@
 **           --top-logprobs N each row's N most likely tokens too
 **           (fs_options.top_logprobs, since 0.3.16: the shard's logits
 **           written by the fused pass, the shard's lists, one more max
-**           all-reduce that gathers every rank's lists, their merge)
+**           all-reduce that gathers every rank's lists, their merge);
+**           with --noise group16 every call under FS_NOISE_GROUP16
+**           (fs_context_set_noise; the shards then cut at multiples of 16)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
 **           then one Gumbel-max pass over the gathered [R, B, V/R] logits
 **           (what engines do today)
@@ -30,13 +32,13 @@
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
 **               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]
-**               [--top-logprobs N] [--fused-only 0|1] [--csv FILE]
+**               [--top-logprobs N] [--fused-only 0|1] [--noise token|group16] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
 ** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
 ** top_p, draw_ranks (logprobs since 0.3.1, top_k and top_p since 0.3.7,
-** draw_ranks since 0.3.14, top_logprobs since 0.3.16: rows appended to an
-** older file have more fields).
+** draw_ranks since 0.3.14, top_logprobs since 0.3.16, noise since 0.3.17:
+** rows appended to an older file have more fields).
 */
 #include "bench_kernels.h"
 #include "fs_nvrtc.h"
@@ -162,7 +164,8 @@ static void *rank_main(void *arg) {
 #define USAGE                                                                                  \
   "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
   "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]\n" \
-  "                   [--top-logprobs N] [--fused-only 0|1] [--csv FILE]\n"
+  "                   [--top-logprobs N] [--fused-only 0|1] [--noise token|group16]\n" \
+  "                   [--csv FILE]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
@@ -172,12 +175,14 @@ typedef struct tp_args {
   int D, V, reps, batches[16], nb, logprobs, top_k, draw_ranks, fused_only, top_n;
   float top_p;
   const char *csv_path;
+  int noise; /* fs_noise_mode */
 } tp_args;
 
 /* Parses the command line into *a: 0, or the exit status (0 after --help is
 ** -1: the caller exits 0; 2 for a bad argument, message printed). */
 static int parse(int argc, char **argv, tp_args *a) {
-  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 0, 1.0f, NULL};
+  *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 0, 1.0f, NULL,
+                 FS_NOISE_TOKEN};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -187,7 +192,7 @@ static int parse(int argc, char **argv, tp_args *a) {
     static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
                                              "--top-p", "--csv", "--model", "--shape",
                                              "--batch", "--draw-ranks", "--fused-only",
-                                             "--top-logprobs",
+                                             "--top-logprobs", "--noise",
                                              NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -204,6 +209,10 @@ static int parse(int argc, char **argv, tp_args *a) {
     } else if (!strcmp(k, "--top-logprobs")) {
       if (fs_tools_parse_int(v, 0, FS_MAX_TOP_LOGPROBS, &a->top_n))
         return bad("--top-logprobs %s: must be an integer in 0..%d", v, FS_MAX_TOP_LOGPROBS);
+    } else if (!strcmp(k, "--noise")) {
+      if (strcmp(v, "token") && strcmp(v, "group16"))
+        return bad("--noise %s: must be token or group16", *v ? v : "''");
+      a->noise = strcmp(v, "token") ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
     } else if (!strcmp(k, "--draw-ranks")) {
       if (fs_tools_parse_int(v, 0, 1, &a->draw_ranks))
         return bad("--draw-ranks %s: must be 0 or 1", v);
@@ -262,7 +271,7 @@ int main(int argc, char **argv) {
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
       fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p,"
-                   "draw_ranks,top_logprobs\n");
+                   "draw_ranks,top_logprobs,noise\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
@@ -274,6 +283,7 @@ int main(int argc, char **argv) {
     printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
   if (a.draw_ranks) printf(", fused with ranks");
   if (a.top_n) printf(", fused with top %d logprobs", a.top_n);
+  if (a.noise) printf(", FS_NOISE_GROUP16");
   printf("\n");
   printf("%5s %5s %10s %12s %10s %9s%s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup",
          R == 1 ? "     one_us" : "");
@@ -282,7 +292,7 @@ int main(int argc, char **argv) {
     pthread_t th[MAXR];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)R);
-    const int vpad = (V + R - 1) / R;
+    const int vpad = (V + R - 1) / R + (a.noise ? 16 : 0); /* cuts rounded down to 16s */
     for (int r = 0; r < R; r++) {
       rank_t *k = &rk[r];
       memset(k, 0, sizeof *k);
@@ -293,11 +303,14 @@ int main(int argc, char **argv) {
       k->draw_ranks = a.draw_ranks;
       k->top_n = a.top_n;
       k->fused_only = a.fused_only;
-      k->v0 = (int)((long long)V * r / R);
-      k->vr = (int)((long long)V * (r + 1) / R) - k->v0;
+      /* FS_NOISE_GROUP16: shards at multiples of 16 */
+      const int cut = a.noise ? ~15 : ~0;
+      k->v0 = (int)((long long)V * r / R) & cut;
+      k->vr = (r + 1 == R ? V : (int)((long long)V * (r + 1) / R) & cut) - k->v0;
       k->vpad = vpad;
       k->comm = comms[r];
       if (fs_context_create(r, &k->ctx)) DIE(k, "%s", fs_last_error(NULL));
+      if (fs_context_set_noise(k->ctx, a.noise)) DIE(k, "%s", fs_last_error(k->ctx));
       const fs_cu_api *cu = k->ctx->cu;
       CU(k, cu->cuCtxSetCurrent(k->ctx->cu_ctx));
       char err[256], target[16], src[sizeof fsb_source + 32];
@@ -339,9 +352,10 @@ int main(int argc, char **argv) {
     if (R == 1) printf(" %10.1f", rk[0].us[3]);
     printf("\n");
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d,%d\n", D, V, R,
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d,%d,%s\n", D, V, R,
               batches[bi], rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name,
-              logprobs, top_k, (double)top_p, a.draw_ranks, a.top_n);
+              logprobs, top_k, (double)top_p, a.draw_ranks, a.top_n,
+              a.noise ? "group16" : "token");
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {

@@ -11,8 +11,9 @@
 **     1..300, vocab_offset 0 or 37; up to 3 samples; random per-row or
 **     scalar temperatures, greedy rows among them), each called four ways:
 **     plain, with a soft-cap c = 3, with a logit bias, a penalty and a mask
-**     (a row with one allowed id, one with none), and with min-p and top-k.
-**     The oracle counts the row's (float) capped logits >= the reported
+**     (a row with one allowed id, one with none), and with min-p and top-k;
+**     at vocab_offset 0 a fifth way under FS_NOISE_GROUP16, with the soft-cap
+**     and the mask.  The oracle counts the row's (float) capped logits >= the reported
 **     logit: every rank must equal it, and the draws and logits must be
 **     those of the same call without ranks.
 **  2. Ties, NaN and -inf: logits z_v = W[v][0] from {-1, 0, 1, 2} with
@@ -21,8 +22,9 @@
 **     rank m) and never a NaN; a row with no allowed id (logit -inf) has
 **     the count of its ids that are not NaN.  The oracle with > in place
 **     of >= disagrees there: the test tells the two rules apart.
-**  3. Bad input: a misaligned ranks array, FS_NOISE_GROUP16:
-**     FS_INVALID_ARGUMENT naming options->ranks; a 0.3.12-sized struct
+**  3. Bad input: a misaligned ranks array: FS_INVALID_ARGUMENT naming
+**     options->ranks; FS_NOISE_GROUP16 takes ranks, but not with top_k
+**     (FS_INVALID_ARGUMENT naming the filters); a 0.3.12-sized struct
 **     ignores garbage in the new field.
 ** Runs in about a second on one core.
 */
@@ -55,16 +57,16 @@ static int oracle_rank(const fs_problem *p, float cap, int b, float d, int stric
 ** logits the same and every rank the oracle's; returns the draws that the
 ** strict oracle ranks otherwise. */
 static int check_call(const fs_problem *p, const fs_sampling *s, const fs_options *o0,
-                      const char *what) {
+                      int noise, const char *what) {
   const size_t n = (size_t)p->batch * (size_t)s->num_samples;
   int32_t *tok = ref_xalloc(n * 4), *tok0 = ref_xalloc(n * 4), *rk = ref_xalloc(n * 4);
   float *lg = ref_xalloc(n * 4), *lg0 = ref_xalloc(n * 4);
   fs_options o = *o0;
   o.ranks = rk;
-  CHECK_MSG(fs_reference_sample_ex(p, s, FS_NOISE_TOKEN, &o, tok, lg, NULL) == FS_OK, "%s: %s",
-            what, fs_last_error(NULL));
+  CHECK_MSG(fs_reference_sample_ex(p, s, noise, &o, tok, lg, NULL) == FS_OK, "%s: %s", what,
+            fs_last_error(NULL));
   o.ranks = NULL;
-  CHECK(fs_reference_sample_ex(p, s, FS_NOISE_TOKEN, &o, tok0, lg0, NULL) == FS_OK);
+  CHECK(fs_reference_sample_ex(p, s, noise, &o, tok0, lg0, NULL) == FS_OK);
   CHECK_MSG(!memcmp(tok, tok0, n * 4) && !memcmp(lg, lg0, n * 4), "%s: ranks changed the draws",
             what);
   int strict_differs = 0;
@@ -96,10 +98,10 @@ static void oracle_cases(void) {
     memset(&o, 0, sizeof o);
     o.size = sizeof o;
     snprintf(what, sizeof what, "it %d (B %d D %d V %d) plain", it, B, D, V);
-    check_call(&pr.p, &s, &o, what);
+    check_call(&pr.p, &s, &o, FS_NOISE_TOKEN, what);
     o.logit_softcap = 3.0f;
     snprintf(what, sizeof what, "it %d soft-cap", it);
-    check_call(&pr.p, &s, &o, what);
+    check_call(&pr.p, &s, &o, FS_NOISE_TOKEN, what);
     o.logit_softcap = 0.0f;
     int32_t btok[2 * 4];
     float bval[2 * 4];
@@ -116,13 +118,21 @@ static void oracle_cases(void) {
     ob.repetition_penalty = 1.5f;
     ob.token_mask = mask;
     snprintf(what, sizeof what, "it %d bias, penalty, mask", it);
-    check_call(&pr.p, &s, &ob, what);
+    check_call(&pr.p, &s, &ob, FS_NOISE_TOKEN, what);
     fs_options of = o;
     of.min_p = 0.05f;
     of.top_k = 1 + it % 20;
     snprintf(what, sizeof what, "it %d min-p, top-k", it);
-    check_call(&pr.p, &s, &of, what);
+    check_call(&pr.p, &s, &of, FS_NOISE_TOKEN, what);
     calls += 4;
+    if (pr.p.vocab_offset % 16 == 0) { /* FS_NOISE_GROUP16 with a soft-cap and the mask */
+      fs_options og = o;
+      og.logit_softcap = 3.0f;
+      og.token_mask = mask;
+      snprintf(what, sizeof what, "it %d group16, soft-cap, mask", it);
+      check_call(&pr.p, &s, &og, FS_NOISE_GROUP16, what);
+      calls++;
+    }
     free(mask);
     ref_prob_free(&pr);
   }
@@ -160,7 +170,7 @@ static void tie_case(void) {
   memset(&o, 0, sizeof o);
   o.size = sizeof o;
   o.token_mask = mask;
-  CHECK(check_call(&p, &s, &o, "ties") > 0); /* the strict rule is told apart */
+  CHECK(check_call(&p, &s, &o, FS_NOISE_TOKEN, "ties") > 0); /* the strict rule is told apart */
   int32_t tok[B * S], rk[B * S];
   float lg[B * S];
   o.ranks = rk;
@@ -190,10 +200,15 @@ static void bad_input(void) {
   ref_expect_bad(&pr.p, &s, &o, "options->ranks=", "misaligned ranks");
   CHECK(fs_test_has(fs_last_error(NULL), "4-byte aligned"));
   o.ranks = rk;
+  /* FS_NOISE_GROUP16 takes ranks (since 0.3.17), but not with filters */
+  CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o, tok, NULL, NULL) == FS_OK,
+            "group16: %s", fs_last_error(NULL));
+  o.top_k = 5;
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o, tok, NULL, NULL) ==
             FS_INVALID_ARGUMENT &&
-        fs_test_has(fs_last_error(NULL), "options->ranks=") &&
+        fs_test_has(fs_last_error(NULL), "options->min_p/top_k/top_p") &&
         fs_test_has(fs_last_error(NULL), "FS_NOISE_TOKEN"));
+  o.top_k = 0;
   /* a 0.3.12 struct: the new field is not read */
   o.size = offsetof(fs_options, ranks);
   o.ranks = (int32_t *)(uintptr_t)1;

@@ -15,14 +15,17 @@
 **     values within 1e-6 (relative, 1e-6 absolute near 0) of (float)(z -
 **     lse).  Each problem is called again with a logit bias and penalty, a
 **     mask, other temperatures and seeds: the lists must be the same bit for
-**     bit, and the draws must equal a call without top_logprobs bit for bit.
+**     bit, and the draws must equal a call without top_logprobs bit for bit;
+**     at vocab_offset 0, once more with the mask under FS_NOISE_GROUP16: the
+**     same lists, and the group draws of the call without them.
 **  2. Ties and special values: logits z_v = W[v][0] (H = e_0), values from
 **     {-1, 0, 0.5, 1, 2} with many repeats, some -inf and NaN: the order of
 **     equal logits by id and the NaN after -inf; with a +inf logit every
 **     value is NaN.  Not vacuous: the ties straddle the n-th place.
 **  3. Bad input: top_logprobs -1 and 257, NULL tokens or values, a
-**     misaligned array, FS_NOISE_GROUP16: FS_INVALID_ARGUMENT naming the
-**     argument and the rule; n = 256 at V = 262,145 is taken; a
+**     misaligned array, FS_NOISE_GROUP16 with a bias: FS_INVALID_ARGUMENT
+**     naming the argument and the rule; FS_NOISE_GROUP16 without one and
+**     n = 256 at V = 262,145 are taken; a
 **     0.3.9-sized struct ignores garbage in the new fields.
 ** Runs in about a second on one core.
 */
@@ -90,7 +93,7 @@ static int run(const fs_problem *p, const fs_sampling *s, fs_options *o, int n, 
 static void oracle_cases(void) {
   static const int ns[] = {1, 3, 20, 64, 256};
   unsigned long long st = 0x70b1u;
-  int checked = 0, short_rows = 0;
+  int checked = 0, short_rows = 0, grouped = 0;
   for (int it = 0; it < 150; it++) {
     const int dtype = it % 2 ? FS_DTYPE_FP16 : FS_DTYPE_BF16;
     const int B = 1 + (int)(fs_test_rand(&st) % 4), D = 8 * (1 + (int)(fs_test_rand(&st) % 8));
@@ -148,12 +151,27 @@ static void oracle_cases(void) {
     CHECK(run(&pr.p, &s2, &o2, n, ids2, vals2, tok) == FS_OK);
     CHECK_MSG(!memcmp(ids, ids2, bn * 4) && !memcmp(vals, vals2, bn * 4),
               "it %d: the bias, mask or sampling changed the lists", it);
+    if (pr.p.vocab_offset % 16 == 0) { /* FS_NOISE_GROUP16 with the mask: the same lists,
+                                         the group draws of a call without them */
+      fs_options o3 = o;
+      o3.token_mask = mask;
+      o3.top_logprob_tokens = ids2, o3.top_logprob_values = vals2;
+      CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o3, tok, NULL, NULL) ==
+                    FS_OK, "it %d group16: %s", it, fs_last_error(NULL));
+      o3.top_logprobs = 0;
+      CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o3, tok0, NULL, NULL) == FS_OK);
+      CHECK_MSG(!memcmp(ids, ids2, bn * 4) && !memcmp(vals, vals2, bn * 4) &&
+                    !memcmp(tok, tok0, draws * 4),
+                "it %d group16: the lists or the draws differ", it);
+      grouped++;
+    }
     free(mask);
     free(ids), free(ids2), free(want), free(vals), free(vals2), free(wantv), free(tok), free(tok0);
     ref_prob_free(&pr);
   }
-  CHECK(short_rows > 20);
-  printf("oracle: %d places over 150 problems, %d rows with n > V\n", checked, short_rows);
+  CHECK(short_rows > 20 && grouped > 50);
+  printf("oracle: %d places over 150 problems, %d rows with n > V, %d problems under "
+         "FS_NOISE_GROUP16 too\n", checked, short_rows, grouped);
 }
 
 /* z_v = W[v][0]: H = e_0 and W's other columns 0; mode 0: some -inf, 1:
@@ -241,10 +259,17 @@ static void bad_input(void) {
   ref_expect_bad(&pr.p, &s, &o, "options->top_logprob_tokens=", "misaligned tokens");
   o.top_logprob_tokens = ids;
   int32_t t1;
+  /* FS_NOISE_GROUP16 takes lists (since 0.3.17), but not with a bias */
+  CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o, tok, NULL, NULL) == FS_OK,
+            "group16: %s", fs_last_error(NULL));
+  int32_t btok[2] = {3, 4};
+  float bval[2] = {1.0f, 2.0f};
+  o.logit_bias_tokens = btok, o.logit_bias_values = bval, o.logit_bias_count = 1;
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o, tok, NULL, NULL) ==
             FS_INVALID_ARGUMENT &&
-        fs_test_has(fs_last_error(NULL), "options->top_logprobs=4") &&
+        fs_test_has(fs_last_error(NULL), "options->logit_bias_count=1") &&
         fs_test_has(fs_last_error(NULL), "FS_NOISE_TOKEN"));
+  o.logit_bias_count = 0;
   /* no limit of V: n = 256 at V = 262,145 */
   ref_prob big;
   ref_prob_make(&big, FS_DTYPE_BF16, 1, 8, 262145, 0, 0, 0, 1.0, &st);

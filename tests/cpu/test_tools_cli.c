@@ -75,6 +75,9 @@ static void test_bench_tp(void) {
   expect(tp, ARGS("--top-p", "1.5"), 2, "--top-p 1.5", "[0, 1]", NULL);
   expect(tp, ARGS("--top-p", "1e-50"), 2, "--top-p 1e-50", NULL);
   expect(tp, ARGS("--csv", ""), 2, "--csv '': the path must not be empty", NULL);
+  expect(tp, ARGS("--noise", "group"), 2, "--noise group", "token or group16", NULL);
+  expect(tp, ARGS("--noise", ""), 2, "--noise ''", NULL);
+  expect(tp, ARGS("--help"), 0, "--noise token|group16", NULL);
 }
 
 /* --shape: one strict parser in every tool. */

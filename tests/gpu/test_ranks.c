@@ -59,12 +59,22 @@
 **                 needs one; P(none) ~ 1e-5 at 0.25) and others are not;
 **   toplp-big     big's inputs, top 8;
 **   toplp-wide    B = 256, V = 5011, D = 128, top 8: one slice a row (G = 1
-**                 from B = 133 on an H200), which writes the lists itself.
+**                 from B = 133 on an H200), which writes the lists itself;
+** and under FS_NOISE_GROUP16 with a token mask (since 0.3.17: the fused
+** pass draws the groups; the reference's draws are its group draws):
+**   group16       B = 6, V = 5011, D = 256, vocab_offset 32, 3 samples, no
+**                 outputs->logits, logprobs (fsamp_rank counts);
+**   group16-toplp plain's inputs, 2 samples, T = 0.5, top 20 (fsamp_toplp
+**                 counts; listed draws ranked by place);
+**   group16-big   big's inputs sampled at T = 0.3, top 8 (about a sixth
+**                 of the draws listed).
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
 ** its ranks, without and with top logprobs 5 (the memset and
 ** fsamp_toplp_ranks replayed); a fresh context's first such call inside a capture returns
-** FS_NOT_PREPARED; FS_NOISE_GROUP16 returns FS_INVALID_ARGUMENT naming
-** options->ranks (the tensor-parallel calls' ranks: test_tp_filter).
+** FS_NOT_PREPARED; under FS_NOISE_GROUP16 a call and its graph's replay
+** give the same draws (some unlike the per-token noise's) and ranks
+** (gpu_graph.h's gu_group16_replay; the tensor-parallel calls' ranks:
+** test_tp_filter).
 ** Under tests/fakecuda (cpu/fake_ranks: no kernel runs) every call is made
 ** and nothing compared but the graph's and the refusals.
 */
@@ -84,24 +94,28 @@ typedef struct rk_case {
   int no_lg;   /* outputs->logits NULL */
   int top;     /* top_logprobs */
   float T;
+  int group;   /* FS_NOISE_GROUP16 (since 0.3.17), with a mask */
 } rk_case;
 
 static const rk_case cases[] = {
-    {"plain", 5, 256, 1000, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f},
-    {"one", 1, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f},
-    {"samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 0, 1.0f},
-    {"mixed", 7, 512, 5011, 3, FS_DTYPE_BF16, 37, RK_RANDOM, 1, 0, 0, 1.0f},
-    {"toplp", 5, 256, 1000, 2, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 20, 1.0f},
-    {"fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 0, 0, 1.0f},
-    {"ties", 16, 16, 3000, 2, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 0, 1.0f},
-    {"nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 0, 1.0f},
-    {"big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 0.0f},
-    {"toplp-ties", 16, 16, 3000, 4, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 5, 1.0f},
-    {"toplp-nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 3, 1.0f},
-    {"toplp-fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 1, 8, 1.0f},
-    {"toplp-samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 4, 0.25f},
-    {"toplp-big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 0.0f},
-    {"toplp-wide", 256, 128, 5011, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 1.0f},
+    {"plain", 5, 256, 1000, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f, 0},
+    {"one", 1, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 1.0f, 0},
+    {"samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 0, 1.0f, 0},
+    {"mixed", 7, 512, 5011, 3, FS_DTYPE_BF16, 37, RK_RANDOM, 1, 0, 0, 1.0f, 0},
+    {"toplp", 5, 256, 1000, 2, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 20, 1.0f, 0},
+    {"fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 0, 0, 1.0f, 0},
+    {"ties", 16, 16, 3000, 2, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 0, 1.0f, 0},
+    {"nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 0, 1.0f, 0},
+    {"big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 0, 0.0f, 0},
+    {"toplp-ties", 16, 16, 3000, 4, FS_DTYPE_BF16, 0, RK_TIES, 0, 0, 5, 1.0f, 0},
+    {"toplp-nan", 3, 64, 10, 1, FS_DTYPE_BF16, 0, RK_NAN, 0, 0, 3, 1.0f, 0},
+    {"toplp-fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, RK_RANDOM, 0, 1, 8, 1.0f, 0},
+    {"toplp-samples", 3, 128, 5011, 6, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 1, 4, 0.25f, 0},
+    {"toplp-big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 0.0f, 0},
+    {"toplp-wide", 256, 128, 5011, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 1.0f, 0},
+    {"group16", 6, 256, 5011, 3, FS_DTYPE_BF16, 32, RK_RANDOM, 0, 1, 0, 1.0f, 1},
+    {"group16-toplp", 5, 256, 1000, 2, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 20, 0.5f, 1},
+    {"group16-big", 128, 256, 151936, 1, FS_DTYPE_BF16, 0, RK_RANDOM, 0, 0, 8, 0.3f, 1},
 };
 
 static void make_head(gu_lmhead *lm, const rk_case *cs, unsigned long long seed) {
@@ -184,7 +198,8 @@ static void run(fs_context *ctx, const rk_case *cs) {
   if (cs->mixed) s.temperatures = (const float *)gu_ptr(dtemps);
   fs_options opt = {.size = sizeof opt, .ranks = (int32_t *)gu_ptr(drk)};
   if (cs->mixed || cs->no_lg) opt.logprobs = (float *)gu_ptr(dlp);
-  if (cs->mixed || cs->special == RK_NAN) opt.token_mask = (const uint32_t *)gu_ptr(dmask);
+  if (cs->mixed || cs->special == RK_NAN || cs->group)
+    opt.token_mask = (const uint32_t *)gu_ptr(dmask);
   if (cs->mixed) {
     opt.logit_softcap = 4.0f;
     opt.logit_bias_tokens = (const int32_t *)gu_ptr(dbt);
@@ -203,8 +218,10 @@ static void run(fs_context *ctx, const rk_case *cs) {
   gu_outputs_poison(ctx, &o);
   fs_problem dp = gu_problem(&lm, 1);
   fs_outputs out = gu_outputs_api(&o);
+  CHECK(fs_context_set_noise(ctx, cs->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN) == FS_OK);
   CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
             fs_last_error(ctx));
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
   gu_outputs_fetch(ctx, &o);
   gu_outputs_check(&o, what);
   int32_t *rk = gu_malloc((nd + GU_GUARD) * 4);
@@ -231,7 +248,8 @@ static void run(fs_context *ctx, const rk_case *cs) {
     ropt.logit_bias_values = cs->mixed ? bval : NULL;
     ropt.top_logprob_tokens = n ? rlt : NULL;
     ropt.top_logprob_values = n ? rlv : NULL;
-    CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlg, NULL) == FS_OK);
+    CHECK(fs_reference_sample_ex(&hp, &hs, cs->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN, &ropt,
+                                 rtok, rlg, NULL) == FS_OK);
     long same_tok = 0, same_rank = 0, band = 0, bad = 0, sum = 0;
     for (size_t i = 0; i < nd; i++) {
       const int b = (int)(i / (size_t)S);
@@ -314,9 +332,28 @@ static void run(fs_context *ctx, const rk_case *cs) {
   gu_lmhead_free(ctx, &lm);
 }
 
+/* gu_group16_replay's check of the ranks: the replay's are the direct
+** call's. */
+typedef struct group_ranks {
+  CUdeviceptr d;
+  int32_t *direct, *replay;
+  size_t n;
+  const char *what;
+} group_ranks;
+
+static void group_ranks_check(fs_context *ctx, void *user, int replayed) {
+  group_ranks *g = user;
+  gu_download(ctx, replayed ? g->replay : g->direct, g->d, g->n * 4);
+  if (!replayed) gu_poison(ctx, g->d, g->n * 4);
+  else
+    CHECK_MSG(!memcmp(g->direct, g->replay, g->n * 4),
+              "%s group16: the replay's ranks differ from the direct call's", g->what);
+}
+
 /* Graph capture on plain's inputs, with `top` top logprobs (0: none; else
 ** fsamp_toplp_ranks counts them: the memset and the count replayed); with
-** none also a first call inside a capture and the calls that refuse ranks. */
+** none also a first call inside a capture; then FS_NOISE_GROUP16's call and
+** replay (gu_group16_replay). */
 static void run_graph(fs_context *ctx, int top) {
   const rk_case *cs = &cases[0];
   const char *what = top ? "graph-toplp" : "graph";
@@ -350,9 +387,11 @@ static void run_graph(fs_context *ctx, int top) {
   gu_download(ctx, r1, drk, nd * 4);
   CHECK_MSG(!memcmp(r0, r1, nd * 4), "%s: the replay's ranks differ from the direct call's",
             what);
-  snap_free(&g);
+  group_ranks gr = {drk, r0, r1, nd, what};
   if (top) {
     printf("ok %s: the replay's ranks are the call's\n", what);
+    gu_group16_replay(ctx, &dp, &s, &opt, &out, &o, &g, group_ranks_check, &gr, what);
+    snap_free(&g);
     gu_graph_done(ctx, exec, graph, stream);
     free(r0), free(r1);
     gu_free(ctx, drk), gu_free(ctx, dtt), gu_free(ctx, dtv);
@@ -366,9 +405,10 @@ static void run_graph(fs_context *ctx, int top) {
   CHECK_MSG(st2 == FS_NOT_PREPARED && (strstr(msg, "ranks") || strstr(msg, "before capture")),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
 
-  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->ranks=", 0);
-  printf("ok %s: the replay's ranks are the call's; capture and group16 calls refused\n",
+  printf("ok %s: the replay's ranks are the call's; a first call in a capture refused\n",
          what);
+  gu_group16_replay(ctx, &dp, &s, &opt, &out, &o, &g, group_ranks_check, &gr, what);
+  snap_free(&g);
   gu_graph_done(ctx, exec, graph, stream);
   free(r0), free(r1);
   gu_free(ctx, drk), gu_free(ctx, dtt), gu_free(ctx, dtv);

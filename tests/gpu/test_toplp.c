@@ -75,14 +75,21 @@
 **           -inf, so the list's bound is -inf (the bounds-checked gather),
 **           in one slice of 7 chunks (ctx->toplp_slices = 1) and, as
 **           ninf_sliced, in the library's slices;
-**   big     B = 128, V = 151,936, D = 256, n = 20, greedy.
+**   big     B = 128, V = 151,936, D = 256, n = 20, greedy;
+** and under FS_NOISE_GROUP16 (since 0.3.17; the reference's draws are its
+** group draws, the lists as ever):
+**   group16 drawn's options at vocab_offset 32 (a mask, logprobs, a soft-cap
+**           4, per-row temperatures with greedy rows, 3 samples);
+**   group16-fp16 B = 37, V = 5011, D = 256, vocab_offset 48, n = 64, T = 0.8;
+**   group16-big  B = 64, V = 151,936, D = 256, n = 20, T = 1.
 ** Then on plain's inputs: a CUDA graph captured after a first call replays
 ** its lists; a fresh context's first such call inside a capture returns
-** FS_NOT_PREPARED naming top_logprobs; FS_NOISE_GROUP16 and the
-** tensor-parallel call (fs_sample_tp_ex) return FS_INVALID_ARGUMENT naming
-** options->top_logprobs.  Under tests/fakecuda (cpu/fake_toplp: no kernel
-** runs) every call is made and nothing compared but the graph's and the
-** refusals: the host's routing, workspace and module loading without a GPU.
+** FS_NOT_PREPARED naming top_logprobs; under FS_NOISE_GROUP16 a call and its
+** graph's replay give the same draws (some unlike the per-token noise's)
+** and the per-token call's lists (gpu_graph.h's gu_group16_replay).  Under
+** tests/fakecuda (cpu/fake_toplp: no kernel runs) every call is made and
+** nothing compared but the graph's: the host's routing, workspace and
+** module loading without a GPU.
 */
 #include "gpu_graph.h"
 
@@ -98,32 +105,36 @@ typedef struct tl_case {
   int B, D, V, n, dtype, offset, special, mixed;
   float T;
   int slices; /* ctx->toplp_slices (0: the library's choice) */
+  int group;  /* FS_NOISE_GROUP16 (since 0.3.17) */
 } tl_case;
 
 static const tl_case cases[] = {
-    {"plain", 5, 256, 1000, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
-    {"one", 1, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
-    {"chunks", 2, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
-    {"rising", 2, 64, 50000, 64, FS_DTYPE_BF16, 0, TL_RISING, 0, 1.0f, 1},
-    {"fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 37, TL_RANDOM, 0, 1.0f, 0},
-    {"mixed", 7, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 1, 1.0f, 0},
-    {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0},
-    {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0},
-    {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096},
-    {"merge20", 2, 64, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 64},
-    {"top1", 2, 64, 151936, 1, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 600},
-    {"merge100", 3, 64, 151936, 100, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 13},
-    {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1},
-    {"ranked256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 1},
-    {"ranked256_sliced", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 0},
-    {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0},
-    {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0},
-    {"ties_sliced", 4, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 11},
-    {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0},
-    {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f, 0},
-    {"ninf", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 1},
-    {"ninf_sliced", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 0},
-    {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f, 0},
+    {"plain", 5, 256, 1000, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0, 0},
+    {"one", 1, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0, 0},
+    {"chunks", 2, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1, 0},
+    {"rising", 2, 64, 50000, 64, FS_DTYPE_BF16, 0, TL_RISING, 0, 1.0f, 1, 0},
+    {"fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 37, TL_RANDOM, 0, 1.0f, 0, 0},
+    {"mixed", 7, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 1, 1.0f, 0, 0},
+    {"drawn", 6, 512, 5011, 20, FS_DTYPE_BF16, 37, TL_RANDOM, 2, 1.0f, 0, 0},
+    {"n256", 4, 128, 5011, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.7f, 0, 0},
+    {"widest", 2, 64, 262144, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 4096, 0},
+    {"merge20", 2, 64, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 64, 0},
+    {"top1", 2, 64, 151936, 1, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 600, 0},
+    {"merge100", 3, 64, 151936, 100, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 13, 0},
+    {"long256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 1, 0},
+    {"ranked256", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 1, 0},
+    {"ranked256_sliced", 2, 64, 151936, 256, FS_DTYPE_BF16, 0, TL_RANKED, 0, 1.0f, 0, 0},
+    {"short", 3, 64, 100, 256, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0, 0},
+    {"ties", 64, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 0, 0},
+    {"ties_sliced", 4, 16, 3000, 50, FS_DTYPE_BF16, 0, TL_TIES, 0, 1.0f, 11, 0},
+    {"nan", 3, 64, 10, 16, FS_DTYPE_BF16, 0, TL_NAN, 0, 1.0f, 0, 0},
+    {"pinf", 3, 64, 1000, 20, FS_DTYPE_BF16, 0, TL_PINF, 0, 1.0f, 0, 0},
+    {"ninf", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 1, 0},
+    {"ninf_sliced", 2, 64, 50000, 20, FS_DTYPE_BF16, 0, TL_NINF, 0, 1.0f, 0, 0},
+    {"big", 128, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 0.0f, 0, 0},
+    {"group16", 6, 512, 5011, 20, FS_DTYPE_BF16, 32, TL_RANDOM, 2, 1.0f, 0, 1},
+    {"group16-fp16", 37, 256, 5011, 64, FS_DTYPE_FP16, 48, TL_RANDOM, 0, 0.8f, 0, 1},
+    {"group16-big", 64, 256, 151936, 20, FS_DTYPE_BF16, 0, TL_RANDOM, 0, 1.0f, 0, 1},
 };
 
 /* The case's head on the host (not uploaded). */
@@ -286,7 +297,8 @@ static void compare(fs_context *ctx, const tl_case *cs, const gu_lmhead *lmp,
     ropt.logit_bias_tokens = cs->mixed == 1 ? btok : NULL;
     ropt.logit_bias_values = cs->mixed == 1 ? bval : NULL;
   }
-  CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, NULL, NULL) == FS_OK);
+  CHECK(fs_reference_sample_ex(&hp, &hs, cs->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN, &ropt,
+                               rtok, NULL, NULL) == FS_OK);
   check_lists(&lm, cs, &l, rt, rv, what);
   long same = 0;
   for (size_t i = 0; i < nd; i++) same += o.h_tokens[i] == rtok[i];
@@ -397,6 +409,7 @@ static void run(fs_context *ctx, const tl_case *cs) {
   fs_outputs out = gu_outputs_api(&o);
   const int slices = ctx->toplp_slices; /* FS_TOPLP_SLICES's field (context.c) */
   if (cs->slices) ctx->toplp_slices = cs->slices;
+  CHECK(fs_context_set_noise(ctx, cs->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN) == FS_OK);
   CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
             fs_last_error(ctx));
   ctx->toplp_slices = slices;
@@ -408,6 +421,7 @@ static void run(fs_context *ctx, const tl_case *cs) {
     printf("ok %s: the call was made (the fake driver runs no kernel)\n", what);
   else
     compare(ctx, cs, &lm, &dp, &s, temps, mask, btok, bval, &opt, &o, &l, dlp, what);
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
   free(temps), free(mask), free(btok), free(bval);
   gu_free(ctx, dtemps), gu_free(ctx, dmask), gu_free(ctx, dbt), gu_free(ctx, dbv);
   gu_free(ctx, dlp);
@@ -416,8 +430,31 @@ static void run(fs_context *ctx, const tl_case *cs) {
   gu_lmhead_free(ctx, &lm);
 }
 
-/* Graph capture, a first call inside a capture, and the calls that refuse
-** top logprobs, on plain's inputs. */
+/* gu_group16_replay's check of the lists: the direct group16 call's are
+** the FS_NOISE_TOKEN call's (t0, v0: they read the raw logits alone), and
+** the replay's the direct call's. */
+typedef struct group_lists {
+  lists *l;
+  const int32_t *t0;
+  const float *v0;
+  const char *what;
+} group_lists;
+
+static void group_lists_check(fs_context *ctx, void *user, int replayed) {
+  group_lists *g = user;
+  const size_t nl = g->l->len;
+  lists_fetch(ctx, g->l, g->what);
+  CHECK_MSG(!memcmp(g->l->t, g->t0, nl * 4) && !memcmp(g->l->v, g->v0, nl * 4),
+            "%s group16: the %s lists differ from the per-token noise's", g->what,
+            replayed ? "replay's" : "direct call's");
+  if (!replayed) {
+    gu_poison(ctx, g->l->dt, nl * 4);
+    gu_poison(ctx, g->l->dv, nl * 4);
+  }
+}
+
+/* Graph capture, a first call inside a capture, and FS_NOISE_GROUP16's call
+** and replay, on plain's inputs. */
 static void run_graph(fs_context *ctx) {
   const tl_case *cs = &cases[0];
   const char *what = "graph";
@@ -450,7 +487,6 @@ static void run_graph(fs_context *ctx) {
   lists_fetch(ctx, &l, what);
   CHECK_MSG(!memcmp(l.t, t0, nl * 4) && !memcmp(l.v, v0, nl * 4),
             "%s: the replay's lists differ from the direct call's", what);
-  snap_free(&g);
 
   char msg[512];
   const int st2 = gu_capture_fresh(stream, &dp, &s, &opt, &out, msg, sizeof msg);
@@ -459,9 +495,11 @@ static void run_graph(fs_context *ctx) {
                 (strstr(msg, "top_logprobs") || strstr(msg, "before capture")),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
 
-  gu_expect_one_gpu_token(ctx, &dp, &s, &opt, &out, "options->top_logprobs=20", 1);
-  printf("ok %s: the replay's lists are the call's; capture, group16 and tensor-parallel "
-         "calls refused\n", what);
+  printf("ok %s: the replay's lists are the call's; a first call in a capture refused\n",
+         what);
+  group_lists gl = {&l, t0, v0, what};
+  gu_group16_replay(ctx, &dp, &s, &opt, &out, &o, &g, group_lists_check, &gl, what);
+  snap_free(&g);
   gu_graph_done(ctx, exec, graph, stream);
   free(t0), free(v0);
   lists_free(ctx, &l);

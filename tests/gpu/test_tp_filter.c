@@ -32,7 +32,11 @@
 ** unfiltered case's draws must be the plain draw's); every rank's ranks must be
 ** the unsharded call's exactly (each shard's counts summed as floats,
 ** exact below 2^24; test_ranks checks the unsharded call's against the CPU
-** reference).
+** reference).  Under FS_NOISE_GROUP16 (since 0.3.17; 21, 22: every context
+** in group mode, the shards cut at multiples of 16) ranks with a mask and
+** logprobs, and without outputs->logits: always through the fused pass
+** (3 collectives, with FS_TP_RANKS_PASS=0 too), and case 22's draws must
+** differ from the per-token noise's somewhere.
 ** That the filters took effect: in the top_k 1 case every sampled row's
 ** draws are its greedy token, and over the cases at least a third of the
 ** sampled items differ from the unfiltered draw (else the comparison could
@@ -75,30 +79,39 @@ typedef struct tpf_case {
   const char *what;
   int ranks; /* fs_options.ranks: 1, or 2 with no outputs->logits */
   int greedy; /* every row at T = 0 (a greedy call: its plan's kernel may be wt) */
+  int group;  /* FS_NOISE_GROUP16 (since 0.3.17), shards cut at multiples of 16 */
 } tpf_case;
 
 static const tpf_case cases[] = {
-    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20", 0, 0},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9", 0, 0},
-    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1", 0, 0},
-    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs", 0, 0},
-    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1", 0, 0},
-    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs", 0, 0},
-    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask", 0, 0},
-    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, bias, lp, ranks", 1, 0},
-    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, cap 0.5, 1 sample, ranks", 1, 0},
-    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias", 0, 0},
-    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list)", 0, 0},
-    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf/NaN bias entries, logprobs", 0, 0},
-    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf/NaN bias entries", 0, 0},
-    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN, mask", 0, 0},
-    {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1, 0},
-    {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2, 0},
-    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "row filters, mask, bias, ranks, no logits", 2, 0},
-    {4, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "no filter: ranks, no logits", 2, 0},
-    {2, 1, 0.0f, 0, 0.0f, 0, 0, 0, 0.5f, 1, "no filter: ranks, cap 0.5, logprobs, 1 sample", 1, 0},
-    {3, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 0, "greedy: ranks, a mask, no logits", 2, 1},
-    {2, TP_S, 0.0f, 50, 0.0f, 0, 0, 0, 0.0f, 1, "greedy, top_k 50: ranks, logprobs", 1, 1},
+    {2, TP_S, 0.0f, 20, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 20", 0, 0, 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 0, 0.0f, 0, "top_p 0.9", 0, 0, 0},
+    {4, TP_S, 0.1f, 0, 1.0f, 0, 0, 0, 0.0f, 0, "min_p 0.1", 0, 0, 0},
+    {3, TP_S, 0.05f, 50, 0.8f, 0, 0, 0, 0.0f, 1, "min_p 0.05, top_k 50, top_p 0.8, logprobs",
+     0, 0, 0},
+    {2, TP_S, 0.0f, 1, 1.0f, 0, 0, 0, 0.0f, 0, "top_k 1", 0, 0, 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 1, 0, 0, 0.0f, 1, "per-row min_ps, top_ks, top_ps, logprobs", 0, 0, 0},
+    {2, TP_S, 0.0f, 30, 0.95f, 0, 1, 0, 0.0f, 0, "top_k 30, top_p 0.95, a mask", 0, 0, 0},
+    {3, TP_S, 0.02f, 0, 0.9f, 0, 0, 1, 0.0f, 1, "min_p 0.02, top_p 0.9, bias, lp, ranks", 1, 0, 0},
+    {4, 1, 0.0f, 10, 0.5f, 0, 0, 0, 0.5f, 0, "top_k 10, top_p 0.5, cap 0.5, 1 sample, ranks",
+     1, 0, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "per-row filters, a mask, a logit bias", 0, 0, 0},
+    {2, TP_S, 0.0f, 500, 0.9f, 0, 0, 0, 0.0f, 0, "top_k 500, top_p 0.9 (no list)", 0, 0, 0},
+    {3, TP_S, 0.0f, 0, 0.9f, 0, 0, 2, 0.0f, 1, "top_p 0.9, +inf/NaN bias entries, logprobs",
+     0, 0, 0},
+    {2, TP_S, 0.0f, 100000, 1.0f, 0, 0, 2, 0.0f, 0, "top_k above V, +inf/NaN bias entries",
+     0, 0, 0},
+    {4, TP_S, 0.1f, 20, 1.0f, 0, 1, 2, 0.0f, 0, "min_p 0.1, top_k 20, +inf/NaN, mask", 0, 0, 0},
+    {8, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "no filter: ranks, logprobs, a mask", 1, 0, 0},
+    {2, TP_S, 0.0f, 0, 0.0f, 0, 1, 2, 0.0f, 0, "no filter: ranks, no logits, bias, mask", 2, 0, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 1, 1, 1, 0.0f, 0, "row filters, mask, bias, ranks, no logits",
+     2, 0, 0},
+    {4, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "no filter: ranks, no logits", 2, 0, 0},
+    {2, 1, 0.0f, 0, 0.0f, 0, 0, 0, 0.5f, 1, "no filter: ranks, cap 0.5, logprobs, 1 sample",
+     1, 0, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 0, "greedy: ranks, a mask, no logits", 2, 1, 0},
+    {2, TP_S, 0.0f, 50, 0.0f, 0, 0, 0, 0.0f, 1, "greedy, top_k 50: ranks, logprobs", 1, 1, 0},
+    {3, TP_S, 0.0f, 0, 0.0f, 0, 1, 0, 0.0f, 1, "group16: ranks, logprobs, a mask", 1, 0, 1},
+    {2, TP_S, 0.0f, 0, 0.0f, 0, 0, 0, 0.0f, 0, "group16: ranks, no logits", 2, 0, 1},
 };
 
 static CUdeviceptr g_min_ps, g_top_ks, g_top_ps, g_mask, g_btok, g_bval, g_etok, g_eval;
@@ -181,6 +194,9 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   const int R = c->R, S = c->S, n = B * S;
   int start[MAXR + 1];
   tp_shard_bounds(V, R, start);
+  for (int k = 1; k < R && c->group; k++) start[k] &= ~15; /* FS_NOISE_GROUP16's cuts */
+  const int noise = c->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+  REQUIRE(fs_context_set_noise(ctx, noise) == FS_OK);
   /* the unsharded draw with these options (and its logprobs) */
   tp_unsharded cu = *u;
   tp_case_sampling(&cu.s, S, c->greedy);
@@ -201,6 +217,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
     gu_download(ctx, ref_rk, dref_rk, sizeof ref_rk);
     gu_free(ctx, dref_rk);
   }
+  REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
 
   tp_shared sh = {R, {{0}}, {0}, MAXCOUNT};
   pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
@@ -209,6 +226,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   CUdeviceptr dlp[MAXR];
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
+    REQUIRE(fs_context_set_noise(rk[k].ctx, noise) == FS_OK);
     tp_case_sampling(&rk[k].s, S, c->greedy);
     opt[k] = case_options(c);
     /* ranks 2: no logits */
@@ -220,7 +238,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
   ** the draws' logits, the counts), the filters' path at least one more
   ** (the shards' bounds); every rank the same */
   const char *pass_env = getenv("FS_TP_RANKS_PASS");
-  const int by_path = pass_env && !strcmp(pass_env, "0");
+  const int by_path = pass_env && !strcmp(pass_env, "0") && !c->group; /* groups: the pass */
   for (int k = 0; k < R && case_in_pass(c); k++)
     CHECK_MSG(by_path ? rk[k].collectives > 3 : rk[k].collectives == 3,
               "%s, R=%d rank %d: %d collectives, %s", c->what, R, k, rk[k].collectives,
@@ -257,10 +275,12 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
     if (S == TP_S && !c->mask && !c->bias && c->cap == 0.0f)
       moved += ref.h_tokens[i] != plain->h_tokens[i];
   }
-  /* ranks change no draw: an unfiltered case's are the plain draw's */
+  /* ranks change no draw: an unfiltered case's are the plain draw's, but
+  ** under the grouped noise some must differ (else it was not set) */
   if (!case_filtered(c) && !c->greedy && S == TP_S && !c->mask && !c->bias && c->cap == 0.0f &&
       !gu_fake_driver())
-    CHECK_MSG(moved == 0, "%s, R=%d: %d sampled items unlike the plain draw", c->what, R, moved);
+    CHECK_MSG(c->group ? moved > 0 : moved == 0, "%s, R=%d: %d sampled items unlike the plain "
+              "draw", c->what, R, moved);
   if (!c->rows && c->top_k == 1 && !gu_fake_driver()) {
     /* every row's greedy token: the problem's draw at T = 0 */
     tp_unsharded g = *u;
@@ -280,7 +300,7 @@ static int run_case(fs_context *ctx, tp_unsharded *u, const tpf_case *c, const g
                               : "tokens, keys and logits equal the unsharded call",
          c->ranks && !(mism || lbad || rbad) && !gu_fake_driver() ? ", ranks too" : "", moved);
   gu_outputs_free(ctx, &ref);
-  return moved;
+  return c->group ? 0 : moved; /* the filters' effect is counted without the noise's */
 }
 
 int main(void) {

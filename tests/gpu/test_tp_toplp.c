@@ -17,7 +17,10 @@
 ** soft-cap, one sample a row, ranks with and without outputs->logits,
 ** greedy calls, and (since the review of 0.3.16) a logit bias and a sampled
 ** call's filters (the filters' path, which lists the raw logits before it
-** applies the bias).  Each call's collectives are counted: the keys, the draws'
+** applies the bias); and (since 0.3.17) FS_NOISE_GROUP16 on every context,
+** the shards cut at multiples of 16, with a mask, a soft-cap, logprobs and
+** ranks (the fused pass draws the groups; some draws must differ from the
+** per-token noise's).  Each call's collectives are counted: the keys, the draws'
 ** logits (where summed), the lists' gather, and with ranks the counts.
 ** That the comparison can fail: a control case declares both of its two
 ** ranks rank 0, so both write the same part of the gather and the merged
@@ -60,27 +63,32 @@ typedef struct tpl_case {
   int bias;    /* a logit bias (tp_bias_fill's, BIAS_N a row): the filters' path */
   int top_k;   /* and filters of the sampled rows */
   float top_p;
+  int group;   /* FS_NOISE_GROUP16 (since 0.3.17), shards cut at multiples of 16 */
 } tpl_case;
 
 enum { BIAS_N = 12 };
 
 static const tpl_case cases[] = {
-    {2, TP_S, 5, 0, 0.0f, 0, 0, 0, 0, 0, "top 5", 0, 0, 0.0f},
-    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs", 0, 0, 0.0f},
-    {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample", 0, 0, 0.0f},
-    {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5", 0, 0, 0.0f},
-    {3, TP_S, 20, 0, 0.5f, 1, 0, 0, 0, 0, "top 20, cap 0.5, logprobs", 0, 0, 0.0f},
-    {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs", 0, 0, 0.0f},
-    {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits", 0, 0, 0.0f},
-    {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs", 0, 0, 0.0f},
-    {1, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "one rank, top 20, logprobs", 0, 0, 0.0f},
-    {2, TP_S, 20, 0, 0.0f, 0, 0, 1, 0, 0, "top 20, no logits", 0, 0, 0.0f},
-    {2, TP_S, 20, 0, 0.0f, 0, 0, 0, 0, 1, "control: both ranks rank 0", 0, 0, 0.0f},
-    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, a logit bias, logprobs", 1, 0, 0.0f},
+    {2, TP_S, 5, 0, 0.0f, 0, 0, 0, 0, 0, "top 5", 0, 0, 0.0f, 0},
+    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, logprobs", 0, 0, 0.0f, 0},
+    {4, 1, 64, 1, 0.0f, 1, 0, 0, 0, 0, "top 64, a mask, logprobs, 1 sample", 0, 0, 0.0f, 0},
+    {8, TP_S, 256, 0, 0.5f, 0, 0, 0, 0, 0, "top 256, cap 0.5", 0, 0, 0.0f, 0},
+    {3, TP_S, 20, 0, 0.5f, 1, 0, 0, 0, 0, "top 20, cap 0.5, logprobs", 0, 0, 0.0f, 0},
+    {3, TP_S, 20, 0, 0.0f, 1, 1, 0, 0, 0, "top 20, ranks, logprobs", 0, 0, 0.0f, 0},
+    {2, TP_S, 10, 1, 0.0f, 1, 1, 1, 0, 0, "top 10, ranks, logprobs, mask, no logits",
+     0, 0, 0.0f, 0},
+    {4, TP_S, 20, 0, 0.0f, 1, 0, 0, 1, 0, "greedy, top 20, logprobs", 0, 0, 0.0f, 0},
+    {1, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "one rank, top 20, logprobs", 0, 0, 0.0f, 0},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 1, 0, 0, "top 20, no logits", 0, 0, 0.0f, 0},
+    {2, TP_S, 20, 0, 0.0f, 0, 0, 0, 0, 1, "control: both ranks rank 0", 0, 0, 0.0f, 0},
+    {3, TP_S, 20, 0, 0.0f, 1, 0, 0, 0, 0, "top 20, a logit bias, logprobs", 1, 0, 0.0f, 0},
     {2, TP_S, 20, 1, 0.0f, 1, 1, 0, 0, 0, "top 20, top_k 50, top_p 0.9, mask, lp, ranks", 0,
-     50, 0.9f},
+     50, 0.9f, 0},
     {4, TP_S, 64, 0, 0.0f, 1, 0, 1, 0, 0, "top 64, bias, top_p 0.8, logprobs, no logits", 1, 0,
-     0.8f},
+     0.8f, 0},
+    {3, TP_S, 20, 1, 0.5f, 1, 1, 0, 0, 0, "group16: top 20, mask, cap, lp, ranks", 0, 0, 0.0f, 1},
+    {4, TP_S, 64, 0, 0.0f, 1, 1, 1, 0, 0, "group16: top 64, lp, ranks, no logits", 0, 0, 0.0f,
+     1},
 };
 
 static CUdeviceptr g_mask, g_btok, g_bval;
@@ -167,6 +175,9 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   const int R = c->R, S = c->S, n = c->n, items = B * S;
   int start[MAXR + 1];
   tp_shard_bounds(V, R, start);
+  for (int k = 1; k < R && c->group; k++) start[k] &= ~15; /* FS_NOISE_GROUP16's cuts */
+  const int noise = c->group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+  REQUIRE(fs_context_set_noise(ctx, noise) == FS_OK);
   tp_unsharded cu = *u;
   tp_case_sampling(&cu.s, S, c->greedy);
   /* the unsharded call's draws, lists, logprobs and ranks */
@@ -193,6 +204,14 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
             hbad);
   gu_free(ctx, rt);
   gu_free(ctx, rv);
+  REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
+  /* the grouped noise took effect: some draws unlike the per-token noise's
+  ** (where nothing else changes them: no mask, no cap) */
+  const int plain = c->group && !c->greedy && !c->mask && c->cap == 0.0f && S == TP_S;
+  int moved = 0;
+  for (int i = 0; i < items && plain; i++) moved += ref.h_tokens[i] != u->ref.h_tokens[i];
+  CHECK_MSG(moved > 0 || !plain || gu_fake_driver(),
+            "%s: every token the per-token noise's: is the noise set?", c->what);
   if (c->ranks) {
     gu_download(ctx, ref_rk, rrk, sizeof ref_rk);
     gu_free(ctx, rrk);
@@ -206,6 +225,7 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tpl_case *c) {
   for (int k = 0; k < R; k++) {
     tp_rank_open(&rk[k], &sh, k, u, start);
     REQUIRE(fs_context_set_tp_rank(rk[k].ctx, c->control ? 0 : k, R) == FS_OK);
+    REQUIRE(fs_context_set_noise(rk[k].ctx, noise) == FS_OK);
     tp_case_sampling(&rk[k].s, S, c->greedy);
     opt[k] = case_options(c);
     lists_alloc(rk[k].ctx, n, &dt[k], &dv[k]);
