@@ -341,7 +341,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     calling with the same arguments but its own shard, gets the tokens (and
     logits, logprobs) one unsharded call would draw; a token_mask then holds
     the whole vocabulary's words.  Ranks since 0.3.14; top logprobs since
-    0.3.16.  Top logprobs and ranks under NOISE_GROUP16 since 0.3.17."""
+    0.3.16.  Top logprobs, ranks and a logit bias (up to 1024 entries a row, without
+    top logprobs or ranks) under NOISE_GROUP16 since 0.3.17."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 

@@ -14,6 +14,11 @@
 ** into a module of the context's own on its first call with a bias.
 ** Long lists take the filters' path (filter.c, fs_filter_path) instead,
 ** where fsamp_bias_dedup (fs_bias_dedup) makes each row's entries distinct.
+** Under FS_NOISE_GROUP16 (since 0.3.17; ctx->noise at the call) the same
+** steps take whole groups of 16 ids: fsamp_bias_gprep_* clears each biased
+** id's group from the mask and writes the 16 logits of each group a row's
+** entries touch, fsamp_bias_gmerge folds those groups as the fused kernels
+** do (a list of up to FS_BIAS_SHORT entries: validate.c).
 */
 #include "fs_int.h"
 #include "embedded.h"
@@ -31,12 +36,14 @@ int fs_bias_compile(const char *target, fs_cubin *out, char *err, size_t errlen)
 ** only once every step has succeeded (a failed one is tried again by the
 ** next call). */
 int fs_bias_load(fs_context *ctx) {
-  static const char *const names[] = {"fsamp_bias_prep_bf16", "fsamp_bias_prep_f16",
-                                      "fsamp_bias_merge", "fsamp_bias_dedup"};
-  CUfunction fns[4];
+  static const char *const names[] = {"fsamp_bias_prep_bf16",  "fsamp_bias_prep_f16",
+                                      "fsamp_bias_merge",      "fsamp_bias_dedup",
+                                      "fsamp_bias_gprep_bf16", "fsamp_bias_gprep_f16",
+                                      "fsamp_bias_gmerge"};
+  CUfunction fns[7];
   CUmodule mod = NULL;
   if (ctx->bias_module) return FS_OK;
-  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 4, &mod,
+  FS_TRY(fs_own_module(ctx, FS_BIAS_TEMPLATE, NULL, "the logit bias's kernels", names, 7, &mod,
                        fns));
   /* its sort's words at FS_MAX_LOGIT_BIAS entries (64 KB: every target
   ** from sm_80 has that much a block) */
@@ -48,7 +55,10 @@ int fs_bias_load(fs_context *ctx) {
   }
   ctx->bias_fn[0] = fns[0];
   ctx->bias_fn[1] = fns[1];
-  ctx->bias_merge_fn = fns[2];
+  ctx->bias_fn[2] = fns[4];
+  ctx->bias_fn[3] = fns[5];
+  ctx->bias_merge_fn[0] = fns[2];
+  ctx->bias_merge_fn[1] = fns[6];
   ctx->bias_dedup_fn = fns[3];
   ctx->bias_module = mod;
   return FS_OK;
@@ -89,17 +99,24 @@ static void mask_span(const fs_problem *p, int *first, int *span) {
   *span = (int)((p->vocab_offset + p->vocab + 31) / 32) - *first;
 }
 
-/* The entries' logits (float2) and tokens after the mask copy at mask_at. */
+/* The entries' logits (float2; under FS_NOISE_GROUP16 16 of them an entry,
+** its group's) and tokens after the mask copy at mask_at. */
 static CUdeviceptr entries_at(const fs_problem *p, CUdeviceptr mask_at) {
   int first, span;
   mask_span(p, &first, &span);
   return mask_at + ((size_t)p->batch * (size_t)span * 4 + 15) / 16 * 16;
 }
 
+/* The bytes of an entry's logits: one float2, or a group's 16. */
+static size_t entry_bytes(const fs_context *ctx) {
+  return ctx->noise == FS_NOISE_GROUP16 ? 16 * 8 : 8;
+}
+
 int fs_bias_ready(fs_context *ctx, const fs_problem *p, int count, size_t need,
                   CUstream stream, CUdeviceptr *mask_at) {
   const size_t at = (need + 15) / 16 * 16;
-  const size_t bytes = (size_t)entries_at(p, at) + (size_t)p->batch * (size_t)count * 12;
+  const size_t bytes =
+      (size_t)entries_at(p, at) + (size_t)p->batch * (size_t)count * (entry_bytes(ctx) + 4);
   if (!ctx->bias_module || bytes > ctx->workspace_bytes) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     FS_CHECK_CU(ctx, ctx->cu->cuStreamIsCapturing(stream, &cs));
@@ -130,14 +147,18 @@ int fs_bias_prep(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
   /* a row's words [first, first + span) at mask_at + row * span: the base
   ** that global ids index lies first words before (an address never read) */
   CUdeviceptr base = mask_at - (CUdeviceptr)first * 4;
-  CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
-  /* a warp an entry, FS_BIAS_SHARE (2048) words of the mask a block */
-  const int bx = (count + 3) / 4 > (span + 2047) / 2048 ? (count + 3) / 4 : (span + 2047) / 2048;
+  CUdeviceptr zz = entries_at(p, mask_at),
+              etok = zz + (size_t)p->batch * (size_t)count * entry_bytes(ctx);
+  /* a warp an entry (under FS_NOISE_GROUP16 an id of its group: 16 an
+  ** entry), FS_BIAS_SHARE (2048) words of the mask a block */
+  const int warps = ctx->noise == FS_NOISE_GROUP16 ? 16 * count : count;
+  const int bx = (warps + 3) / 4 > (span + 2047) / 2048 ? (warps + 3) / 4 : (span + 2047) / 2048;
   float rep = m->rep; /* the repetition penalty, applied to the entries' logits */
   const float *reps = m->reps;
   void *args[] = {&prm, (void *)&tokens, (void *)&values, &count, &first, &span,
                   &stride, &base, &zz, &etok, &rep, (void *)&reps};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[p->dtype == FS_DTYPE_FP16], (unsigned)bx,
+  const int fn = (p->dtype == FS_DTYPE_FP16) + 2 * (ctx->noise == FS_NOISE_GROUP16);
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_fn[fn], (unsigned)bx,
                                        (unsigned)p->batch, 1, 128, 1, 1, 0, stream, args, NULL);
   if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_prep)", __FILE__, __LINE__);
   *fused = *m;
@@ -161,11 +182,13 @@ int fs_bias_merge(fs_context *ctx, const fs_problem *p, const fs_sampling *s, co
   fs_params prm;
   fs_params_call(&prm, p, s, m);
   int count = m->bias_count;
-  CUdeviceptr zz = entries_at(p, mask_at), etok = zz + (size_t)p->batch * (size_t)count * 8;
+  CUdeviceptr zz = entries_at(p, mask_at),
+              etok = zz + (size_t)p->batch * (size_t)count * entry_bytes(ctx);
   bias_out out = {NULL, NULL, NULL, NULL};
   if (final) out = (bias_out){final->tokens, final->logits, final->keys, m->logprobs};
   void *args[] = {&prm, &count, &zz, &etok, &keys, &logits, &out};
-  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_merge_fn, (unsigned)p->batch, 1, 1, 128, 1, 1,
-                                       0, stream, args, NULL);
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->bias_merge_fn[ctx->noise == FS_NOISE_GROUP16],
+                                       (unsigned)p->batch, 1, 1, 128, 1, 1, 0, stream, args,
+                                       NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_bias_merge)", __FILE__, __LINE__) : FS_OK;
 }

@@ -267,8 +267,18 @@ typedef struct fs_outputs {
 **    FS_MAX_LOGIT_BIAS for V < 2^18, 16383 at V = 2^18 (the message names
 **    the most a V takes).  count is 0..FS_MAX_LOGIT_BIAS (0: no bias, the
 **    pointers unread); else both arrays are 4-byte aligned device memory of
-**    B x count entries.  Not with FS_NOISE_GROUP16 (a bias changes its groups'
-**    masses): FS_INVALID_ARGUMENT.  The first call with a bias on a context
+**    B x count entries.  Under FS_NOISE_GROUP16 (since 0.3.17) a bias changes
+**    its ids' groups' masses: the fused kernel draws over the groups no
+**    entry touches, and each group an entry touches is read (16 W rows), its
+**    listed ids biased, and folded as the fused kernel folds a group (a
+**    biased id whose score is NaN ranks as -inf); there count is at most
+**    1024 (the filters' path draws per token), and top_logprobs and ranks
+**    are not taken with a bias (FS_INVALID_ARGUMENT for either).  Cost: 16
+**    W rows an entry (Qwen3-8B on an H100, 16 entries a row: +16 us at B =
+**    1, +57 at 64, +210 at 256, against +17, +21 and +65 per token; 256
+**    entries: +35, +689, +2691 us: a long penalty list is cheaper under
+**    FS_NOISE_TOKEN, whose filters' path takes it; perf-notes 52b).  The first
+**    call with a bias on a context
 **    compiles the bias kernels and may grow the workspace: make one before
 **    capturing such calls in a CUDA graph (while capturing that first call
 **    returns FS_NOT_PREPARED).

@@ -119,8 +119,8 @@ struct fs_context {
   CUfunction tp_lse_fn;     /* fsamp_tp_lse (tensor parallelism with logprobs) */
   CUfunction tp_logprobs_fn; /* fsamp_tp_logprobs (the same) */
   CUmodule bias_module;     /* the logit bias's kernels (bias.c), loaded on first use */
-  CUfunction bias_fn[2];   /* fsamp_bias_prep_bf16, fsamp_bias_prep_f16 */
-  CUfunction bias_merge_fn; /* fsamp_bias_merge */
+  CUfunction bias_fn[4];   /* fsamp_bias_prep_bf16, _f16, fsamp_bias_gprep_bf16, _f16 */
+  CUfunction bias_merge_fn[2]; /* fsamp_bias_merge, fsamp_bias_gmerge (FS_NOISE_GROUP16) */
   CUfunction bias_dedup_fn; /* fsamp_bias_dedup (long lists on the filters' path) */
   CUmodule filter_module;   /* the filters' kernel (filter.c), loaded on first use */
   CUfunction filter_fn;     /* fsamp_filter */
@@ -490,7 +490,8 @@ void fs_params_call(struct fs_params *prm, const fs_problem *p, const fs_samplin
 /* Filters (m->filter) need FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under
 ** FS_NOISE_GROUP16). */
 int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m);
-/* A logit bias needs FS_NOISE_TOKEN (FS_INVALID_ARGUMENT under FS_NOISE_GROUP16). */
+/* A logit bias under FS_NOISE_GROUP16 (since 0.3.17): at most FS_BIAS_SHORT
+** entries a row, without top logprobs or ranks (FS_INVALID_ARGUMENT). */
 int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m);
 /* An fs_noise value, and the problem's fit to it (FS_NOISE_GROUP16 needs
 ** vocab_offset % 16 == 0). */

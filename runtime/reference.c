@@ -149,9 +149,10 @@ static void ref_offer(fs_ref_result *r, double score, double z,
 }
 
 /* FS_NOISE_GROUP16: the n (1..16) logits z of the group whose first token
-** is tok0 (a multiple of 16), for one sample, offered to r. */
-static void ref_group(const double *z, int n, int32_t tok0, const ref_row *rp,
-                      uint32_t sample, fs_ref_result *r) {
+** is tok0 (a multiple of 16), for one sample, offered to r; the pick
+** reports raw (its unbiased logit, -inf where masked). */
+static void ref_group(const double *z, const double *raw, int n, int32_t tok0,
+                      const ref_row *rp, uint32_t sample, fs_ref_result *r) {
   const fs_philox_out q = fs_noise_group(rp->seed, rp->offset, (uint32_t)tok0 >> 4,
                                          sample, rp->tag);
   double m = NAN, score, margin = INFINITY;
@@ -178,7 +179,7 @@ static void ref_group(const double *z, int n, int32_t tok0, const ref_row *rp,
     if (pick < 0) pick = n - 1; /* not reached: P_last = S > t */
     score = m / rp->temperature + log(S) + (double)fs_gumbel(q.v[0]);
   }
-  ref_offer(r, score, z[pick], tok0 + pick, margin);
+  ref_offer(r, score, raw[pick], tok0 + pick, margin);
 }
 
 /* A biased row v of W (v - vocab_offset of the token) and the sum of its
@@ -234,7 +235,7 @@ typedef struct ref_top {
 typedef struct ref_scratch {
   double *h;           /* [rows, D] decoded H */
   double *wt;          /* [D, REF_VT] decoded W tile, interleaved */
-  double *zg;          /* [rows, FS_GROUP_TOKENS] logits of the open group */
+  double *zg;          /* [rows, 2 FS_GROUP_TOKENS] the open group's scores' logits, raw ones */
   double *lse;         /* [rows, 2]: running max m and sum of exp(z - m) of the raw logits */
   fs_ref_result *res;  /* [rows, samples] */
   ref_bias *bias;      /* [rows, bias count]: each row's biased rows of W, sorted */
@@ -269,7 +270,7 @@ static int ref_alloc(ref_scratch *sc, int rows, int samples, int D, int bias, in
   sc->h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
   sc->wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   sc->res = malloc(sizeof(fs_ref_result) * (size_t)rows * (size_t)samples);
-  sc->zg = malloc(sizeof(double) * (size_t)rows * FS_GROUP_TOKENS);
+  sc->zg = malloc(sizeof(double) * (size_t)rows * 2 * FS_GROUP_TOKENS);
   sc->lse = malloc(sizeof(double) * (size_t)rows * 2);
   sc->bias = malloc(sizeof(ref_bias) * ((size_t)rows * (size_t)bias + 1));
   sc->nbias = malloc(sizeof(int) * (size_t)rows * 2);
@@ -494,12 +495,16 @@ static void ref_pass(const fs_problem *p, const fs_sampling *s, int noise, const
       if (!rp.greedy && noise == FS_NOISE_GROUP16) {
         /* REF_VT divides 16 and vocab_offset % 16 == 0: a tile lies in
         ** one group; the group is drawn once its last row is in */
-        double *zg = sc->zg + (size_t)i * FS_GROUP_TOKENS;
-        for (j = 0; j < nv; j++) zg[(v0 + j) % FS_GROUP_TOKENS] = acc[j];
+        /* a biased id's NaN score ranks as -inf, as per token */
+        double *zg = sc->zg + (size_t)i * 2 * FS_GROUP_TOKENS, *zr = zg + FS_GROUP_TOKENS;
+        for (j = 0; j < nv; j++) {
+          zg[(v0 + j) % FS_GROUP_TOKENS] = hit[j] && isnan(acc[j]) ? -INFINITY : acc[j];
+          zr[(v0 + j) % FS_GROUP_TOKENS] = raw[j];
+        }
         if ((v0 + nv) % FS_GROUP_TOKENS == 0 || v0 + nv == V) {
           const int first = v0 - v0 % FS_GROUP_TOKENS;
           for (t = 0; t < ns; t++)
-            ref_group(zg, v0 + nv - first, (int32_t)(p->vocab_offset + first), &rp,
+            ref_group(zg, zr, v0 + nv - first, (int32_t)(p->vocab_offset + first), &rp,
                       (uint32_t)(s0 + t), &ri[t]);
         }
         continue;

@@ -324,6 +324,7 @@ int fs_call_mode(const fs_context *ctx, const fs_sampling *s) {
 ** fused path's entries cost ~1.2 + 0.45 D / 1024 ns a (row, entry), the
 ** filters' path ~50 us plus ~0.6 us a row at V = 151,936, V scaling it. */
 static int bias_long(const fs_context *ctx, const fs_problem *p, int n, int model) {
+  if (ctx->noise == FS_NOISE_GROUP16) return 0; /* the fused path's groups (validate.c) */
   if (n > ctx->bias_short) return 1;
   if (!model || ctx->bias_short_env || p->batch < 16) return 0;
   const double fused_ns = (double)p->batch * n * (1.2 + 0.45 * p->hidden / 1024.0);

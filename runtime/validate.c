@@ -274,10 +274,18 @@ int fs_validate_filter_use(fs_context *ctx, int noise, const fs_opts *m) {
 }
 
 int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m) {
-  if (m->bias_count && noise == FS_NOISE_GROUP16)
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d: a logit bias needs "
-                  "FS_NOISE_TOKEN (under FS_NOISE_GROUP16 it would change the masses of the "
-                  "biased tokens' groups; fs_context_set_noise)", m->bias_count);
+  if (!m->bias_count || noise != FS_NOISE_GROUP16) return FS_OK;
+  /* the fused path's lists alone: the filters' path draws per token */
+  if (m->bias_count > FS_BIAS_SHORT)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d: under "
+                  "FS_NOISE_GROUP16 a logit bias takes at most %d entries a row (longer lists "
+                  "take the filters' path, which draws per token; fs_context_set_noise)",
+                  m->bias_count, FS_BIAS_SHORT);
+  if (m->top_n || m->ranks)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d with options->%s: "
+                  "under FS_NOISE_GROUP16 a logit bias takes neither top logprobs nor ranks "
+                  "(with a bias their path draws per token; fs_context_set_noise)",
+                  m->bias_count, m->top_n ? "top_logprobs" : "ranks");
   return FS_OK;
 }
 

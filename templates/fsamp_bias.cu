@@ -204,6 +204,125 @@ __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const 
   }
 }
 
+/* FS_NOISE_GROUP16 (since 0.3.17): the fused kernel draws groups of 16 ids
+** [16k, 16k + 16), so a bias changes whole groups' masses.  bias_gprep is
+** bias_prep for groups: the mask clears the 16 bits of each biased id's
+** group in the shard, and entry j, where it is the row's first entry whose
+** id lies in the shard and in that group, puts the group's first id at
+** etok[row * count + j] (else -1) and for each id i of the group its raw
+** logit z and biased logit z' at zz[(row * count + j) * 16 + i]: z' =
+** pen(z) + the sum of the row's values of that id (fp32, in entry order)
+** where the row lists it, z else, and -inf where that is NaN (a biased
+** score that is NaN ranks as -inf, as in bias_merge); ids at or past
+** vocab_offset + V are left unwritten (fs_fold_group reads none of them).
+** The caller's mask is the merge's to apply.  128 threads, a warp an
+** (entry, id of its group): 16 warps an entry, so that the 16 W rows of a
+** group are read at once. */
+template <bool BF16>
+__device__ __forceinline__ void bias_gprep(const fs_params &p, const int *tokens,
+                                           const float *values, int count, int first, int span,
+                                           long long out_stride, unsigned *mask_out, float2 *zz,
+                                           int *etok, float rep, const float *reps) {
+  const int b = blockIdx.y, lane = threadIdx.x & 31, wid = blockIdx.x * 4 + (threadIdx.x >> 5);
+  const int *tk = tokens + (size_t)b * count;
+  const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
+  const int w1 = min(w0 + FS_BIAS_SHARE, first + span);
+  unsigned *row = mask_out + b * out_stride;
+  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
+  for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
+  __syncthreads(); /* the block's copies before its clears */
+  const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
+  for (int i = threadIdx.x; w0 < w1 && i < count; i += blockDim.x) {
+    const int t = tk[i]; /* a group lies in one half of a word */
+    if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
+      atomicAnd(row + (t >> 5), ~(0xffffu << (t & 16)));
+  }
+  const int j = wid >> 4, id_in = wid & 15; /* a warp an (entry, id of its group) */
+  if (j >= count) return;
+  const int t = tk[j], g = t >> 4, id = (g << 4) + id_in;
+  bool ok = t >= lo && t < hi; /* the warp's: uniform */
+  for (int i0 = 0; ok && i0 < j; i0 += 32) { /* an earlier entry of the group */
+    const int ti = i0 + lane < j ? tk[i0 + lane] : -1;
+    if (__any_sync(0xffffffffu, ti >= lo && ti < hi && ti >> 4 == g)) ok = false;
+  }
+  if (lane == 0 && id_in == 0) etok[(size_t)b * count + j] = ok ? g << 4 : -1;
+  if (!ok || id >= hi) return;
+  const float *vl = values + (size_t)b * count;
+  float sum = 0.0f;
+  bool listed = false;
+  for (int i0 = 0; i0 < count; i0 += 32) {
+    const unsigned same = __ballot_sync(0xffffffffu, i0 + lane < count && tk[i0 + lane] == id);
+    listed |= same != 0u;
+    for (unsigned m = same; m; m &= m - 1u) sum += vl[i0 + __ffs(m) - 1];
+  }
+  const float z = bias_logit<BF16>(p, b, id - lo, lane);
+  float zb = listed ? fs_pen(z, fs_rep(rep, reps, b)) + sum : z;
+  if (listed && zb != zb) zb = -__int_as_float(0x7f800000);
+  if (lane == 0) zz[((size_t)b * count + j) * 16 + id_in] = make_float2(z, zb);
+}
+
+/* bias_merge for FS_NOISE_GROUP16: each entry's group (bias_gprep's) is
+** folded as the fused kernels fold a group (fs_fold_group: the caller's
+** mask applied, the group's noise, the inverse-CDF pick; a greedy row's
+** ids one by one, as fs_fold_rows offers them), its pick reported with its
+** raw logit (-inf where masked), and the best key per sample against the
+** fused kernel's as in bias_merge.  128 threads, a warp a sample. */
+__device__ __forceinline__ void bias_gmerge(const fs_params &p, int count, const float2 *zz,
+                                            const int *etok, unsigned long long *keys,
+                                            float *logits, const bias_out &out) {
+  const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const fs_col c = fs_col_load(p, b);
+  const int *et = etok + (size_t)b * count;
+  const int hi = p.vocab_offset + p.V;
+  for (int s = warp; s < p.num_samples; s += 4) {
+    fs_best best = fs_best_none();
+    for (int j = lane; j < count; j += 32) {
+      const int g0 = et[j];
+      if (g0 < 0) continue;
+      const float2 *e = zz + ((size_t)b * count + j) * 16;
+      const int nv = min(16, hi - g0);
+      __align__(16) float w[16];
+      for (int i = 0; i < 16; i++) w[i] = i < nv ? e[i].y : 0.0f; /* NaN past nv: the fold's */
+      const unsigned allow =
+          p.mask ? fs_mask_bits<16>(p, b, (unsigned)g0) & 0xffffu : 0xffffu;
+      if (c.greedy) {
+        for (int i = 0; i < nv; i++) {
+          const bool a = allow >> i & 1u;
+          fs_best_offer(best, a ? w[i] : FS_MASKED_LOGIT, a ? e[i].x : FS_MASKED_LOGIT,
+                        (unsigned)(g0 + i));
+        }
+        continue;
+      }
+      fs_best gb = fs_best_none(); /* the group's pick, offered even where all are masked */
+      fs_fold_group(w, c, (unsigned)g0, nv, (unsigned)s, allow, gb);
+      const int n = (int)(gb.tok - (unsigned)g0) & 15; /* the fold always offers one */
+      fs_best_offer(best, gb.s, allow >> n & 1u ? e[n].x : FS_MASKED_LOGIT, gb.tok);
+    }
+    unsigned long long bk = fs_best_key(best);
+    float bz = best.z;
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
+      const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
+      if (k2 > bk) bk = k2, bz = z2;
+    }
+    const size_t item = (size_t)b * p.num_samples + s;
+    if (lane != 0) continue;
+    const unsigned long long k = keys[item];
+    const bool won = bk && bk >= k;
+    if (!out.tokens) {
+      if (won) keys[item] = bk, logits[item] = bz;
+      continue;
+    }
+    const unsigned long long g = won ? bk : k;
+    const float z = won ? bz : logits[item];
+    out.tokens[item] = (int)fs_key_token(g);
+    if (out.keys) out.keys[item] = g;
+    if (out.logits) out.logits[item] = z;
+    if (out.logprobs)
+      out.logprobs[item] = z - fs_lse_unkey(keys[(size_t)p.B * p.num_samples + b]);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(128)
 fsamp_bias_prep_bf16(const fs_params p, const int *tokens, const float *values, int count,
                      int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
@@ -218,6 +337,28 @@ fsamp_bias_prep_f16(const fs_params p, const int *tokens, const float *values, i
                     int *etok, float rep, const float *reps) {
   bias_prep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
                     reps);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+fsamp_bias_gprep_bf16(const fs_params p, const int *tokens, const float *values, int count,
+                      int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
+                      int *etok, float rep, const float *reps) {
+  bias_gprep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
+                    reps);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+fsamp_bias_gprep_f16(const fs_params p, const int *tokens, const float *values, int count,
+                     int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
+                     int *etok, float rep, const float *reps) {
+  bias_gprep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
+                     reps);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+fsamp_bias_gmerge(const fs_params p, int count, const float2 *zz, const int *etok,
+                  unsigned long long *keys, float *logits, bias_out out) {
+  bias_gmerge(p, count, zz, etok, keys, logits, out);
 }
 
 extern "C" __global__ void __launch_bounds__(128)

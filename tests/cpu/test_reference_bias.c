@@ -68,7 +68,9 @@
 **  5. The law: chi-square of 2 x 10^5 draws (4 rows of one H, 50,000
 **     samples each) against softmax((ref_cap(z) + b) / T) for two cases (bf16,
 **     V = 48, vocab_offset 1000, T = 0.8, no cap; fp16, V = 40, vocab_offset
-**     0, T = 1.5, c = 3), 12 entries with a ban, a repeated id, a pad and ids
+**     0, T = 1.5, c = 3), and both again under FS_NOISE_GROUP16 (vocab_offset
+**     1008 for the first: a multiple of 16; since 0.3.17), 12 entries
+**     with a ban, a repeated id, a pad and ids
 **     just outside the shard (value +30: a shard test off by one would
 **     draw them), p > 1e-3; the same counts must reject (p < 1e-6, power >
 **     0.999999) the bias ignored, the bias added after the temperature
@@ -84,9 +86,9 @@
 **     range, NULL or odd pointers, or arrays whose +inf would decide every
 **     draw) is accepted and draws the unbiased tokens; sizes between 0.3.2's
 **     and this one are refused naming options->size; FS_NOISE_GROUP16 with
-**     a bias is FS_INVALID_ARGUMENT (flashsampling.h) naming
-**     options->logit_bias_count and FS_NOISE_TOKEN, without one (count 0, or
-**     a 0.3.2 struct) it runs.
+**     a bias of 2 entries runs, with 1,025 (above FS_BIAS_SHORT) or with top
+**     logprobs is FS_INVALID_ARGUMENT naming the argument and the rule,
+**     without a bias (count 0, or a 0.3.2 struct) it runs.
 ** Runs in about a second on one core.
 */
 #include "fs_int.h" /* FS_OPTIONS_SIZE_033 */
@@ -898,7 +900,7 @@ static void reject_law(const int64_t *counts, const double *p, const double *q, 
 ** gives 4e4 to 1e5, ref_cap(z + b) 1.3e5, the bias ignored 2e5 to 7e6 and -b
 ** 2e6 to 9e7.  fs_stats_power() > 0.999999 is CHECKed for each. */
 static void law_case(int dtype, int V, long long voff, float T, float c, double sd,
-                     unsigned long long seed) {
+                     unsigned long long seed, int noise) {
   unsigned long long st = seed;
   ref_prob pr;
   ref_prob_make(&pr, dtype, LAW_ROWS, LAW_D, V, 0, 0, voff, ref_scale_for_sd(sd, LAW_D), &st);
@@ -938,7 +940,7 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
   const size_t N = (size_t)LAW_ROWS * LAW_S;
   int32_t *tk = ref_xalloc(sizeof(int32_t) * N);
   float *lg = ref_xalloc(sizeof(float) * N);
-  REQUIRE(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_TOKEN, &opt, tk, lg, NULL) == FS_OK);
+  REQUIRE(fs_reference_sample_ex(&pr.p, &s, noise, &opt, tk, lg, NULL) == FS_OK);
   int64_t counts[64] = {0};
   int badlogit = 0;
   for (size_t j = 0; j < N; j++) {
@@ -948,8 +950,9 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
     badlogit += !ref_float_bits_equal(lg[j], (float)zr[v]);
   }
   char what[96];
-  snprintf(what, sizeof what, "law V=%d off=%lld %s T=%.1f c=%.1f", V, voff,
-           dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", (double)T, (double)c);
+  snprintf(what, sizeof what, "law V=%d off=%lld %s T=%.1f c=%.1f%s", V, voff,
+           dtype == FS_DTYPE_BF16 ? "bf16" : "fp16", (double)T, (double)c,
+           noise == FS_NOISE_GROUP16 ? " group16" : "");
   CHECK_MSG(badlogit == 0, "%s: %d draws' logits are not the raw logits", what, badlogit);
   CHECK_MSG(counts[ord[0]] == 0, "%s: the banned id drawn %lld times", what,
             (long long)counts[ord[0]]);
@@ -993,8 +996,12 @@ static void law_case(int dtype, int V, long long voff, float T, float c, double 
 }
 
 static void test_law(void) {
-  law_case(FS_DTYPE_BF16, 48, 1000, 0.8f, 0.0f, 2.5, 0x6c61776231ull);
-  law_case(FS_DTYPE_FP16, 40, 0, 1.5f, 3.0f, 4.0, 0x6c61776232ull);
+  law_case(FS_DTYPE_BF16, 48, 1000, 0.8f, 0.0f, 2.5, 0x6c61776231ull, FS_NOISE_TOKEN);
+  law_case(FS_DTYPE_FP16, 40, 0, 1.5f, 3.0f, 4.0, 0x6c61776232ull, FS_NOISE_TOKEN);
+  /* FS_NOISE_GROUP16 (since 0.3.17): the biased groups' masses; V = 40 ends in a
+  ** partial group */
+  law_case(FS_DTYPE_BF16, 48, 1008, 0.8f, 0.0f, 2.5, 0x6c61776233ull, FS_NOISE_GROUP16);
+  law_case(FS_DTYPE_FP16, 40, 0, 1.5f, 3.0f, 4.0, 0x6c61776234ull, FS_NOISE_GROUP16);
 }
 
 /* ---- 6. bad input and sizes ------------------------------------------------------------ */
@@ -1156,20 +1163,35 @@ static void test_bad_input(void) {
     tried++;
   }
 
-  /* FS_NOISE_GROUP16 (vocab_offset 32, a multiple of 16): refused with a
-  ** bias (FS_INVALID_ARGUMENT, as flashsampling.h says), run without one */
-  const fs_options og = {.size = sizeof og, .logit_bias_tokens = tok, .logit_bias_values = val,
-                         .logit_bias_count = 2};
+  /* FS_NOISE_GROUP16 (vocab_offset 32, a multiple of 16): a bias of up to
+  ** FS_BIAS_SHORT entries runs (since 0.3.17); a longer one, or one with
+  ** top logprobs, is FS_INVALID_ARGUMENT naming the rule */
+  fs_options og = {.size = sizeof og, .logit_bias_tokens = tok, .logit_bias_values = val,
+                   .logit_bias_count = 2};
   int rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &og, t, NULL, NULL);
+  CHECK_MSG(rc == FS_OK, "group16 with a bias: status %d, '%s'", rc, fs_last_error(NULL));
+  og.logit_bias_count = FS_BIAS_SHORT + 1; /* refused before an entry is read */
+  rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &og, t, NULL, NULL);
   CHECK_MSG(rc == FS_INVALID_ARGUMENT &&
-                fs_test_has(fs_last_error(NULL), "options->logit_bias_count=2") &&
-                fs_test_has(fs_last_error(NULL), "FS_NOISE_TOKEN"),
-            "group16 with a bias: status %d, '%s'", rc, fs_last_error(NULL));
-  printf("group16 with a bias -> %d \"%s\"\n", rc, fs_last_error(NULL));
+                fs_test_has(fs_last_error(NULL), "options->logit_bias_count=1025") &&
+                fs_test_has(fs_last_error(NULL), "at most 1024"),
+            "group16 with 1025 entries: status %d, '%s'", rc, fs_last_error(NULL));
+  printf("group16 with 1025 entries -> %d \"%s\"\n", rc, fs_last_error(NULL));
   rc = fs_reference_row_ex(&pr.p, &s, FS_NOISE_GROUP16, &og, 0, 0, &r);
   CHECK_MSG(rc == FS_INVALID_ARGUMENT &&
                 fs_test_has(fs_last_error(NULL), "options->logit_bias_count"),
-            "fs_reference_row_ex, group16 with a bias: status %d, '%s'", rc, fs_last_error(NULL));
+            "fs_reference_row_ex, group16 with 1025 entries: status %d, '%s'", rc,
+            fs_last_error(NULL));
+  og.logit_bias_count = 2;
+  int32_t lt[2 * 4];
+  float lv[2 * 4];
+  og.top_logprobs = 4, og.top_logprob_tokens = lt, og.top_logprob_values = lv;
+  rc = fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &og, t, NULL, NULL);
+  CHECK_MSG(rc == FS_INVALID_ARGUMENT &&
+                fs_test_has(fs_last_error(NULL), "options->top_logprobs") &&
+                fs_test_has(fs_last_error(NULL), "FS_NOISE_GROUP16"),
+            "group16 with a bias and top logprobs: status %d, '%s'", rc, fs_last_error(NULL));
+  og.top_logprobs = 0;
   fs_options og0 = og;
   og0.logit_bias_count = 0;
   CHECK_MSG(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &og0, t, NULL, NULL) == FS_OK,

@@ -268,7 +268,8 @@ static void bad_input(void) {
   CHECK(fs_reference_sample_ex(&pr.p, &s, FS_NOISE_GROUP16, &o, tok, NULL, NULL) ==
             FS_INVALID_ARGUMENT &&
         fs_test_has(fs_last_error(NULL), "options->logit_bias_count=1") &&
-        fs_test_has(fs_last_error(NULL), "FS_NOISE_TOKEN"));
+        fs_test_has(fs_last_error(NULL), "options->top_logprobs") &&
+        fs_test_has(fs_last_error(NULL), "FS_NOISE_GROUP16"));
   o.logit_bias_count = 0;
   /* no limit of V: n = 256 at V = 262,145 */
   ref_prob big;

@@ -371,8 +371,9 @@ static fs_options options_of(size_t size, const void *mask, int64_t stride) {
 
 /* The logit bias (0.3.3): a count outside 0..FS_MAX_LOGIT_BIAS, a NULL or
 ** misaligned array name the argument, the value and the rule, in
-** fs_sample_tp_ex() too (before any collective); FS_NOISE_GROUP16 refuses a
-** bias (FS_INVALID_ARGUMENT); the CPU reference checks the count.  Accepted and
+** fs_sample_tp_ex() too (before any collective); FS_NOISE_GROUP16 takes a
+** bias (since 0.3.17) but refuses one with ranks or of more than 1024
+** entries (FS_INVALID_ARGUMENT); the CPU reference checks the count.  Accepted and
 ** drawing fs_sample()'s tokens, keys and logits bit for bit: 0.3.2's options
 ** (the size ending before the bias, whose garbage is then never read), a
 ** count of 0 with NULL arrays, and entries that are all pads (-1) or ids
@@ -422,17 +423,25 @@ static void test_bias_args(void) {
   o.logit_bias_values = (const float *)plus(gu_ptr(dval), 2);
   expect_bad_options("logit_bias_values misaligned by 2", 0, &o, "options->logit_bias_values",
                      "4-byte", NULL);
-  /* FS_NOISE_GROUP16: unsupported with a bias, before any work */
+  /* FS_NOISE_GROUP16: a bias runs (since 0.3.17), but not with ranks, before
+  ** any work */
   o = opt;
   o.logit_bias_count = N;
   REQUIRE(fs_context_set_noise(g_ctx, FS_NOISE_GROUP16) == FS_OK);
   const fs_outputs out = gu_outputs_api(&g_o);
   int st = fs_sample_ex(g_ctx, &g_p, &g_s, &o, &out, NULL);
-  printf("%-44s -> %s: %s\n", "FS_NOISE_GROUP16 with a logit bias", fs_status_string(st),
+  CHECK_MSG(st == FS_OK, "FS_NOISE_GROUP16 with a bias: %s: %s", fs_status_string(st),
+            fs_last_error(g_ctx));
+  const CUdeviceptr drk = gu_alloc(g_ctx, sizeof(int32_t) * (size_t)TB * TS);
+  o.ranks = (int32_t *)gu_ptr(drk);
+  st = fs_sample_ex(g_ctx, &g_p, &g_s, &o, &out, NULL);
+  printf("%-44s -> %s: %s\n", "FS_NOISE_GROUP16, a logit bias and ranks", fs_status_string(st),
          fs_last_error(g_ctx));
   CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "logit_bias_count=3") &&
-                fs_test_has(fs_last_error(g_ctx), "FS_NOISE_TOKEN"),
-            "FS_NOISE_GROUP16 with a bias: %s: %s", fs_status_string(st), fs_last_error(g_ctx));
+                fs_test_has(fs_last_error(g_ctx), "options->ranks"),
+            "FS_NOISE_GROUP16 with a bias and ranks: %s: %s", fs_status_string(st),
+            fs_last_error(g_ctx));
+  gu_free(g_ctx, drk);
   /* and a bias long enough for the filters' path (above FS_BIAS_SHORT a
   ** row), which once went there unchecked and drew with per-token noise */
   {
@@ -447,7 +456,7 @@ static void test_bias_args(void) {
     printf("%-44s -> %s: %s\n", "FS_NOISE_GROUP16 with a long logit bias", fs_status_string(st),
            fs_last_error(g_ctx));
     CHECK_MSG(st == FS_INVALID_ARGUMENT && fs_test_has(fs_last_error(g_ctx), "logit_bias_count") &&
-                  fs_test_has(fs_last_error(g_ctx), "FS_NOISE_TOKEN"),
+                  fs_test_has(fs_last_error(g_ctx), "at most 1024"),
               "FS_NOISE_GROUP16 with a bias of %d: %s: %s", nl, fs_status_string(st),
               fs_last_error(g_ctx));
     gu_free(g_ctx, lt);

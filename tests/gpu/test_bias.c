@@ -21,7 +21,8 @@
 **    a tenth of the draws, and at least a tenth of the draws are biased ids
 **    (so that the biased tokens' own kernel is what chose them).
 ** Then, once per dtype and B on the default kernels: a CUDA graph captured
-** after a first call replays it, and a first call with a bias inside a
+** after a first call replays it ("mixed", "long", "group16-mixed"), and a
+** first call with a bias inside a
 ** capture returns FS_NOT_PREPARED (the tensor-parallel calls: test_tp).
 ** Cases, bf16 and fp16, B = 5 and 37 (with FS_TEST_FAMILY, on that family's
 ** variant nearest each B):
@@ -56,7 +57,14 @@
 **   model   V = 3001, D = 4096, 1000 entries a row, logprobs: at B = 37 the
 **           cost model sends it to the filters' path (not made distinct), at
 **           B = 5 to the fused kernel's (runtime/sample.c, fs_filter_path).
-** gpu/bias_long runs every case through the long lists' path
+** and under FS_NOISE_GROUP16 (since 0.3.17: the biased ids' groups of 16
+** drawn by fsamp_bias_gmerge; the reference draws its groups):
+**   group16, group16-mixed, group16-seeds, group16-penalties and
+**   group16-greedy: plain (with 40 entries a row: at 8 no B = 5 draw moved
+**   without the bias on the H200), mixed (vocab_offset 32), seeds, penalties
+**   (vocab_offset 32) and greedy's inputs.
+** gpu/bias_long runs every case but the group16 ones (which take the fused
+** path whatever FS_BIAS_SHORT says) through the long lists' path
 ** (FS_BIAS_SHORT=0 in the environment).
 ** In the three penalty cases the draws compared with are those of the same
 ** call without the penalty (the bias kept): at least a tenth must differ.
@@ -70,7 +78,8 @@
 #include <string.h>
 
 /* What a case adds (bias_case.extra). */
-enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16, FAR = 32 };
+enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16, FAR = 32,
+       GROUP = 64 /* FS_NOISE_GROUP16 */ };
 
 /* The repetition penalty of the PENALTY cases: the scalar, and row b's
 ** (ROW_PENALTIES): 0.05 on half the rows (the listed tokens' capped logits,
@@ -103,6 +112,11 @@ static const bias_case cases[] = {
     {"longest", 40000, 256, 0, 2, 0, 1, FS_MAX_LOGIT_BIAS, 0.0f, 10, PENALTY},
     {"longgreedy", 5011, 256, 0, 1, 0, 0, 2000, 0.0f, 11, GREEDY},
     {"model", 3001, 4096, 0, 1, 0, 1, 1000, 0.0f, 12, 0},
+    {"group16", 1000, 256, 0, 1, 0, 1, 40, 0.0f, 13, GROUP},
+    {"group16-mixed", 5011, 1024, 32, 3, 1, 1, 40, 2.0f, 14, GROUP},
+    {"group16-seeds", 3001, 256, 96, 6, 0, 1, 40, 0.0f, 15, GROUP | ROW_SEEDS},
+    {"group16-penalties", 5011, 1024, 32, 3, 1, 1, 40, 2.0f, 16, GROUP | PENALTY | ROW_PENALTIES},
+    {"group16-greedy", 3001, 256, 0, 1, 0, 0, 8, 0.0f, 17, GROUP | GREEDY},
 };
 
 static unsigned long long bias_rand(unsigned long long *s) {
@@ -206,6 +220,8 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   gu_outputs_alloc(ctx, &o2, n, 0, 0);
   CUdeviceptr dlp = cs->logprobs ? gu_alloc(ctx, n * sizeof(float)) : 0;
   fs_problem dp = gu_problem(&lm, 1);
+  const int noise = cs->extra & GROUP ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+  CHECK(fs_context_set_noise(ctx, noise) == FS_OK);
   fs_options opt = {.size = sizeof opt,
                     .token_mask = masked ? (const uint32_t *)gu_ptr(dmask) : NULL,
                     .logprobs = cs->logprobs ? (float *)gu_ptr(dlp) : NULL,
@@ -239,7 +255,8 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
                            .logit_bias_values = val, .logit_bias_count = cs->count,
                            .repetition_penalty = pen && !rowpen ? CASE_REP : 0.0f,
                            .repetition_penalties = rowpen ? reps : NULL};
-  CHECK(fs_reference_sample_ex(&hp, &hs, FS_NOISE_TOKEN, &ropt, rtok, rlogit, rkey) == FS_OK);
+  CHECK(fs_reference_sample_ex(&hp, &hs, noise, &ropt, rtok, rlogit, rkey) == FS_OK);
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
 
   long same = 0, bad = 0, differ = 0, biased = 0;
   double worst_lp = 0.0;
@@ -327,6 +344,8 @@ static void run_graph(fs_context *ctx, const bias_case *cs, int B, int dtype) {
   gu_outputs o;
   gu_outputs_alloc(ctx, &o, n, 1, 1);
   fs_problem dp = gu_problem(&lm, 1);
+  CHECK(fs_context_set_noise(ctx, cs->extra & GROUP ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN) ==
+        FS_OK);
   draw(ctx, &dp, &s, &opt, &o, what);
   snap whole = snap_take(&o);
 
@@ -343,6 +362,7 @@ static void run_graph(fs_context *ctx, const bias_case *cs, int B, int dtype) {
                 !memcmp(g.key, whole.key, n * sizeof *g.key),
             "%s: the replay differs from the direct call", what);
   snap_free(&g);
+  CHECK(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
 
   /* a fresh context's first call with a bias, inside a capture: refused */
   char msg[512];
@@ -374,7 +394,8 @@ static void run_cases(fs_context *c, int B, int dtype) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(c, &cases[i], B, dtype);
   if (!gu_test_family()) { /* c is the base context */
     run_graph(c, &cases[1], B, dtype);
-    run_graph(c, &cases[8], B, dtype); /* "long" */
+    run_graph(c, &cases[8], B, dtype);  /* "long" */
+    run_graph(c, &cases[13], B, dtype); /* "group16-mixed" */
   }
 }
 

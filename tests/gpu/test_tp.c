@@ -24,7 +24,11 @@
 **    the same two with per-row repetition penalties on the listed tokens
 **    (0.3, 2.5 and none; since 0.3.9), bitwise the unsharded call's too;
 **    the same two with a long list (1500 entries a row, since 0.3.11: the
-**    filters' path on every rank, each making its own ids distinct).
+**    filters' path on every rank, each making its own ids distinct); and
+**    under FS_NOISE_GROUP16 (since 0.3.17; shards cut at multiples of 16)
+**    R = 3 with logprobs, the cap, the bias and penalties, R = 4 with the
+**    bias: bitwise the unsharded group call with it (each rank folds its
+**    own biased ids' groups).
 ** 2. NCCL with a single rank (ncclCommInitAll on GPU 0) through
 **    fs_sample_nccl(): the same tokens as fs_sample(); and through
 **    fs_sample_nccl_ex() with a mask allowing the even ids: the same as
@@ -86,22 +90,28 @@ int main(void) {
     int R, with_lp, no_logits, S, nan;
     float cap;
     int bias;
-  } cases[] = {{2, 0, 0, TP_S, 0, 0, 0}, {3, 0, 0, TP_S, 0, 0, 0}, {4, 0, 0, TP_S, 0, 0, 0},
-               {8, 0, 0, TP_S, 0, 0, 0}, {2, 1, 0, TP_S, 0, 0, 0}, {3, 1, 1, TP_S, 0, 0, 0},
-               {4, 1, 0, TP_S, 0, 0, 0}, {8, 1, 1, TP_S, 0, 0, 0}, {3, 1, 0, 1, 0, 0, 0},
-               {2, 1, 0, TP_S, 1, 0, 0}, {3, 0, 0, TP_S, 0, 0.5f, 0},
-               {4, 1, 0, TP_S, 0, 0.5f, 0}, {3, 1, 0, TP_S, 0, 0.5f, 1},
-               {4, 0, 0, TP_S, 0, 0, 1}, {3, 1, 0, TP_S, 0, 0.5f, 2},
-               {4, 0, 0, TP_S, 0, 0, 2}, {3, 1, 0, TP_S, 0, 0.5f, 3},
-               {4, 0, 0, TP_S, 0, 0, 3}};
+    int group; /* FS_NOISE_GROUP16 (a bias since 0.3.17), shards cut at multiples of 16 */
+  } cases[] = {{2, 0, 0, TP_S, 0, 0, 0, 0}, {3, 0, 0, TP_S, 0, 0, 0, 0},
+               {4, 0, 0, TP_S, 0, 0, 0, 0}, {8, 0, 0, TP_S, 0, 0, 0, 0},
+               {2, 1, 0, TP_S, 0, 0, 0, 0}, {3, 1, 1, TP_S, 0, 0, 0, 0},
+               {4, 1, 0, TP_S, 0, 0, 0, 0}, {8, 1, 1, TP_S, 0, 0, 0, 0}, {3, 1, 0, 1, 0, 0, 0, 0},
+               {2, 1, 0, TP_S, 1, 0, 0, 0}, {3, 0, 0, TP_S, 0, 0.5f, 0, 0},
+               {4, 1, 0, TP_S, 0, 0.5f, 0, 0}, {3, 1, 0, TP_S, 0, 0.5f, 1, 0},
+               {4, 0, 0, TP_S, 0, 0, 1, 0}, {3, 1, 0, TP_S, 0, 0.5f, 2, 0},
+               {4, 0, 0, TP_S, 0, 0, 2, 0}, {3, 1, 0, TP_S, 0, 0.5f, 3, 0},
+               {4, 0, 0, TP_S, 0, 0, 3, 0}, {3, 1, 0, TP_S, 0, 0.5f, 2, 1},
+               {4, 0, 0, TP_S, 0, 0, 1, 1}};
   bias_upload(ctx);
   for (size_t rl = 0; rl < sizeof cases / sizeof *cases; rl++) {
     const int R = cases[rl].R, with_lp = cases[rl].with_lp, no_logits = cases[rl].no_logits;
     const int S = cases[rl].S, nan_row = cases[rl].nan ? (int)((long long)V / 2 + 7) : -1;
     const float cap = cases[rl].cap;
-    const int bias = cases[rl].bias;
+    const int bias = cases[rl].bias, group = cases[rl].group;
     int start[MAXR + 1];
     tp_shard_bounds(V, R, start);
+    for (int k = 1; k < R && group; k++) start[k] &= ~15;
+    const int noise = group ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+    REQUIRE(fs_context_set_noise(ctx, noise) == FS_OK);
     const size_t at = nan_row >= 0 ? (size_t)nan_row * D + 3 : 0; /* the planted element */
     const uint16_t kept = u.w[at];
     if (nan_row >= 0) { /* planted in the shared W, restored below */
@@ -143,6 +153,7 @@ int main(void) {
       CHECK_MSG(nans == (nan_row >= 0 ? B * S : 0), "case %zu: %d unsharded logprobs NaN", rl,
                 nans);
     }
+    REQUIRE(fs_context_set_noise(ctx, FS_NOISE_TOKEN) == FS_OK);
     tp_shared sh = {R, {{0}}, {0}, 0};
     pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
     tp_rank rk_[MAXR];
@@ -150,6 +161,7 @@ int main(void) {
     CUdeviceptr dlp[MAXR];
     for (int k = 0; k < R; k++) {
       tp_rank_open(&rk_[k], &sh, k, &u, start);
+      REQUIRE(fs_context_set_noise(rk_[k].ctx, noise) == FS_OK);
       rk_[k].s.num_samples = S;
       if ((cap > 0.0f || bias) && !with_lp) {
         memset(&opt[k], 0, sizeof opt[k]);
@@ -184,7 +196,7 @@ int main(void) {
     CHECK_MSG(lbad == 0, "R=%d: %d logprobs wrong", R, lbad);
     printf("R=%d ranks (shards starting at", R);
     for (int k = 0; k < R; k++) printf(" %d", start[k]);
-    printf(")%s%s%s%s%s: %s\n",
+    printf(")%s%s%s%s%s%s: %s\n", group ? ", FS_NOISE_GROUP16" : "",
            with_lp ? (no_logits ? ", logprobs without logits" : ", logprobs and logits") : "",
            S == 1 ? ", one sample a row" : "", nan_row >= 0 ? ", a NaN logit in every row" : "",
            cap > 0.0f ? ", logits soft-capped" : "",
