@@ -72,6 +72,29 @@ __device__ __forceinline__ float bias_logit(const fs_params &p, int b, int v, in
 /* Words of the fused kernel's mask a prep block copies. */
 #define FS_BIAS_SHARE 2048
 
+/* The mask copy of bias_prep / bias_gprep (below): block blockIdx.x's words
+** of row blockIdx.y's mask (the caller's, or all ones), then in them the
+** bits `clear` of each biased id in the shard (clear << (t & shift) cleared:
+** one id's bit, or with clear 0xffff and shift 16 its group's half word). */
+__device__ __forceinline__ void bias_mask_copy(const fs_params &p, const int *tk, int count,
+                                               int first, int span, long long out_stride,
+                                               unsigned *mask_out, unsigned clear,
+                                               int shift) {
+  const int b = blockIdx.y;
+  const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
+  const int w1 = min(w0 + FS_BIAS_SHARE, first + span);
+  unsigned *row = mask_out + b * out_stride;
+  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
+  for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
+  __syncthreads(); /* the block's copies before its clears */
+  const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
+  for (int i = threadIdx.x; w0 < w1 && i < count; i += blockDim.x) {
+    const int t = tk[i];
+    if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
+      atomicAnd(row + (t >> 5), ~(clear << (t & shift)));
+  }
+}
+
 /* Block blockIdx.x of row blockIdx.y (gridDim.x blocks a row, at least
 ** ceil(count / 4) and ceil(span / FS_BIAS_SHARE)):
 **  - the row's words [first, first + span) of the fused kernel's mask, at
@@ -97,18 +120,9 @@ __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
                                           int *etok, float rep, const float *reps) {
   const int b = blockIdx.y, lane = threadIdx.x & 31, j = blockIdx.x * 4 + (threadIdx.x >> 5);
   const int *tk = tokens + (size_t)b * count;
-  const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
-  const int w1 = min(w0 + FS_BIAS_SHARE, first + span);
-  unsigned *row = mask_out + b * out_stride;
-  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
-  for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
-  __syncthreads(); /* the block's copies before its clears */
+  bias_mask_copy(p, tk, count, first, span, out_stride, mask_out, 1u, 31);
   const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
-  for (int i = threadIdx.x; w0 < w1 && i < count; i += blockDim.x) {
-    const int t = tk[i];
-    if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
-      atomicAnd(row + (t >> 5), ~(1u << (t & 31)));
-  }
+  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
   if (j >= count) return;
   const float *vl = values + (size_t)b * count;
   const int t = tk[j];
@@ -130,16 +144,7 @@ __device__ __forceinline__ void bias_prep(const fs_params &p, const int *tokens,
   }
 }
 
-/* Row blockIdx.x's biased tokens (bias_prep's entries) against the fused
-** kernel's winners keys / logits [B, S]: for each sample s, the best key over
-** the entries (score z' / T + the token's noise, z' itself on greedy rows)
-** wins when it is not smaller than keys[row * S + s] (an equal key is the same
-** token, which the fused kernel saw as masked), with that token's raw logit
-** z.  Without out.tokens the winner goes back to keys / logits (a rank's
-** local outputs, reduced over ranks after); with it, it is final: tokens,
-** and where asked keys, logits and logprobs (the logit minus the row's
-** log-sum-exp, fs_lse_key'd at keys[B * S + row] by fsamp_tp_lse).  128
-** threads, a warp a sample. */
+/* Where a merge writes (bias_put). */
 struct bias_out {
   int *tokens;
   float *logits;
@@ -147,6 +152,47 @@ struct bias_out {
   float *logprobs;
 };
 
+/* The end of a merge for row b, sample s: the warp's lanes' best keys
+** (with their tokens' raw logits bz) reduced, and the result against the
+** fused kernel's winner at keys / logits (an equal key is the same token,
+** which the fused kernel saw as masked, so the entry's wins): without
+** out.tokens the winner back into keys / logits (a rank's local outputs,
+** reduced over ranks after); with it the call's outputs, and where asked
+** keys, logits and logprobs (the logit minus the row's log-sum-exp,
+** fs_lse_key'd at keys[B * S + row] by fsamp_tp_lse).  Every lane of the
+** warp calls it. */
+__device__ __forceinline__ void bias_put(const fs_params &p, int b, int s,
+                                         unsigned long long best, float bz,
+                                         unsigned long long *keys, float *logits,
+                                         const bias_out &out) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
+    const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
+    if (k2 > best) best = k2, bz = z2;
+  }
+  const size_t item = (size_t)b * p.num_samples + s;
+  if ((threadIdx.x & 31) != 0) return;
+  const unsigned long long k = keys[item];
+  const bool won = best && best >= k;
+  if (!out.tokens) {
+    if (won) keys[item] = best, logits[item] = bz;
+    return;
+  }
+  const unsigned long long g = won ? best : k;
+  const float z = won ? bz : logits[item];
+  out.tokens[item] = (int)fs_key_token(g);
+  if (out.keys) out.keys[item] = g;
+  if (out.logits) out.logits[item] = z;
+  if (out.logprobs)
+    out.logprobs[item] = z - fs_lse_unkey(keys[(size_t)p.B * p.num_samples + b]);
+}
+
+/* Row blockIdx.x's biased tokens (bias_prep's entries) against the fused
+** kernel's winners keys / logits [B, S]: for each sample s, the best key over
+** the entries (score z' / T + the token's noise, z' itself on greedy rows)
+** wins when it is not smaller than keys[row * S + s] (an equal key is the same
+** token, which the fused kernel saw as masked), with that token's raw logit
+** z, written by bias_put.  128 threads, a warp a sample. */
 __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const float2 *zz,
                                            const int *etok, unsigned long long *keys,
                                            float *logits, const bias_out &out) {
@@ -181,26 +227,7 @@ __device__ __forceinline__ void bias_merge(const fs_params &p, int count, const 
                                                  (unsigned)t);
       if (key > best) best = key, bz = e.x;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, best, o);
-      const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
-      if (k2 > best) best = k2, bz = z2;
-    }
-    const size_t item = (size_t)b * p.num_samples + s;
-    if (lane != 0) continue;
-    const unsigned long long k = keys[item];
-    const bool won = best && best >= k;
-    if (!out.tokens) {
-      if (won) keys[item] = best, logits[item] = bz;
-      continue;
-    }
-    const unsigned long long g = won ? best : k;
-    const float z = won ? bz : logits[item];
-    out.tokens[item] = (int)fs_key_token(g);
-    if (out.keys) out.keys[item] = g;
-    if (out.logits) out.logits[item] = z;
-    if (out.logprobs)
-      out.logprobs[item] = z - fs_lse_unkey(keys[(size_t)p.B * p.num_samples + b]);
+    bias_put(p, b, s, best, bz, keys, logits, out);
   }
 }
 
@@ -225,18 +252,9 @@ __device__ __forceinline__ void bias_gprep(const fs_params &p, const int *tokens
                                            int *etok, float rep, const float *reps) {
   const int b = blockIdx.y, lane = threadIdx.x & 31, wid = blockIdx.x * 4 + (threadIdx.x >> 5);
   const int *tk = tokens + (size_t)b * count;
-  const int w0 = first + (int)min(blockIdx.x * (unsigned)FS_BIAS_SHARE, (unsigned)span);
-  const int w1 = min(w0 + FS_BIAS_SHARE, first + span);
-  unsigned *row = mask_out + b * out_stride;
-  const unsigned *src = p.mask ? p.mask + b * p.mask_stride : nullptr;
-  for (int w = w0 + threadIdx.x; w < w1; w += blockDim.x) row[w] = src ? src[w] : 0xffffffffu;
-  __syncthreads(); /* the block's copies before its clears */
+  /* a group lies in one half of a word */
+  bias_mask_copy(p, tk, count, first, span, out_stride, mask_out, 0xffffu, 16);
   const int lo = p.vocab_offset, hi = p.vocab_offset + p.V;
-  for (int i = threadIdx.x; w0 < w1 && i < count; i += blockDim.x) {
-    const int t = tk[i]; /* a group lies in one half of a word */
-    if (t >= lo && t < hi && (t >> 5) >= w0 && (t >> 5) < w1)
-      atomicAnd(row + (t >> 5), ~(0xffffu << (t & 16)));
-  }
   const int j = wid >> 4, id_in = wid & 15; /* a warp an (entry, id of its group) */
   if (j >= count) return;
   const int t = tk[j], g = t >> 4, id = (g << 4) + id_in;
@@ -266,7 +284,10 @@ __device__ __forceinline__ void bias_gprep(const fs_params &p, const int *tokens
 ** mask applied, the group's noise, the inverse-CDF pick; a greedy row's
 ** ids one by one, as fs_fold_rows offers them), its pick reported with its
 ** raw logit (-inf where masked), and the best key per sample against the
-** fused kernel's as in bias_merge.  128 threads, a warp a sample. */
+** fused kernel's as in bias_merge.  A lane compares whole keys, not
+** fs_best_offer's scores: its entries come in the caller's order, not by
+** id, and an equal score must go to the smaller id (fs_pack_key).  128
+** threads, a warp a sample. */
 __device__ __forceinline__ void bias_gmerge(const fs_params &p, int count, const float2 *zz,
                                             const int *etok, unsigned long long *keys,
                                             float *logits, const bias_out &out) {
@@ -275,7 +296,8 @@ __device__ __forceinline__ void bias_gmerge(const fs_params &p, int count, const
   const int *et = etok + (size_t)b * count;
   const int hi = p.vocab_offset + p.V;
   for (int s = warp; s < p.num_samples; s += 4) {
-    fs_best best = fs_best_none();
+    unsigned long long best = 0ull;
+    float bz = 0.0f;
     for (int j = lane; j < count; j += 32) {
       const int g0 = et[j];
       if (g0 < 0) continue;
@@ -288,38 +310,19 @@ __device__ __forceinline__ void bias_gmerge(const fs_params &p, int count, const
       if (c.greedy) {
         for (int i = 0; i < nv; i++) {
           const bool a = allow >> i & 1u;
-          fs_best_offer(best, a ? w[i] : FS_MASKED_LOGIT, a ? e[i].x : FS_MASKED_LOGIT,
-                        (unsigned)(g0 + i));
+          const unsigned long long key =
+              fs_pack_key(a ? w[i] : FS_MASKED_LOGIT, (unsigned)(g0 + i));
+          if (key > best) best = key, bz = a ? e[i].x : FS_MASKED_LOGIT;
         }
         continue;
       }
       fs_best gb = fs_best_none(); /* the group's pick, offered even where all are masked */
       fs_fold_group(w, c, (unsigned)g0, nv, (unsigned)s, allow, gb);
       const int n = (int)(gb.tok - (unsigned)g0) & 15; /* the fold always offers one */
-      fs_best_offer(best, gb.s, allow >> n & 1u ? e[n].x : FS_MASKED_LOGIT, gb.tok);
+      const unsigned long long key = fs_best_key(gb);
+      if (key > best) best = key, bz = allow >> n & 1u ? e[n].x : FS_MASKED_LOGIT;
     }
-    unsigned long long bk = fs_best_key(best);
-    float bz = best.z;
-    for (int o = 16; o > 0; o >>= 1) {
-      const unsigned long long k2 = __shfl_xor_sync(0xffffffffu, bk, o);
-      const float z2 = __shfl_xor_sync(0xffffffffu, bz, o);
-      if (k2 > bk) bk = k2, bz = z2;
-    }
-    const size_t item = (size_t)b * p.num_samples + s;
-    if (lane != 0) continue;
-    const unsigned long long k = keys[item];
-    const bool won = bk && bk >= k;
-    if (!out.tokens) {
-      if (won) keys[item] = bk, logits[item] = bz;
-      continue;
-    }
-    const unsigned long long g = won ? bk : k;
-    const float z = won ? bz : logits[item];
-    out.tokens[item] = (int)fs_key_token(g);
-    if (out.keys) out.keys[item] = g;
-    if (out.logits) out.logits[item] = z;
-    if (out.logprobs)
-      out.logprobs[item] = z - fs_lse_unkey(keys[(size_t)p.B * p.num_samples + b]);
+    bias_put(p, b, s, best, bz, keys, logits, out);
   }
 }
 

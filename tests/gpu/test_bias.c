@@ -62,7 +62,11 @@
 **   group16, group16-mixed, group16-seeds, group16-penalties and
 **   group16-greedy: plain (with 40 entries a row: at 8 no B = 5 draw moved
 **   without the bias on the H200), mixed (vocab_offset 32), seeds, penalties
-**   (vocab_offset 32) and greedy's inputs.
+**   (vocab_offset 32) and greedy's inputs; in group16-greedy (40 entries)
+**   entries 0 and 32 (the same merge lane's) tie at +inf, the larger id
+**   first: every draw must be the smaller id, as the reference's (a lane
+**   keeping its first equal score drew the larger; the review of 0.3.17;
+**   +1e9 ties in fp32 but not in the reference's double sums).
 ** gpu/bias_long runs every case but the group16 ones (which take the fused
 ** path whatever FS_BIAS_SHORT says) through the long lists' path
 ** (FS_BIAS_SHORT=0 in the environment).
@@ -79,7 +83,7 @@
 
 /* What a case adds (bias_case.extra). */
 enum { ROW_SEEDS = 1, GREEDY = 2, NAN_ROWS = 4, PENALTY = 8, ROW_PENALTIES = 16, FAR = 32,
-       GROUP = 64 /* FS_NOISE_GROUP16 */ };
+       GROUP = 64 /* FS_NOISE_GROUP16 */, TIE = 128 };
 
 /* The repetition penalty of the PENALTY cases: the scalar, and row b's
 ** (ROW_PENALTIES): 0.05 on half the rows (the listed tokens' capped logits,
@@ -116,7 +120,7 @@ static const bias_case cases[] = {
     {"group16-mixed", 5011, 1024, 32, 3, 1, 1, 40, 2.0f, 14, GROUP},
     {"group16-seeds", 3001, 256, 96, 6, 0, 1, 40, 0.0f, 15, GROUP | ROW_SEEDS},
     {"group16-penalties", 5011, 1024, 32, 3, 1, 1, 40, 2.0f, 16, GROUP | PENALTY | ROW_PENALTIES},
-    {"group16-greedy", 3001, 256, 0, 1, 0, 0, 8, 0.0f, 17, GROUP | GREEDY},
+    {"group16-greedy", 3001, 256, 0, 1, 0, 0, 40, 0.0f, 17, GROUP | GREEDY | TIE},
 };
 
 static unsigned long long bias_rand(unsigned long long *s) {
@@ -140,6 +144,10 @@ static void make_bias(const bias_case *cs, int B, int32_t *tok, float *val) {
       if ((cs->extra & FAR) && j >= 1500 && j % 10 == 1) tok[i] = tok[i - 1500];
       if ((cs->extra & NAN_ROWS) && b == 0 && j == 0) /* the only id row 0's mask allows */
         tok[i] = cs->offset, val[i] = NAN;
+      /* entries 0 and 32 (one merge lane's, the larger id first) tie at +inf
+      ** (in fp32 and in the reference's double): the smaller id must win */
+      if ((cs->extra & TIE) && (j == 0 || j == 32))
+        tok[i] = cs->offset + (j ? 100 : 900), val[i] = INFINITY;
       if (!cs->mixed) continue;
       if (j % 10 == 3) tok[i] = -1;                              /* a pad */
       if (j % 10 == 5) tok[i] = cs->offset + cs->V + (int32_t)j; /* another shard's */
@@ -159,12 +167,12 @@ static void draw(fs_context *ctx, const fs_problem *dp, const fs_sampling *s,
   gu_outputs_fetch(ctx, o);
 }
 
-/* Is token t banned in row b: a -inf entry (the only values that are), or
+/* Is token t banned in row b: a -inf entry (TIE's +inf ones are not bans), or
 ** the mask. */
 static int banned(const bias_case *cs, const int32_t *tok, const float *val,
                   const uint32_t *mask, long long words, int b, int t) {
   for (int j = 0; j < cs->count; j++)
-    if (tok[(size_t)b * cs->count + j] == t && isinf(val[(size_t)b * cs->count + j]))
+    if (tok[(size_t)b * cs->count + j] == t && val[(size_t)b * cs->count + j] == -INFINITY)
       return 1;
   return mask && !(mask[(size_t)b * words + (t >> 5)] >> (t & 31) & 1u);
 }
@@ -274,6 +282,9 @@ static void run(fs_context *ctx, const bias_case *cs, int B, int dtype) {
                             &bad, &worst_lp);
   }
   CHECK_MSG(bad == 0, "%s: %ld draws wrong", what, bad);
+  long tie_off = 0; /* TIE: every draw the smaller of the two tied ids */
+  for (size_t i = 0; i < n && (cs->extra & TIE); i++) tie_off += o.h_tokens[i] != cs->offset + 100;
+  CHECK_MSG(tie_off == 0, "%s: %ld draws not the smaller of two tied ids", what, tie_off);
   CHECK_MSG(same * 100 >= (long)n * 99, "%s: only %ld of %zu tokens are the reference's", what,
             same, n);
   CHECK_MSG(differ * 10 >= (long)n, "%s: only %ld of %zu tokens change without the %s: the "
