@@ -326,37 +326,19 @@ __device__ __forceinline__ void bias_gmerge(const fs_params &p, int count, const
   }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_prep_bf16(const fs_params p, const int *tokens, const float *values, int count,
-                     int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                     int *etok, float rep, const float *reps) {
-  bias_prep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
-                   reps);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_prep_f16(const fs_params p, const int *tokens, const float *values, int count,
-                    int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                    int *etok, float rep, const float *reps) {
-  bias_prep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
-                    reps);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_gprep_bf16(const fs_params p, const int *tokens, const float *values, int count,
-                      int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                      int *etok, float rep, const float *reps) {
-  bias_gprep<true>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
-                    reps);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-fsamp_bias_gprep_f16(const fs_params p, const int *tokens, const float *values, int count,
-                     int first, int span, long long out_stride, unsigned *mask_out, float2 *zz,
-                     int *etok, float rep, const float *reps) {
-  bias_gprep<false>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,
-                     reps);
-}
+/* The preps' entry points: a per-dtype instance of bias_prep or bias_gprep each. */
+#define FS_BIAS_PREP_ENTRY(name, prep, bf16)                                                  \
+  extern "C" __global__ void __launch_bounds__(128)                                         \
+  name(const fs_params p, const int *tokens, const float *values, int count, int first,     \
+       int span, long long out_stride, unsigned *mask_out, float2 *zz, int *etok, float rep,  \
+       const float *reps) {                                                                 \
+    prep<bf16>(p, tokens, values, count, first, span, out_stride, mask_out, zz, etok, rep,   \
+               reps);                                                                       \
+  }
+FS_BIAS_PREP_ENTRY(fsamp_bias_prep_bf16, bias_prep, true)
+FS_BIAS_PREP_ENTRY(fsamp_bias_prep_f16, bias_prep, false)
+FS_BIAS_PREP_ENTRY(fsamp_bias_gprep_bf16, bias_gprep, true)
+FS_BIAS_PREP_ENTRY(fsamp_bias_gprep_f16, bias_gprep, false)
 
 extern "C" __global__ void __launch_bounds__(128)
 fsamp_bias_gmerge(const fs_params p, int count, const float2 *zz, const int *etok,
