@@ -78,7 +78,10 @@ class Options(ctypes.Structure):
     top_logprobs n (0 none, up to 256; since 0.3.12), top_logprob_tokens (int32) and
     top_logprob_values (float32), [B, n]: each row's n most likely tokens by raw
     logit and their logprobs, in order.  ranks (int32, [B, S]; since 0.3.13): each
-    draw's rank, the count of the call's ids whose raw logit is >= its own."""
+    draw's rank, the count of the call's ids whose raw logit is >= its own.
+    target_tokens (int32, [B]; since 0.3.18): a given id a row, whose raw logprob goes to
+    target_logprobs (float32, [B]) and rank to target_ranks (int32, [B]), either or both
+    (one GPU only)."""
     _fields_ = [("size", ctypes.c_size_t), ("token_mask", ctypes.c_void_p),
                 ("token_mask_stride", ctypes.c_int64), ("logprobs", ctypes.c_void_p),
                 ("logit_softcap", ctypes.c_float), ("logit_bias_tokens", ctypes.c_void_p),
@@ -89,18 +92,22 @@ class Options(ctypes.Structure):
                 ("repetition_penalty", ctypes.c_float),
                 ("repetition_penalties", ctypes.c_void_p),
                 ("top_logprobs", ctypes.c_int32), ("top_logprob_tokens", ctypes.c_void_p),
-                ("top_logprob_values", ctypes.c_void_p), ("ranks", ctypes.c_void_p)]
+                ("top_logprob_values", ctypes.c_void_p), ("ranks", ctypes.c_void_p),
+                ("target_tokens", ctypes.c_void_p), ("target_logprobs", ctypes.c_void_p),
+                ("target_ranks", ctypes.c_void_p)]
 
     def __init__(self, token_mask=None, token_mask_stride=0, logprobs=None, logit_softcap=0.0,
                  logit_bias_tokens=None, logit_bias_values=None, logit_bias_count=0,
                  min_p=0.0, min_ps=None, top_k=0, top_ks=None, top_p=0.0, top_ps=None,
                  repetition_penalty=0.0, repetition_penalties=None, top_logprobs=0,
-                 top_logprob_tokens=None, top_logprob_values=None, ranks=None):
+                 top_logprob_tokens=None, top_logprob_values=None, ranks=None,
+                 target_tokens=None, target_logprobs=None, target_ranks=None):
         super().__init__(ctypes.sizeof(Options), token_mask, token_mask_stride, logprobs,
                          logit_softcap, logit_bias_tokens, logit_bias_values, logit_bias_count,
                          min_p, min_ps, top_k, top_ks, top_p, top_ps, repetition_penalty,
                          repetition_penalties, top_logprobs, top_logprob_tokens,
-                         top_logprob_values, ranks)
+                         top_logprob_values, ranks, target_tokens, target_logprobs,
+                         target_ranks)
 
 
 class FlashSamplingError(RuntimeError):
@@ -283,7 +290,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                  logit_bias_values=None, min_p=0.0, top_k=0, top_p=1.0, min_ps=None,
                  top_ks=None, top_ps=None, repetition_penalty=0.0, repetition_penalties=None,
                  top_logprob_tokens_out=None, top_logprob_values_out=None, ranks_out=None,
-                 nccl_comm=None):
+                 nccl_comm=None, target_tokens=None, target_logprobs_out=None,
+                 target_ranks_out=None):
     """Draws num_samples tokens per row of hidden [B, D] against weight [V, D]
     (CUDA tensors of one dtype, bf16 or fp16, unit stride along D) on the
     current stream of their device (or `stream`, a torch.cuda.Stream).
@@ -342,7 +350,12 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     logits, logprobs) one unsharded call would draw; a token_mask then holds
     the whole vocabulary's words.  Ranks since 0.3.14; top logprobs since
     0.3.16.  Top logprobs, ranks and a logit bias (up to 1024 entries a row, without
-    top logprobs or ranks) under NOISE_GROUP16 since 0.3.17."""
+    top logprobs or ranks) under NOISE_GROUP16 since 0.3.17.
+    target_tokens (int32, B elements; since 0.3.18; not with nccl_comm): a given id a
+    row (-1 none), as vLLM's prompt_logprobs ask of each prompt position's next token;
+    target_logprobs_out (float32, B) receives its raw logprob and target_ranks_out
+    (int32, B) its rank (NaN and 0 for an id outside the call's); the call writes the
+    logits to a workspace for them."""
     min_p, top_k, top_p = _filter_scalars(min_p, top_k, top_p)  # needs no torch
     import torch  # only here: the rest of the module needs no torch
 
@@ -425,7 +438,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                                      f"{tuple(top_logprob_values_out.shape)}: must both be "
                                      f"[B, n] with B = {B}")
     if token_mask is not None or logprobs_out is not None or logit_softcap or nb or filters or \
-            penalty or nt or ranks_out is not None:
+            penalty or nt or ranks_out is not None or target_tokens is not None or \
+            target_logprobs_out is not None or target_ranks_out is not None:
         opt = Options(ptr(token_mask, "token_mask", torch.int32),
                       token_mask.stride(0) if token_mask is not None else 0,
                       ptr(logprobs_out, "logprobs_out", torch.float32, n), logit_softcap,
@@ -437,7 +451,10 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
                       ptr(repetition_penalties, "repetition_penalties", torch.float32, B), nt,
                       ptr(top_logprob_tokens_out, "top_logprob_tokens_out", torch.int32, B * nt),
                       ptr(top_logprob_values_out, "top_logprob_values_out", torch.float32,
-                          B * nt), ptr(ranks_out, "ranks_out", torch.int32, n))
+                          B * nt), ptr(ranks_out, "ranks_out", torch.int32, n),
+                      ptr(target_tokens, "target_tokens", torch.int32, B),
+                      ptr(target_logprobs_out, "target_logprobs_out", torch.float32, B),
+                      ptr(target_ranks_out, "target_ranks_out", torch.int32, B))
     st = stream if stream is not None else torch.cuda.current_stream(dev)
     if nccl_comm is not None:
         ctx.sample_nccl(p, s, o, nccl_comm, st.cuda_stream, opt)

@@ -253,7 +253,8 @@ static int filter_load(fs_context *ctx) {
                                       "fsamp_ftp_draw",    "fsamp_toplp",
                                       "fsamp_toplp_merge", "fsamp_toplp_ranks",
                                       "fsamp_rank",        "fsamp_zout_drop",
-                                      "fsamp_rank_int",    "fsamp_tp_place"};
+                                      "fsamp_rank_int",    "fsamp_tp_place",
+                                      "fsamp_target",      "fsamp_target_out"};
   static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
       {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
       {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -272,10 +273,10 @@ static int filter_load(fs_context *ctx) {
       snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                knobs[i].macro, v);
   }
-  CUfunction fns[12];
+  CUfunction fns[14];
   CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
   FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                       names, 12, &mod, fns));
+                       names, 14, &mod, fns));
   ctx->filter_fn = fns[0];
   ctx->filter_bias_fn = fns[1];
   memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
@@ -284,6 +285,7 @@ static int filter_load(fs_context *ctx) {
   ctx->zdrop_fn = fns[9];
   ctx->rank_int_fn = fns[10];
   ctx->tp_place_fn = fns[11];
+  memcpy(ctx->target_fn, fns + 12, sizeof ctx->target_fn);
   const int st = filter_clusters(ctx);
   if (st) {
     ctx->cu->cuModuleUnload(mod);
@@ -327,14 +329,45 @@ static int zout_keep(const fs_context *ctx, size_t bytes) {
   return ctx->l2_bytes > 0 && bytes <= (size_t)ctx->l2_bytes / 3 * 2;
 }
 
-/* Does a call with top logprobs or ranks draw in its logits' pass: neither
-** a bias nor filters of a sampled call need the logits before the draw, so
-** the call's own fused kernel draws while it writes them (and
+/* Does a call with top logprobs, ranks or targets draw in its logits' pass:
+** neither a bias nor filters of a sampled call need the logits before the
+** draw, so the call's own fused kernel draws while it writes them (and
 ** fsamp_toplp_merge writes the logprobs, or without top logprobs the fused
 ** kernel itself), and fsamp_filter does not run (perf-notes 42). */
 static int pass_draws(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
-  return (m->top_n > 0 || m->ranks) && m->bias_count == 0 &&
+  return (m->top_n > 0 || m->ranks || m->targets) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
+}
+
+/* fsamp_rank's and fsamp_target's slices a row: about two CTAs an SM in all, each at least
+** 1,024 float4s of the row (a read, no more work a float than a compare). */
+static unsigned rank_slices(const fs_context *ctx, const fs_problem *p) {
+  const long long q = ((long long)p->vocab + 3) / 4;
+  const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
+  long long g = (2 * sms + p->batch - 1) / p->batch, most = q / 1024;
+  g = g < most ? g : most;
+  return (unsigned)(g > 1 ? g : 1);
+}
+
+/* fs_options.target_*: fsamp_target over rank_slices' slices of each row
+** of prm->zout (the raw logits), then with more than one slice a row
+** fsamp_target_out, which merges the slices' B x G parts at `parts`. */
+static int target_run(fs_context *ctx, const fs_problem *p, fs_params *prm, const fs_opts *m,
+                      CUdeviceptr parts, CUstream stream) {
+  const unsigned G = rank_slices(ctx, p);
+  const int32_t *t = m->targets;
+  float *lp = m->target_lp;
+  int32_t *rk = m->target_ranks;
+  void *args[] = {prm, (void *)&t, &parts, &lp, &rk};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->target_fn[0], G, (unsigned)p->batch, 1,
+                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
+  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target)", __FILE__, __LINE__);
+  if (G == 1u) return FS_OK; /* the slice wrote the outputs */
+  int g = (int)G;
+  void *oargs[] = {prm, (void *)&t, &parts, &g, &lp, &rk};
+  r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 127) / 128), 1, 1, 128,
+                              1, 1, 0, stream, oargs, NULL);
+  return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target_out)", __FILE__, __LINE__) : FS_OK;
 }
 
 static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
@@ -379,7 +412,9 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
   /* with ranks and no outputs->logits, the draws' logits for fsamp_rank */
   const size_t dlat = (pat + B * G * 8 + 15) / 16 * 16;
   const int own_logits = m->ranks && o && !o->logits;
-  fc->extra_at = (dlat + (own_logits ? B * (size_t)s->num_samples * 4 : 0) + 15) / 16 * 16;
+  /* with targets, fsamp_target's parts (16 bytes a slice) */
+  const size_t tgat = (dlat + (own_logits ? B * (size_t)s->num_samples * 4 : 0) + 15) / 16 * 16;
+  fc->extra_at = tgat + (m->targets ? B * rank_slices(ctx, p) * 16 : 0);
   const size_t bytes = fc->extra_at + extra;
   if (!ctx->filter_module || (long_bias && !ctx->bias_module) || bytes > ctx->workspace_bytes) {
     int cap = 0;
@@ -390,6 +425,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                nt);
     else if (m->ranks)
       snprintf(why, sizeof why, "options->ranks writes the logits out (fs_options)");
+    else if (m->targets)
+      snprintf(why, sizeof why, "options->target_tokens writes the logits out (fs_options)");
     else if (!m->filter || fs_call_mode(ctx, s) == FS_CALL_GREEDY)
       snprintf(why, sizeof why, "options->logit_bias_count=%d takes the filters' path "
                "(fs_options)", m->bias_count);
@@ -468,6 +505,8 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
       FS_TRY(toplp_merge(ctx, &fc->prm, n, (int)G, keys, pairs, fc->lse, tokens, values, draws,
                          stream));
   }
+  if (m->targets) /* the raw logits, before the bias below changes any */
+    FS_TRY(target_run(ctx, p, &fc->prm, m, ctx->workspace + tgat, stream));
   if (nb) {
     const float *values = m->bias_values;
     int distinct = 0; /* fsamp_bias_dedup's entries: no repeats to look for */
@@ -490,16 +529,6 @@ static int filter_begin(fs_context *ctx, const fs_problem *p, const fs_sampling 
                                              FILTER_THREADS, 1, 1, 0, stream, bargs, NULL));
   }
   return FS_OK;
-}
-
-/* fsamp_rank's slices a row: about two CTAs an SM in all, each at least
-** 1,024 float4s of the row (a read, no more work a float than a compare). */
-static unsigned rank_slices(const fs_context *ctx, const fs_problem *p) {
-  const long long q = ((long long)p->vocab + 3) / 4;
-  const long long sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
-  long long g = (2 * sms + p->batch - 1) / p->batch, most = q / 1024;
-  g = g < most ? g : most;
-  return (unsigned)(g > 1 ? g : 1);
 }
 
 /* After the draw: the n = B x S counts at `at` zeroed, then fsamp_rank adds

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 17
+#define FS_VERSION_PATCH 18
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.17"
+#define FS_VERSION_STRING "0.3.18"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -180,7 +180,8 @@ typedef struct fs_outputs {
 ** logit_bias_tokens, 0.3.3's, which ends before min_p (its sizeof, padded to
 ** the struct's alignment, or that offset), 0.3.4's, which ends
 ** before repetition_penalty, 0.3.9's, which ends before top_logprobs, 0.3.12's,
-** which ends before ranks, and this one) is rejected.
+** which ends before ranks, 0.3.13's, which ends before target_tokens, and
+** this one) is rejected.
 **  - token_mask: which tokens each row may draw, the bitmask layout of vLLM
 **    and xgrammar: global token id t is allowed for row b when bit t % 32 of
 **    word token_mask[b * token_mask_stride + t / 32] is 1; only the words
@@ -443,7 +444,37 @@ typedef struct fs_outputs {
 **    of 3 B keys (the shards' bounds) before the keys'.  Every rank gets
 **    the unsharded call's ranks.  As with
 **    top_logprobs, make one such call before capturing such calls in a
-**    CUDA graph. */
+**    CUDA graph.
+**  - target_tokens, target_logprobs, target_ranks (since 0.3.18; the 0.3.13
+**    struct ends before them): the log-probability and rank of a given
+**    token per row, as vLLM's prompt_logprobs and an evaluation's
+**    log-likelihood ask of each prompt position's next token: row b's
+**    target is target_tokens[b] (a global id); target_logprobs[b] gets its
+**    raw logit z minus the row's log-sum-exp (as logprobs above: after the
+**    soft-cap; before the bias, the repetition penalty, the token mask and
+**    the temperature) and target_ranks[b] the number of the call's V ids
+**    whose raw logit is >= z (as ranks above: 1 for the most likely, ties
+**    counted, NaN never).  A row whose target is not among the call's ids
+**    [vocab_offset, vocab_offset + V) (-1 for none) gets NaN and rank 0,
+**    as does one whose target's logit is NaN; the logprob is NaN where
+**    logprobs are (a NaN or +inf logit in the row, or every logit -inf).
+**    The call draws as it would without them; the values do not depend
+**    on the sampling.  How: the call takes the path of ranks (the logits
+**    written to the workspace, B x V x 4 bytes more, by its own fused
+**    kernel where neither a bias nor a sampled call's filters need them
+**    first), and before any bias changes them two more kernels read each
+**    row's logits once (slices of the row: a log-sum-exp pair and a count
+**    each) and write the outputs: a read of B x V x 4 bytes (perf-notes
+**    53).  The log-sum-exp is fp32 with the fast exponential, summed in
+**    another order than logprobs': the same token's values agree within
+**    ~1e-6 relative.  target_tokens: 4-byte aligned device memory of B
+**    int32, read by the kernels (it may change between graph replays), or
+**    NULL for none, and then both outputs must be NULL; with it at least
+**    one output, each 4-byte aligned device memory of B entries or NULL.
+**    One GPU only (fs_sample_ex): the tensor-parallel calls refuse them
+**    (FS_INVALID_ARGUMENT).  Under FS_NOISE_GROUP16 as ranks (not with a
+**    logit bias).  As with ranks, make one such call before capturing such
+**    calls in a CUDA graph. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
@@ -468,6 +499,9 @@ typedef struct fs_options {
   float *top_logprob_values;        /* device [B, n]: their log-probabilities */
   int32_t *ranks;                   /* device [B, num_samples] or NULL: each draw's rank
                                        among the raw logits, 1 for the largest (since 0.3.13) */
+  const int32_t *target_tokens;     /* device [B] global ids or NULL (since 0.3.18) */
+  float *target_logprobs;           /* device [B]: their log-probabilities, or NULL */
+  int32_t *target_ranks;            /* device [B]: their ranks among the raw logits, or NULL */
 } fs_options;
 
 /* Compiles (NVRTC) and loads the kernel for this shape and allocates the
@@ -637,8 +671,9 @@ int fs_reference_sample_noise(const fs_problem *problem,
                               float *logits /* OUT [B*S] or NULL */,
                               uint64_t *keys /* OUT [B*S] or NULL */);
 
-/* fs_reference_sample_noise() with further inputs (fs_options; its
-** token_mask a HOST array). */
+/* fs_reference_sample_noise() with further inputs (fs_options; its arrays,
+** the token mask, the bias, the filters', the outputs of logprobs, top
+** logprobs, ranks and targets, all HOST arrays). */
 int fs_reference_sample_ex(const fs_problem *problem,
                            const fs_sampling *sampling, int noise,
                            const fs_options *options,

@@ -134,6 +134,7 @@ struct fs_context {
   int zout_keep;            /* -1: filter.c's zout_keep decides; 0, 1: FS_ZOUT_KEEP */
   CUfunction rank_int_fn;   /* fsamp_rank_int (ranks in the tensor-parallel calls) */
   CUfunction tp_place_fn;   /* fsamp_tp_place (top logprobs in the tensor-parallel calls) */
+  CUfunction target_fn[2];  /* fsamp_target, fsamp_target_out (fs_options.target_tokens) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
@@ -265,6 +266,10 @@ typedef struct fs_opts {
   float *top_values;
   int32_t *ranks;             /* fs_options.ranks: [B, S] device (host for the reference) or
                                  NULL */
+  /* fs_options.target_*: [B] device arrays (host for the reference); targets NULL: none */
+  const int32_t *targets;
+  float *target_lp;
+  int32_t *target_ranks;
   /* set by the filter path (filter.c) for the fused kernel it runs first:
   ** where every logit goes (fs_params.zout), or NULL */
   float *zout;

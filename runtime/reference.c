@@ -629,6 +629,56 @@ static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *
   return FS_OK;
 }
 
+/* fs_options.target_* on the host: each row's target's raw logit zt
+** (capped, in double; NaN for an id not among the call's), the row's raw
+** log-sum-exp (ref_lse_add) and the count of its ids whose raw logit,
+** rounded to float as the outputs report it, is >= (float)zt (NaN counts
+** nothing); target_logprobs[b] = zt - lse rounded once, target_ranks[b] the
+** count.  Two passes over W a block of rows: the targets' rows, then all. */
+static int ref_targets(const fs_problem *p, const fs_opts *m) {
+  const int B = p->batch, D = p->hidden, V = p->vocab;
+  int rows = REF_H_DOUBLES / D;
+  rows = rows < 1 ? 1 : rows > B ? B : rows;
+  double *h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
+  double *wt = malloc(sizeof(double) * (size_t)D * REF_VT);
+  double *zt = malloc(sizeof(double) * (size_t)rows * 3); /* zt, then the lse pair */
+  if (!h || !wt || !zt) {
+    free(h), free(wt), free(zt);
+    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the "
+                  "targets", sizeof(double) * ((size_t)rows * (D + 3) + (size_t)REF_VT * D));
+  }
+  for (int b0 = 0; b0 < B; b0 += rows) {
+    const int nb = B - b0 < rows ? B - b0 : rows;
+    ref_h_block(p, b0, nb, h);
+    for (int i = 0; i < nb; i++) {
+      const long long v = (long long)m->targets[b0 + i] - p->vocab_offset;
+      double acc[REF_VT];
+      zt[3 * i] = NAN, zt[3 * i + 1] = -INFINITY, zt[3 * i + 2] = 0.0;
+      if (v < 0 || v >= V) continue;
+      ref_w_tile(p, (int)v, 1, wt);
+      ref_dot(h + (size_t)i * D, wt, D, m->softcap, 1, acc);
+      zt[3 * i] = acc[0];
+    }
+    int *cnt = m->target_ranks ? m->target_ranks + b0 : NULL;
+    for (int i = 0; cnt && i < nb; i++) cnt[i] = 0;
+    for (int v0 = 0; v0 < V; v0 += REF_VT) {
+      const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
+      ref_w_tile(p, v0, nv, wt);
+      for (int i = 0; i < nb; i++) {
+        double acc[REF_VT];
+        ref_dot(h + (size_t)i * D, wt, D, m->softcap, nv, acc);
+        ref_lse_add(zt + 3 * i + 1, acc, nv);
+        const float d = (float)zt[3 * i];
+        for (int j = 0; cnt && j < nv; j++) cnt[i] += (float)acc[j] >= d;
+      }
+    }
+    for (int i = 0; m->target_lp && i < nb; i++)
+      m->target_lp[b0 + i] = (float)(zt[3 * i] - (zt[3 * i + 1] + log(zt[3 * i + 2])));
+  }
+  free(h), free(wt), free(zt);
+  return FS_OK;
+}
+
 static int ref_misaligned(const void *ptr, unsigned a) {
   return ((uintptr_t)ptr % a) != 0;
 }
@@ -719,7 +769,7 @@ int fs_reference_sample_ex(const fs_problem *problem, const fs_sampling *samplin
   ref_free(&sc);
   const int rst = drawn ? ref_ranks(problem, &m, S, drawn) : FS_OK;
   free(drawn);
-  return rst;
+  return rst ? rst : m.targets ? ref_targets(problem, &m) : FS_OK;
 }
 
 int fs_reference_row(const fs_problem *p, const fs_sampling *s, int row,

@@ -335,7 +335,7 @@ static int bias_long(const fs_context *ctx, const fs_problem *p, int n, int mode
 int fs_filter_path(const fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                    const fs_opts *m, int model) {
   return (m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY) || m->top_n > 0 || m->ranks ||
-         (m->bias_count > 0 && bias_long(ctx, p, m->bias_count, model));
+         m->targets || (m->bias_count > 0 && bias_long(ctx, p, m->bias_count, model));
 }
 
 /* Chooses and loads the kernel for (shape, bucket) and call mode: FS_VARIANT
@@ -493,10 +493,11 @@ int fs_sample_ex(fs_context *ctx, const fs_problem *problem, const fs_sampling *
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m)); /* before a long bias's path */
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
   /* filters (with any bias: filter.c) unless the call is greedy, which they
-  ** leave as it is; top logprobs, ranks and a long bias, greedy or not (the
-  ** ranks' path, FS_FILTER_RANKS=1, lists no top logprobs and ranks no draws) */
+  ** leave as it is; top logprobs, ranks, targets and a long bias, greedy or
+  ** not (the ranks' path, FS_FILTER_RANKS=1, lists no top logprobs and
+  ** ranks no draws and no targets) */
   if (fs_filter_path(ctx, problem, sampling, &m, 1)) {
-    if (ctx->filter_ranks && !m.top_n && !m.ranks)
+    if (ctx->filter_ranks && !m.top_n && !m.ranks && !m.targets)
       return fs_sample_ranks(ctx, problem, sampling, options, outputs, stream);
     WITH_CONTEXT(ctx, fs_sample_filtered(ctx, problem, sampling, &m, outputs, (CUstream)stream));
   }

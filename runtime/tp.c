@@ -195,6 +195,10 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
+  if (c && !c->one_gpu && m.targets)
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->target_tokens=%p: %s takes no targets "
+                  "(one GPU's fs_sample_ex does)", (const void *)m.targets,
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
   fs_tp_coll cr = c ? *c : (fs_tp_coll){0};
   if (c && m.top_n) FS_TRY(tp_toplp_check(ctx, &m, &cr));
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)

@@ -166,6 +166,31 @@ static int validate_ranks(fs_context *ctx, const fs_options *o, fs_opts *m) {
   return FS_OK;
 }
 
+/* The targets of a 0.3.18 fs_options into m (flashsampling.h). */
+static int validate_targets(fs_context *ctx, const fs_options *o, fs_opts *m) {
+  if (!o->target_tokens) {
+    if (o->target_logprobs || o->target_ranks)
+      return BAD("options->target_tokens=NULL with options->target_%s set: the outputs need "
+                 "a [B] device array of target ids", o->target_logprobs ? "logprobs" : "ranks");
+    return FS_OK;
+  }
+  if (!o->target_logprobs && !o->target_ranks)
+    return BAD("options->target_tokens=%p with target_logprobs and target_ranks NULL: set at "
+               "least one output (or target_tokens NULL)", (const void *)o->target_tokens);
+  if (misaligned(o->target_tokens, 4))
+    return BAD("options->target_tokens=%p: must be 4-byte aligned",
+               (const void *)o->target_tokens);
+  if (misaligned(o->target_logprobs, 4))
+    return BAD("options->target_logprobs=%p: must be 4-byte aligned",
+               (void *)o->target_logprobs);
+  if (misaligned(o->target_ranks, 4))
+    return BAD("options->target_ranks=%p: must be 4-byte aligned", (void *)o->target_ranks);
+  m->targets = o->target_tokens;
+  m->target_lp = o->target_logprobs;
+  m->target_ranks = o->target_ranks;
+  return FS_OK;
+}
+
 int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *p,
                         fs_opts *m) {
   memset(m, 0, sizeof *m);
@@ -182,17 +207,20 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
   const size_t size034 = offsetof(fs_options, repetition_penalty);
   const size_t size039 = offsetof(fs_options, top_logprobs);
   const size_t size0312 = offsetof(fs_options, ranks);
+  const size_t size0313 = offsetof(fs_options, target_tokens);
   if (o->size != sizeof(fs_options) && o->size != size02 && o->size != size030 &&
       o->size != size032 && o->size != size033 && o->size != size033p && o->size != size034 &&
-      o->size != size039 && o->size != size0312)
+      o->size != size039 && o->size != size0312 && o->size != size0313)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.12 header, %zu for a 0.3.9 header, %zu for "
-               "a 0.3.4 header, %zu for a 0.3.3 header, %zu for a 0.3.2 header, %zu for a 0.3.0 "
-               "header, %zu for a 0.2 header; a larger one is from a newer header)", o->size,
-               sizeof(fs_options), size0312, size039, size034, size033p, size032, size030, size02);
+               "(%zu in this library, %zu for a 0.3.13 header, %zu for a 0.3.12 header, %zu for "
+               "a 0.3.9 header, %zu for a 0.3.4 header, %zu for a 0.3.3 header, %zu for a 0.3.2 "
+               "header, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger one is from a "
+               "newer header)", o->size, sizeof(fs_options), size0313, size0312, size039,
+               size034, size033p, size032, size030, size02);
   if (o->size > size033p) FS_TRY(validate_filters(ctx, o, m));
   if (o->size > size039) FS_TRY(validate_top(ctx, o, m));
   if (o->size > size0312) FS_TRY(validate_ranks(ctx, o, m));
+  if (o->size > size0313) FS_TRY(validate_targets(ctx, o, m));
   if (o->size > size034) {
     const float r = o->repetition_penalty;
     if (!(r == 0.0f || (r > 0.0f && r <= FLT_MAX)))
@@ -281,11 +309,11 @@ int fs_validate_bias_noise(fs_context *ctx, int noise, const fs_opts *m) {
                   "FS_NOISE_GROUP16 a logit bias takes at most %d entries a row (longer lists "
                   "take the filters' path, which draws per token; fs_context_set_noise)",
                   m->bias_count, FS_BIAS_SHORT);
-  if (m->top_n || m->ranks)
+  if (m->top_n || m->ranks || m->targets)
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->logit_bias_count=%d with options->%s: "
-                  "under FS_NOISE_GROUP16 a logit bias takes neither top logprobs nor ranks "
-                  "(with a bias their path draws per token; fs_context_set_noise)",
-                  m->bias_count, m->top_n ? "top_logprobs" : "ranks");
+                  "under FS_NOISE_GROUP16 a logit bias takes neither top logprobs, ranks nor "
+                  "targets (with a bias their path draws per token; fs_context_set_noise)",
+                  m->bias_count, m->top_n ? "top_logprobs" : m->ranks ? "ranks" : "target_tokens");
   return FS_OK;
 }
 

@@ -2013,6 +2013,106 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   }
 }
 
+/* ---- targets (fs_options.target_tokens) ------------------------------------
+** fsamp_target, grid (G, B): CTA g of row b reads its slice of the row's
+** float4s (zout: the call's V raw logits, before any bias changes them)
+** once, for the slice's raw log-sum-exp pair (m, l) (ft_lse_add: -inf adds
+** nothing, NaN and +inf make l NaN) and the count of its logits >= the
+** target's logit zt (ft_target_logit; NaN counts nothing), into
+** parts[b G + g] = (m, l, the count's bits, 0); with G = 1 it writes the
+** outputs itself, as fsamp_target_out would.
+** fsamp_target_out, 128 threads a block, a thread a row: the row's G parts
+** merged in order (fs_lse_merge), lse = m + ln l, logprobs[b] = zt - lse
+** and ranks[b] = the counts' sum, where each is not NULL. */
+
+/* Row b's target's raw logit: NaN where targets[b] is not among the call's
+** ids [vocab_offset, vocab_offset + V) (-1: none). */
+__device__ __forceinline__ float ft_target_logit(const fs_params &p, const int *targets, int b) {
+  const long long v = (long long)targets[b] - p.vocab_offset;
+  return v >= 0 && v < p.V ? p.zout[(long long)b * p.zout_stride + v]
+                           : __int_as_float(0x7fffffff);
+}
+
+/* A part (m, l, count) merged across a warp, into every lane's. */
+__device__ __forceinline__ void ft_target_warp(fs_lse &a, unsigned &c) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, a.m, o);
+    const float l2 = __shfl_xor_sync(0xffffffffu, a.l, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+    fs_lse_merge(a, m2, l2);
+  }
+}
+
+/* The outputs of row b from its merged part. */
+__device__ __forceinline__ void ft_target_put(const fs_params &p, const int *targets, int b,
+                                              fs_lse a, unsigned c, float *logprobs,
+                                              int *ranks) {
+  if (logprobs) logprobs[b] = ft_target_logit(p, targets, b) - (a.m + logf(a.l));
+  if (ranks) ranks[b] = (int)c;
+}
+
+extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
+    fsamp_target(const fs_params p, const int *targets, float4 *parts, float *logprobs,
+                 int *ranks) {
+  __shared__ float4 part[FT_WARPS];
+  const unsigned G = gridDim.x, g = blockIdx.x;
+  const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
+  const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
+  const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
+  const float zt = ft_target_logit(p, targets, b);
+  float lm = FT_NINF, ll = 0.0f;
+  unsigned cnt = 0u;
+  for (int i0 = q0 + (int)threadIdx.x; i0 < q1; i0 += 4 * FT_THREADS) {
+    float4 x[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int i = i0 + u * FT_THREADS;
+      x[u] = i < q1 ? __ldcg(z4 + i) : make_float4(FT_NINF, FT_NINF, FT_NINF, FT_NINF);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int i = i0 + u * FT_THREADS;
+      const int r = i < q1 ? p.V - 4 * i : 0; /* the float4's logits within V */
+      const float zz[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        if (e >= r) continue;
+        ft_lse_add(lm, ll, ft_lse_term(zz[e]));
+        cnt += zz[e] >= zt ? 1u : 0u;
+      }
+    }
+  }
+  fs_lse a = {lm, ll};
+  ft_target_warp(a, cnt);
+  const unsigned lane = threadIdx.x & 31u, w = threadIdx.x / 32u;
+  if (lane == 0u) part[w] = make_float4(a.m, a.l, __uint_as_float(cnt), 0.0f);
+  __syncthreads();
+  if (w != 0u) return;
+  const float4 q = lane < FT_WARPS ? part[lane] : make_float4(FT_NINF, 0.0f, 0.0f, 0.0f);
+  a = {q.x, q.y};
+  cnt = __float_as_uint(q.z);
+  ft_target_warp(a, cnt);
+  if (lane != 0u) return;
+  if (G == 1u) ft_target_put(p, targets, b, a, cnt, logprobs, ranks);
+  else parts[(size_t)b * G + g] = make_float4(a.m, a.l, __uint_as_float(cnt), 0.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    fsamp_target_out(const fs_params p, const int *targets, const float4 *parts, int G,
+                     float *logprobs, int *ranks) {
+  const int b = (int)(blockIdx.x * 128u + threadIdx.x);
+  if (b >= p.B) return;
+  fs_lse a = fs_lse_none();
+  unsigned c = 0u;
+  for (int g = 0; g < G; g++) {
+    const float4 q = __ldcg(parts + (size_t)b * G + g);
+    fs_lse_merge(a, q.x, q.y);
+    c += __float_as_uint(q.z);
+  }
+  ft_target_put(p, targets, b, a, c, logprobs, ranks);
+}
+
 /* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------
 ** fsamp_zout_drop, a grid-stride loop over the `lines` whole 128-byte lines
 ** at p.zout (128-byte aligned): discard.global.L2 each, the one-GPU filtered

@@ -9,7 +9,7 @@
 **           [--check 0|1] [--noise token|group16] [--mask-density P]
 **           [--logprobs 0|1] [--softcap C] [--logit-bias N]
 **           [--repetition-penalty R] [--top-k K] [--top-p P] [--min-p M]
-**           [--top-logprobs N] [--ranks 0|1]
+**           [--top-logprobs N] [--ranks 0|1] [--targets 0|1]
 **
 ** --check 1 compares the GPU's tokens of the last call with the CPU
 ** reference's (exit 3 if any differs).  The shape is checked here (the
@@ -40,6 +40,9 @@
 ** of ids whose raw logit is >= the drawn one's) and prints the first rows';
 ** with --check 1 they are compared with the reference's (a rank off by a
 ** near-tie of the logits is counted, not failed).
+** --targets 1 gives every call a target id a row (fs_options.target_tokens:
+** row b's is b x 7919 mod V) and prints the first rows' target logprobs and
+** ranks (the tests hold them to the reference: tests/gpu/test_targets.c).
 */
 #include "fs_tools.h"
 
@@ -65,6 +68,7 @@ typedef struct args {
   float rep;           /* fs_options.repetition_penalty (0: none) */
   int top;             /* fs_options.top_logprobs (0: none) */
   int ranks;           /* fs_options.ranks (0: none) */
+  int targets;         /* fs_options.target_* (0: none) */
 } args;
 
 #define USAGE                                                                              \
@@ -72,7 +76,8 @@ typedef struct args {
   "               [--temperature T] [--seed S] [--iters N] [--check 0|1] [--list-models]\n"     \
   "               [--noise token|group16] [--mask-density P] [--logprobs 0|1]\n"     \
   "               [--softcap C] [--logit-bias N] [--repetition-penalty R]\n"              \
-  "               [--top-k K] [--top-p P] [--min-p M] [--top-logprobs N] [--ranks 0|1]\n"
+  "               [--top-k K] [--top-p P] [--min-p M] [--top-logprobs N] [--ranks 0|1]\n" \
+  "               [--targets 0|1]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-demo", USAGE, __VA_ARGS__)
@@ -96,7 +101,7 @@ static int int_arg(const char *k, const char *v, long lo, long hi, int *out) {
 
 static int parse(int argc, char **argv, args *a) {
   *a = (args){4096, 151936, 4, FS_DTYPE_BF16, 50, 0, 1.0f, 1234, FS_NOISE_TOKEN, 0.0, 0, 0.0f, 0,
-              0, 0.0f, 0.0f, 0.0f, 0, 0};
+              0, 0.0f, 0.0f, 0.0f, 0, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--list-models")) {
@@ -112,7 +117,7 @@ static int parse(int argc, char **argv, args *a) {
                                              "--noise", "--mask-density", "--logprobs",
                                              "--softcap", "--logit-bias", "--top-k",
                                              "--top-p", "--min-p", "--repetition-penalty",
-                                             "--top-logprobs", "--ranks", NULL};
+                                             "--top-logprobs", "--ranks", "--targets", NULL};
     int st = 0;
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -169,6 +174,8 @@ static int parse(int argc, char **argv, args *a) {
       st = int_arg(k, v, 0, 1, &a->logprobs);
     } else if (!strcmp(k, "--ranks")) {
       st = int_arg(k, v, 0, 1, &a->ranks);
+    } else if (!strcmp(k, "--targets")) {
+      st = int_arg(k, v, 0, 1, &a->targets);
     } else {
       st = int_arg(k, v, 0, 1, &a->check);
     }
@@ -348,7 +355,10 @@ static int check(fs_context *ctx, const args *a, CUdeviceptr H, CUdeviceptr W,
 static int run_gpu(fs_context *ctx, const args *a) {
   const fs_cu_api *cu = ctx->cu;
   CUdeviceptr H = 0, W = 0, tok = 0, dmask = 0, dlp = 0, dbt = 0, dbv = 0, dtt = 0, dtv = 0,
-              drk = 0;
+              drk = 0, dtg = 0, dtl = 0, dtr = 0;
+  int32_t *tg = a->targets ? malloc((size_t)a->B * 4) : NULL;
+  if (a->targets && !tg) return fprintf(stderr, "fs-demo: out of memory\n"), 1;
+  for (int b = 0; tg && b < a->B; b++) tg[b] = (int32_t)((long long)b * 7919 % a->V);
   CUevent e0, e1;
   CUcontext dummy;
   size_t wbytes = (size_t)a->V * a->D * 2, words;
@@ -365,6 +375,9 @@ static int run_gpu(fs_context *ctx, const args *a) {
       cu->cuMemAlloc(&tok, (size_t)a->B * 4) || cu->cuEventCreate(&e0, 0) ||
       (a->logprobs && cu->cuMemAlloc(&dlp, (size_t)a->B * 4)) ||
       (a->ranks && cu->cuMemAlloc(&drk, (size_t)a->B * 4)) ||
+      (tg && (cu->cuMemAlloc(&dtg, (size_t)a->B * 4) || cu->cuMemAlloc(&dtl, (size_t)a->B * 4) ||
+              cu->cuMemAlloc(&dtr, (size_t)a->B * 4) ||
+              cu->cuMemcpyHtoD(dtg, tg, (size_t)a->B * 4))) ||
       (a->top > 0 && (cu->cuMemAlloc(&dtt, (size_t)a->B * (size_t)a->top * 4) ||
                       cu->cuMemAlloc(&dtv, (size_t)a->B * (size_t)a->top * 4))) ||
       cu->cuEventCreate(&e1, 0) || (mask && (cu->cuMemAlloc(&dmask, words * 4) ||
@@ -391,7 +404,10 @@ static int run_gpu(fs_context *ctx, const args *a) {
                           .top_logprobs = a->top,
                           .top_logprob_tokens = (int32_t *)(uintptr_t)dtt,
                           .top_logprob_values = (float *)(uintptr_t)dtv,
-                          .ranks = (int32_t *)(uintptr_t)drk};
+                          .ranks = (int32_t *)(uintptr_t)drk,
+                          .target_tokens = (const int32_t *)(uintptr_t)dtg,
+                          .target_logprobs = (float *)(uintptr_t)dtl,
+                          .target_ranks = (int32_t *)(uintptr_t)dtr};
   char name[256];
   if ((st = fs_context_set_noise(ctx, a->noise)) || (st = fs_prepare(ctx, &p, &sm)) ||
       (st = fs_variant_name(ctx, &p, &sm, name, sizeof name)))
@@ -407,12 +423,16 @@ static int run_gpu(fs_context *ctx, const args *a) {
   cu->cuEventSynchronize(e1);
   float ms = 0;
   cu->cuEventElapsedTime(&ms, e0, e1);
-  int32_t host_tok[16], host_tt[5], host_rk[8];
-  float host_lp[4], host_tv[5];
+  int32_t host_tok[16], host_tt[5], host_rk[8], host_tr[4];
+  float host_lp[4], host_tv[5], host_tl[4];
   const int nshow = a->top < 5 ? a->top : 5;
   cu->cuMemcpyDtoH(host_tok, tok, (size_t)(a->B < 16 ? a->B : 16) * 4);
   if (dlp) cu->cuMemcpyDtoH(host_lp, dlp, (size_t)(a->B < 4 ? a->B : 4) * 4);
   if (drk) cu->cuMemcpyDtoH(host_rk, drk, (size_t)(a->B < 8 ? a->B : 8) * 4);
+  if (dtg) {
+    cu->cuMemcpyDtoH(host_tl, dtl, (size_t)(a->B < 4 ? a->B : 4) * 4);
+    cu->cuMemcpyDtoH(host_tr, dtr, (size_t)(a->B < 4 ? a->B : 4) * 4);
+  }
   if (nshow > 0) {
     cu->cuMemcpyDtoH(host_tt, dtt, (size_t)nshow * 4);
     cu->cuMemcpyDtoH(host_tv, dtv, (size_t)nshow * 4);
@@ -437,6 +457,12 @@ static int run_gpu(fs_context *ctx, const args *a) {
            (double)a->top_p);
   print_top(host_tt, host_tv, a->top); /* its first nshow were copied */
   if (drk) print_ranks(host_rk, a->B); /* its first 8 were copied */
+  if (dtg) {
+    printf("targets (id: logprob, rank):");
+    for (int b = 0; b < (a->B < 4 ? a->B : 4); b++)
+      printf(" %d: %.6g, %d", tg[b], (double)host_tl[b], host_tr[b]);
+    printf("\n");
+  }
   if (dlp) {
     printf("logprobs:");
     for (int b = 0; b < (a->B < 4 ? a->B : 4); b++) printf(" %.6g", (double)host_lp[b]);
@@ -447,11 +473,13 @@ static int run_gpu(fs_context *ctx, const args *a) {
   free(mask);
   free(btok);
   free(bval);
+  free(tg);
   return rc;
 fail:
   free(mask);
   free(btok);
   free(bval);
+  free(tg);
   fprintf(stderr, "fs-demo: %s: %s\n", fs_status_string(st), fs_last_error(ctx));
   if (*fs_last_compile_log(ctx)) fprintf(stderr, "%.4000s\n", fs_last_compile_log(ctx));
   return 1;

@@ -35,6 +35,8 @@ int main(void) {
   F("Options", fs_options, repetition_penalty); F("Options", fs_options, repetition_penalties);
   F("Options", fs_options, top_logprobs); F("Options", fs_options, top_logprob_tokens);
   F("Options", fs_options, top_logprob_values); F("Options", fs_options, ranks);
+  F("Options", fs_options, target_tokens); F("Options", fs_options, target_logprobs);
+  F("Options", fs_options, target_ranks);
   END("Options", fs_options);
   printf("version %d\n", FS_VERSION_NUMBER);
   return 0;

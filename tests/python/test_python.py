@@ -14,6 +14,8 @@ driver (tests/fakecuda: an H200 that runs nothing).  Checked:
      place changes the answer); sampled rows repeat under the same seed; a
      logit bias through Options moves greedy rows to the biased tokens, and
      a repetition penalty (since 0.3.9) of 1e-6 on a positive logit too;
+     top logprobs, ranks and (since 0.3.18) targets' logprobs and ranks
+     through Options are Python's (row 0's target -1: NaN and 0);
      the filters through Options (since 0.3.4): each scalar out of range and
      each misaligned per-row array is refused naming its field; greedy rows
      are unchanged by filters; top_k 1, min_p 1 and a tiny top_p, scalar or
@@ -219,6 +221,28 @@ def check_reference():
         if list(rk) != want or (T == 0.0 and any(r != 1 for r in rk)):
             fail(f"ranks at T={T}: {list(rk)}, Python's {want}")
     print(f"ok 4c3: ranks through Options are Python's: {list(rk)}")
+    # targets through Options (since 0.3.18): row b's raw logprob and rank of
+    # a given id, -1 (row 0) NaN and 0 (a field out of place would leave them
+    # unwritten or the call refused)
+    tt = (ctypes.c_int32 * B)(*[off + (b * 7) % V if b else -1 for b in range(B)])
+    tl = (ctypes.c_float * B)()
+    tr = (ctypes.c_int32 * B)()
+    fs.reference_sample(p, fs.Sampling(temperature=1.0, num_samples=1, seed=3),
+                        (ctypes.c_int32 * B)(),
+                        options=fs.Options(target_tokens=ctypes.addressof(tt),
+                                           target_logprobs=ctypes.addressof(tl),
+                                           target_ranks=ctypes.addressof(tr)))
+    if not (math.isnan(tl[0]) and tr[0] == 0):
+        fail(f"target -1: logprob {tl[0]}, rank {tr[0]}, not NaN and 0")
+    for b in range(1, B):
+        v = (b * 7) % V
+        lse = math.log(sum(math.exp(x) for x in z[b]))
+        zt = ctypes.c_float(z[b][v]).value
+        want = sum(1 for x in z[b] if ctypes.c_float(x).value >= zt)
+        if abs(tl[b] - (z[b][v] - lse)) > 1e-4 or tr[b] != want:
+            fail(f"row {b}'s target {tt[b]}: {tl[b]} rank {tr[b]}, Python's "
+                 f"{z[b][v] - lse} {want}")
+    print(f"ok 4c4: targets through Options are Python's: {list(tl)} {list(tr)}")
     check_filters(p, list(tokens))
 
 

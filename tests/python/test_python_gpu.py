@@ -45,6 +45,10 @@ vocab_offset of 64:
      of torch's logits (float64, rounded to float32) >= its logit, off by
      one at most; a ranks_out of the wrong size raises FlashSamplingError
      naming it.
+ 11b. target_tokens= (int32 [B], row 0's -1; since 0.3.18) gives
+     target_logprobs_out= torch's log-softmax of the float64 logits at each
+     row's id within 1e-4 and target_ranks_out= the count of its logits >=
+     the target's, off by one at most; NaN and 0 for row 0.
  12. nccl_comm= (Context.sample_nccl; the library's call since 0.2) with NCCL's
      communicator of one rank (libnccl.so.2 through ctypes; skipped, saying
      so, without it): a sampled call with the even-ids mask (the whole
@@ -367,6 +371,27 @@ def main():
                 if "ranks_out" not in str(e):
                     fail(f"11 {name}: the error for a bad ranks_out does not name it: {e}")
             print(f"ok 11 {name}: ranks are torch's counts (off by at most {off_by})")
+            # 11b. targets (since 0.3.18): row b's id off + 37 b % V (row 0's
+            # -1: NaN and 0) gets torch's log-softmax within 1e-4 and the
+            # count of its logits >= the target's, off by one at most
+            tg = torch.tensor([-1] + [off + (b * 37) % V for b in range(1, B)],
+                              dtype=torch.int32, device=dev)
+            tl = torch.empty(B, dtype=torch.float32, device=dev)
+            tr = torch.empty(B, dtype=torch.int32, device=dev)
+            fs.sample_torch(ctx, hidden, weight, vocab_offset=off, target_tokens=tg,
+                            target_logprobs_out=tl, target_ranks_out=tr)
+            idx = (tg[1:].long() - off).unsqueeze(1)
+            lsm = torch.log_softmax(z, dim=1)[1:].gather(1, idx).squeeze(1)
+            zt = z[1:].gather(1, idx).float()
+            trw = (z[1:].float() >= zt).sum(dim=1)
+            terr = (tl[1:].double() - lsm).abs().max().item()
+            toff = (tr[1:].long() - trw).abs().max().item()
+            if not (torch.isnan(tl[0]).item() and tr[0].item() == 0 and terr <= 1e-4 and
+                    toff <= 1):
+                fail(f"11b {name}: targets {tl.tolist()} {tr.tolist()}, torch's "
+                     f"{lsm.tolist()} {trw.tolist()}")
+            print(f"ok 11b {name}: targets' logprobs within {terr:.2g} and ranks (off by at "
+                  f"most {toff}) are torch's")
             # 12. one rank of a vocabulary-parallel head through NCCL: the
             # unsharded call's draw (tokens and logits bit for bit)
             if comm is None:
