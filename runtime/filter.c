@@ -247,7 +247,8 @@ static int filter_load(fs_context *ctx) {
   ** fsamp_toplp keeps before it cuts them to n, FS_TOPLP_TROLLED=0|1
   ** its bounds' sort unrolled or rolled, FS_TOPLP_TU=2..4 float4s a
   ** thread a chunk, FS_TOPLP_MINB=1..3 its CTAs an SM, FS_TOPLP_MSHFL=0|1
-  ** fsamp_toplp_merge's short strides by shuffles (fsamp_filter.cu) */
+  ** fsamp_toplp_merge's short strides by shuffles, FS_TARGET_QUAD=0|1
+  ** fsamp_target's log-sum-exp a float4 or a logit at a time (fsamp_filter.cu) */
   static const char *const names[] = {"fsamp_filter",      "fsamp_filter_bias",
                                       "fsamp_ftp_stats",   "fsamp_ftp_round",
                                       "fsamp_ftp_draw",    "fsamp_toplp",
@@ -263,7 +264,8 @@ static int filter_load(fs_context *ctx) {
       {"FS_TOPLP_TROLLED", "FT_TROLLED", 0, 1},
       {"FS_TOPLP_TU", "FT_TU", 2, 4},
       {"FS_TOPLP_MINB", "FT_TMINB", 1, 3},
-      {"FS_TOPLP_MSHFL", "FT_TMSHFL", 0, 1}};
+      {"FS_TOPLP_MSHFL", "FT_TMSHFL", 0, 1},
+      {"FS_TARGET_QUAD", "FT_TGT_QUAD", 0, 1}};
   const char *gather = getenv("FS_FILTER_GATHER");
   char head[384] = "";
   if (gather && !strcmp(gather, "0")) strcat(head, "#define FT_NO_GATHER 1\n");
@@ -365,7 +367,7 @@ static int target_run(fs_context *ctx, const fs_problem *p, fs_params *prm, cons
   if (G == 1u) return FS_OK; /* the slice wrote the outputs */
   int g = (int)G;
   void *oargs[] = {prm, (void *)&t, &parts, &g, &lp, &rk};
-  r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 127) / 128), 1, 1, 128,
+  r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 3) / 4), 1, 1, 128,
                               1, 1, 0, stream, oargs, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target_out)", __FILE__, __LINE__) : FS_OK;
 }

@@ -2021,9 +2021,33 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** target's logit zt (ft_target_logit; NaN counts nothing), into
 ** parts[b G + g] = (m, l, the count's bits, 0); with G = 1 it writes the
 ** outputs itself, as fsamp_target_out would.
-** fsamp_target_out, 128 threads a block, a thread a row: the row's G parts
-** merged in order (fs_lse_merge), lse = m + ln l, logprobs[b] = zt - lse
-** and ranks[b] = the counts' sum, where each is not NULL. */
+** fsamp_target_out, 128 threads a block, a warp a row: the row's G parts
+** merged (fs_lse_merge: each lane's in order, then across the warp), lse =
+** m + ln l, logprobs[b] = zt - lse and ranks[b] = the counts' sum, where
+** each is not NULL (a thread a row, merging in order, took 9.4 us at G =
+** 37: a dependent load a part; perf-notes 53). */
+
+#ifndef FT_TGT_QUAD
+#define FT_TGT_QUAD 1 /* fsamp_target's log-sum-exp a float4 at a time, one max and four
+                         exponentials (FS_TARGET_QUAD=0: ft_lse_add a logit at a time) */
+#endif
+
+/* A float4's logits z[0..3] (those past V -inf; +inf as NaN, ft_lse_term)
+** into the running (m, l): the largest first, then exp(z - m) of each (-inf
+** adds 0, NaN makes l NaN); while m is -inf only a NaN changes l. */
+__device__ __forceinline__ void ft_lse_quad(float &m, float &l, const float z[4]) {
+  const float m4 = fmaxf(fmaxf(z[0], z[1]), fmaxf(z[2], z[3])); /* NaN only if all are */
+  if (m4 > m) {
+    l *= fs_ex2_approx((m - m4) * FS_L2E);
+    m = m4;
+  }
+  if (m != FT_NINF) {
+    l += (fs_ex2_approx((z[0] - m) * FS_L2E) + fs_ex2_approx((z[1] - m) * FS_L2E)) +
+         (fs_ex2_approx((z[2] - m) * FS_L2E) + fs_ex2_approx((z[3] - m) * FS_L2E));
+  } else if (z[0] != z[0] || z[1] != z[1] || z[2] != z[2] || z[3] != z[3]) {
+    l = __int_as_float(0x7fffffff);
+  }
+}
 
 /* Row b's target's raw logit: NaN where targets[b] is not among the call's
 ** ids [vocab_offset, vocab_offset + V) (-1: none). */
@@ -2075,12 +2099,22 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
       const int i = i0 + u * FT_THREADS;
       const int r = i < q1 ? p.V - 4 * i : 0; /* the float4's logits within V */
       const float zz[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#if FT_TGT_QUAD
+      float zq[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        zq[e] = e < r ? ft_lse_term(zz[e]) : FT_NINF;
+        cnt += e < r && zz[e] >= zt ? 1u : 0u;
+      }
+      ft_lse_quad(lm, ll, zq);
+#else
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         if (e >= r) continue;
         ft_lse_add(lm, ll, ft_lse_term(zz[e]));
         cnt += zz[e] >= zt ? 1u : 0u;
       }
+#endif
     }
   }
   fs_lse a = {lm, ll};
@@ -2101,16 +2135,17 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 extern "C" __global__ void __launch_bounds__(128)
     fsamp_target_out(const fs_params p, const int *targets, const float4 *parts, int G,
                      float *logprobs, int *ranks) {
-  const int b = (int)(blockIdx.x * 128u + threadIdx.x);
+  const int b = (int)(blockIdx.x * 4u + threadIdx.x / 32u), lane = (int)(threadIdx.x & 31u);
   if (b >= p.B) return;
   fs_lse a = fs_lse_none();
   unsigned c = 0u;
-  for (int g = 0; g < G; g++) {
+  for (int g = lane; g < G; g += 32) { /* the loads independent: a warp a row */
     const float4 q = __ldcg(parts + (size_t)b * G + g);
     fs_lse_merge(a, q.x, q.y);
     c += __float_as_uint(q.z);
   }
-  ft_target_put(p, targets, b, a, c, logprobs, ranks);
+  ft_target_warp(a, c);
+  if (lane == 0) ft_target_put(p, targets, b, a, c, logprobs, ranks);
 }
 
 /* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------
