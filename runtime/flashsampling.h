@@ -458,16 +458,19 @@ typedef struct fs_outputs {
 **    [vocab_offset, vocab_offset + V) (-1 for none) gets NaN and rank 0,
 **    as does one whose target's logit is NaN; the logprob is NaN where
 **    logprobs are (a NaN or +inf logit in the row, or every logit -inf).
-**    The call draws as it would without them; the values do not depend
-**    on the sampling.  How: the call takes the path of ranks (the logits
-**    written to the workspace, B x V x 4 bytes more, by its own fused
-**    kernel where neither a bias nor a sampled call's filters need them
-**    first), and before any bias changes them two more kernels read each
-**    row's logits once (slices of the row: a log-sum-exp pair and a count
-**    each) and write the outputs: a read of B x V x 4 bytes (perf-notes
-**    53).  The log-sum-exp is fp32 with the fast exponential, summed in
-**    another order than logprobs': the same token's values agree within
-**    ~1e-6 relative.  target_tokens: 4-byte aligned device memory of B
+**    The call draws as the same call with ranks does (up to fp32
+**    near-ties of the dot products, as without them: the path that writes
+**    the logits may run another kernel); the values do not depend on the
+**    sampling.  How: the call takes the path of ranks (the logits written
+**    to the workspace, B x V x 4 bytes more, by its own fused kernel where
+**    neither a bias nor a sampled call's filters need them first), and
+**    before any bias changes them fsamp_target reads each row's logits
+**    once (slices of the row: a log-sum-exp pair and a count each; with
+**    more than one slice a row, fsamp_target_out merges them) and writes
+**    the outputs: a read of B x V x 4 bytes (perf-notes 53).  The
+**    log-sum-exp is fp32 with the fast exponential, summed in another
+**    order than logprobs': the same token's values agree within ~1e-6 x
+**    |lse| (absolute).  target_tokens: 4-byte aligned device memory of B
 **    int32, read by the kernels (it may change between graph replays), or
 **    NULL for none, and then both outputs must be NULL; with it at least
 **    one output, each 4-byte aligned device memory of B entries or NULL.

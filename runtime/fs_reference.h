@@ -71,7 +71,9 @@ int fs_reference_row_noise(const fs_problem *p, const fs_sampling *s, int noise,
                            int row, int sample, fs_ref_result *out /* OUT */);
 
 /* fs_reference_row_noise() with further inputs (fs_options, its token_mask
-** a HOST array, as for fs_reference_sample_ex()). */
+** a HOST array, as for fs_reference_sample_ex()).  One draw: the options'
+** outputs (logprobs, top logprobs, ranks, targets) are not written; *out
+** holds the draw's log-sum-exp. */
 int fs_reference_row_ex(const fs_problem *p, const fs_sampling *s, int noise,
                         const fs_options *options, int row, int sample,
                         fs_ref_result *out /* OUT */);

@@ -195,7 +195,7 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
-  if (c && !c->one_gpu && m.targets)
+  if (c && m.targets) /* fs_sample_ranks (one_gpu) never takes them: sample.c */
     return fs_err(ctx, FS_INVALID_ARGUMENT, "options->target_tokens=%p: %s takes no targets "
                   "(one GPU's fs_sample_ex does)", (const void *)m.targets,
                   c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");

@@ -212,7 +212,7 @@ int fs_validate_options(fs_context *ctx, const fs_options *o, const fs_problem *
       o->size != size032 && o->size != size033 && o->size != size033p && o->size != size034 &&
       o->size != size039 && o->size != size0312 && o->size != size0313)
     return BAD("options->size=%zu: must be sizeof(fs_options) as the caller was compiled "
-               "(%zu in this library, %zu for a 0.3.13 header, %zu for a 0.3.12 header, %zu for "
+               "(%zu in this library, %zu for a 0.3.13 to 0.3.17 header, %zu for a 0.3.12 header, %zu for "
                "a 0.3.9 header, %zu for a 0.3.4 header, %zu for a 0.3.3 header, %zu for a 0.3.2 "
                "header, %zu for a 0.3.0 header, %zu for a 0.2 header; a larger one is from a "
                "newer header)", o->size, sizeof(fs_options), size0313, size0312, size039,

@@ -43,8 +43,13 @@
 **   group16 B = 6, V = 5011, D = 256, vocab_offset 32, 3 samples, a mask,
 **           under FS_NOISE_GROUP16.
 ** Then: top logprobs 20 and targets from the lists (a target at place j,
-** no tie, ranks j + 1; its logprob the list's within 1e-6 relative); a CUDA
-** graph captured after a first call replays the targets and reads new
+** no tie, ranks j + 1; its logprob the list's within 1e-6 relative);
+** special values over 37 slices (V = 151,937, one row, integer logits:
+** -inf ids rank V with logprob -inf, a NaN in one slice makes every logprob
+** NaN and ranks 0 itself, a +inf id ranks 1 with logprob NaN, a row of -inf
+** gives NaN and V; each against the reference, one output NULL on some
+** calls and left unwritten); a CUDA graph over 37 slices a row (V =
+** 151,936) captured after a first call replays the targets and reads new
 ** target ids written between replays; a fresh context's first such call
 ** inside a capture returns FS_NOT_PREPARED; the tensor-parallel call
 ** refuses targets (FS_INVALID_ARGUMENT naming target_tokens).
@@ -351,12 +356,114 @@ static int no_collective(void *user, void *buf, size_t count, int op, void *stre
   return 0;
 }
 
+/* One row, V = 151,937 (37 slices, the last float4 a quarter in V), H =
+** e_0 so that z_v = W[v][0] exactly, from {-1, 0, 1, 2} with the special
+** values `kind` names: "-inf" (every 13th id), "nan" (id 100,000 alone: one
+** slice's pair NaN), "+inf" (id 50,000 alone), "all -inf".  Each target of
+** tg[] (row 0's, one call each; call i % 4 == 1 without the logprobs, 3
+** without the ranks) gets
+** the reference's logprob and rank exactly (integer logits: the lse within
+** 1e-5), and want_lp / want_rk where given (NAN_LP: NaN, ANY: not checked). */
+#define NAN_LP 1e30f
+#define ANY (-2)
+static void run_special(fs_context *ctx, const char *kind, const int32_t *tg, const float *lp,
+                        const int *rk, int n) {
+  const int V = 151937, D = 16;
+  gu_lmhead lm;
+  gu_lmhead_init(&lm, 1, D, V, FS_DTYPE_BF16, 0, 0, 0, 1.0, 0x51ull);
+  static const float pick[] = {-1.0f, 0.0f, 1.0f, 2.0f};
+  unsigned long long st = 0x5eedull;
+  for (int k = 0; k < D; k++) lm.H[k] = gu_encode(FS_DTYPE_BF16, k ? 0.0f : 1.0f);
+  for (int v = 0; v < V; v++) {
+    float z = pick[fs_test_rand(&st) % 4];
+    if (!strcmp(kind, "-inf") && v % 13 == 5) z = -INFINITY;
+    if (!strcmp(kind, "nan") && v == 100000) z = NAN;
+    if (!strcmp(kind, "+inf") && v == 50000) z = INFINITY;
+    if (!strcmp(kind, "all -inf")) z = -INFINITY;
+    for (int k = 0; k < D; k++) lm.W[(size_t)v * D + k] = gu_encode(FS_DTYPE_BF16, k ? 0.0f : z);
+  }
+  gu_lmhead_upload(ctx, &lm);
+  CUdeviceptr dt = gu_alloc(ctx, 4), dl = gu_alloc(ctx, 4), dr = gu_alloc(ctx, 4);
+  fs_problem dp = gu_problem(&lm, 1), hp = gu_problem(&lm, 0);
+  fs_sampling s = {1.0f, NULL, 1, 9ull, NULL, 0ull, NULL};
+  gu_outputs o;
+  gu_outputs_alloc(ctx, &o, 1, 1, 0);
+  fs_outputs out = gu_outputs_api(&o);
+  for (int i = 0; i < n; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "special %s target %d", kind, tg[i]);
+    gu_upload(ctx, dt, &tg[i], 4);
+    gu_poison(ctx, dl, 4);
+    gu_poison(ctx, dr, 4);
+    fs_options opt = {.size = sizeof opt, .target_tokens = (const int32_t *)gu_ptr(dt),
+                      .target_logprobs = i % 4 == 1 ? NULL : (float *)gu_ptr(dl),
+                      .target_ranks = i % 4 == 3 ? NULL : (int32_t *)gu_ptr(dr)};
+    CHECK_MSG(fs_sample_ex(ctx, &dp, &s, &opt, &out, NULL) == FS_OK, "%s: %s", what,
+              fs_last_error(ctx));
+    float l;
+    int32_t r, tok;
+    gu_download(ctx, &l, dl, 4);
+    gu_download(ctx, &r, dr, 4);
+    if (gu_fake_driver()) continue;
+    float rl;
+    int32_t rr;
+    fs_options ro = {.size = sizeof ro, .target_tokens = &tg[i], .target_logprobs = &rl,
+                     .target_ranks = &rr};
+    CHECK(fs_reference_sample_ex(&hp, &s, FS_NOISE_TOKEN, &ro, &tok, NULL, NULL) == FS_OK);
+    if (opt.target_logprobs) {
+      const int same = isnan(rl) ? isnan(l) : l == rl || fabsf(l - rl) <= 1e-5f;
+      CHECK_MSG(same, "%s: logprob %.9g, the reference's %.9g", what, (double)l, (double)rl);
+      if (lp[i] != (float)ANY)
+        CHECK_MSG(lp[i] == NAN_LP ? isnan(l) : l == lp[i], "%s: logprob %.9g, not %.9g", what,
+                  (double)l, (double)lp[i]);
+    } else {
+      CHECK_MSG(gu_float_bits(l) == 0xffffffffu, "%s: logprobs NULL but written", what);
+    }
+    if (opt.target_ranks) {
+      CHECK_MSG(r == rr, "%s: rank %d, the reference's %d", what, r, rr);
+      if (rk[i] != ANY) CHECK_MSG(r == rk[i], "%s: rank %d, not %d", what, r, rk[i]);
+    } else {
+      CHECK_MSG(r == -1, "%s: ranks NULL but written", what);
+    }
+    printf("ok %s: logprob %.6g, rank %d\n", what, (double)l, r);
+  }
+  gu_free(ctx, dt), gu_free(ctx, dl), gu_free(ctx, dr);
+  gu_outputs_free(ctx, &o);
+  gu_lmhead_free(ctx, &lm);
+}
+
+static void run_specials(fs_context *ctx) {
+  const int V = 151937;
+  /* -inf: a -inf id ranks V with logprob -inf; an id at 2 ranks the 2s */
+  const int32_t t1[] = {5, 7, 19, 151935};
+  const float l1[] = {-INFINITY, ANY, ANY, ANY};
+  const int r1[] = {V, ANY, ANY, ANY};
+  run_special(ctx, "-inf", t1, l1, r1, 4);
+  /* NaN in one slice: every logprob NaN; the NaN id ranks 0 */
+  const int32_t t2[] = {100000, 3, 151936};
+  const float l2[] = {NAN_LP, NAN_LP, NAN_LP};
+  const int r2[] = {0, ANY, ANY};
+  run_special(ctx, "nan", t2, l2, r2, 3);
+  /* +inf: the +inf id ranks 1; every logprob NaN */
+  const int32_t t3[] = {50000, 4};
+  const float l3[] = {NAN_LP, NAN_LP};
+  const int r3[] = {1, ANY};
+  run_special(ctx, "+inf", t3, l3, r3, 2);
+  /* every logit -inf: logprob NaN, rank V */
+  const int32_t t4[] = {0, 151936};
+  const float l4[] = {NAN_LP, NAN_LP};
+  const int r4[] = {V, V};
+  run_special(ctx, "all -inf", t4, l4, r4, 2);
+}
+
 /* Graph capture on plain's inputs: the replay gives the direct call's
 ** targets' outputs, and reads target ids written between replays; a fresh
 ** context's first such call in a capture is refused; the tensor-parallel
 ** call refuses targets. */
 static void run_graph(fs_context *ctx) {
-  const tg_case *cs = &cases[0];
+  tg_case wide = cases[0]; /* V = 151,936: 37 slices a row, fsamp_target_out captured too */
+  wide.V = 151936;
+  const tg_case *cs = &wide;
   const char *what = "graph";
   const int B = cs->B;
   gu_lmhead lm;
@@ -418,6 +525,7 @@ int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(ctx, &cases[i]);
   run_toplp(ctx);
+  run_specials(ctx);
   run_graph(ctx);
   fs_context_destroy(ctx);
   return fs_test_done("test_targets");
