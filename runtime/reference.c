@@ -594,11 +594,19 @@ static void ref_block_draw(const fs_problem *p, const fs_sampling *s, const fs_o
   ref_finish(s, b0, nb, ns, sc);
 }
 
-/* fs_options.ranks on the host: each draw's rank, the count of the row's ids
-** whose raw logit (capped, rounded to float as the outputs report it) is >=
-** the draw's reported logit drawn[b S + s] (a NaN on either side counts
-** nothing): the same sums over W again, a block of rows at a time. */
-static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *drawn) {
+/* One more pass over W after the draws (ranks, targets): for each block of
+** rows, first(u, p, b0, nb, h) once (h: the block's decoded H rows), then
+** visit(u, b, acc, nv) for each row b and tile of nv raw logits acc
+** (capped), tiles in increasing id order; then last(u, b0, nb).  `what`
+** names the outputs in an allocation failure's message. */
+typedef struct ref_sweep_fns {
+  void (*first)(void *u, const fs_problem *p, int b0, int nb, const double *h);
+  void (*visit)(void *u, int b, const double *acc, int nv);
+  void (*last)(void *u, int b0, int nb);
+} ref_sweep_fns;
+
+static int ref_sweep(const fs_problem *p, float softcap, const ref_sweep_fns *f, void *u,
+                     const char *what) {
   const int B = p->batch, D = p->hidden, V = p->vocab;
   int rows = REF_H_DOUBLES / D;
   rows = rows < 1 ? 1 : rows > B ? B : rows;
@@ -606,27 +614,50 @@ static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *
   double *wt = malloc(sizeof(double) * (size_t)D * REF_VT);
   if (!h || !wt) {
     free(h), free(wt);
-    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the ranks",
-                  sizeof(double) * ((size_t)rows + REF_VT) * (size_t)D);
+    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the %s",
+                  sizeof(double) * ((size_t)rows + REF_VT) * (size_t)D, what);
   }
-  for (size_t i = 0; i < (size_t)B * (size_t)S; i++) m->ranks[i] = 0;
   for (int b0 = 0; b0 < B; b0 += rows) {
     const int nb = B - b0 < rows ? B - b0 : rows;
     ref_h_block(p, b0, nb, h);
+    if (f->first) f->first(u, p, b0, nb, h);
     for (int v0 = 0; v0 < V; v0 += REF_VT) {
       const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
       ref_w_tile(p, v0, nv, wt);
       for (int i = 0; i < nb; i++) {
         double acc[REF_VT];
-        ref_dot(h + (size_t)i * D, wt, D, m->softcap, nv, acc);
-        const size_t o = (size_t)(b0 + i) * (size_t)S;
-        for (int j = 0; j < nv; j++)
-          for (int t = 0; t < S; t++) m->ranks[o + t] += (float)acc[j] >= drawn[o + t];
+        ref_dot(h + (size_t)i * D, wt, D, softcap, nv, acc);
+        f->visit(u, b0 + i, acc, nv);
       }
     }
+    if (f->last) f->last(u, b0, nb);
   }
   free(h), free(wt);
   return FS_OK;
+}
+
+/* fs_options.ranks on the host: each draw's rank, the count of the row's ids
+** whose raw logit (capped, rounded to float as the outputs report it) is >=
+** the draw's reported logit drawn[b S + s] (a NaN on either side counts
+** nothing). */
+typedef struct ref_rank_state {
+  int32_t *ranks;
+  int S;
+  const float *drawn;
+} ref_rank_state;
+
+static void ref_rank_visit(void *u, int b, const double *acc, int nv) {
+  const ref_rank_state *r = u;
+  const size_t o = (size_t)b * (size_t)r->S;
+  for (int j = 0; j < nv; j++)
+    for (int t = 0; t < r->S; t++) r->ranks[o + t] += (float)acc[j] >= r->drawn[o + t];
+}
+
+static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *drawn) {
+  for (size_t i = 0; i < (size_t)p->batch * (size_t)S; i++) m->ranks[i] = 0;
+  ref_rank_state r = {m->ranks, S, drawn};
+  const ref_sweep_fns f = {NULL, ref_rank_visit, NULL};
+  return ref_sweep(p, m->softcap, &f, &r, "ranks");
 }
 
 /* fs_options.target_* on the host: each row's target's raw logit zt
@@ -634,49 +665,61 @@ static int ref_ranks(const fs_problem *p, const fs_opts *m, int S, const float *
 ** log-sum-exp (ref_lse_add) and the count of its ids whose raw logit,
 ** rounded to float as the outputs report it, is >= (float)zt (NaN counts
 ** nothing); target_logprobs[b] = zt - lse rounded once, target_ranks[b] the
-** count.  Two passes over W a block of rows: the targets' rows, then all. */
+** count.  zt of a block's rows from their target's W row, then the pass. */
+typedef struct ref_target_state {
+  const fs_opts *m;
+  float softcap;
+  double *zt; /* [rows, 3]: zt, then the lse pair (max, sum) */
+  double *wt; /* [D, REF_VT]: a target's W row */
+  int b0;
+} ref_target_state;
+
+static void ref_target_first(void *u, const fs_problem *p, int b0, int nb, const double *h) {
+  ref_target_state *t = u;
+  t->b0 = b0;
+  for (int i = 0; i < nb; i++) {
+    const long long v = (long long)t->m->targets[b0 + i] - p->vocab_offset;
+    double *z = t->zt + 3 * i, acc[REF_VT];
+    z[0] = NAN, z[1] = -INFINITY, z[2] = 0.0;
+    if (t->m->target_ranks) t->m->target_ranks[b0 + i] = 0;
+    if (v < 0 || v >= p->vocab) continue;
+    ref_w_tile(p, (int)v, 1, t->wt);
+    ref_dot(h + (size_t)i * p->hidden, t->wt, p->hidden, t->softcap, 1, acc);
+    z[0] = acc[0];
+  }
+}
+
+static void ref_target_visit(void *u, int b, const double *acc, int nv) {
+  const ref_target_state *t = u;
+  double *z = t->zt + 3 * (b - t->b0);
+  ref_lse_add(z + 1, acc, nv);
+  const float d = (float)z[0];
+  for (int j = 0; t->m->target_ranks && j < nv; j++) t->m->target_ranks[b] += (float)acc[j] >= d;
+}
+
+static void ref_target_last(void *u, int b0, int nb) {
+  const ref_target_state *t = u;
+  for (int i = 0; t->m->target_lp && i < nb; i++) {
+    const double *z = t->zt + 3 * i;
+    t->m->target_lp[b0 + i] = (float)(z[0] - (z[1] + log(z[2])));
+  }
+}
+
 static int ref_targets(const fs_problem *p, const fs_opts *m) {
-  const int B = p->batch, D = p->hidden, V = p->vocab;
-  int rows = REF_H_DOUBLES / D;
-  rows = rows < 1 ? 1 : rows > B ? B : rows;
-  double *h = malloc(sizeof(double) * (size_t)rows * (size_t)D);
-  double *wt = malloc(sizeof(double) * (size_t)D * REF_VT);
-  double *zt = malloc(sizeof(double) * (size_t)rows * 3); /* zt, then the lse pair */
-  if (!h || !wt || !zt) {
-    free(h), free(wt), free(zt);
-    return fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the "
-                  "targets", sizeof(double) * ((size_t)rows * (D + 3) + (size_t)REF_VT * D));
+  int rows = REF_H_DOUBLES / p->hidden; /* ref_sweep's block of rows */
+  rows = rows < 1 ? 1 : rows > p->batch ? p->batch : rows;
+  ref_target_state t = {m, m->softcap, malloc(sizeof(double) * (size_t)rows * 3),
+                        malloc(sizeof(double) * (size_t)p->hidden * REF_VT), 0};
+  int st = FS_OK;
+  if (!t.zt || !t.wt) {
+    st = fs_err(NULL, FS_OUT_OF_MEMORY, "fs_reference: cannot allocate %zu bytes for the "
+                "targets", sizeof(double) * ((size_t)rows * 3 + (size_t)p->hidden * REF_VT));
+  } else {
+    const ref_sweep_fns f = {ref_target_first, ref_target_visit, ref_target_last};
+    st = ref_sweep(p, m->softcap, &f, &t, "targets");
   }
-  for (int b0 = 0; b0 < B; b0 += rows) {
-    const int nb = B - b0 < rows ? B - b0 : rows;
-    ref_h_block(p, b0, nb, h);
-    for (int i = 0; i < nb; i++) {
-      const long long v = (long long)m->targets[b0 + i] - p->vocab_offset;
-      double acc[REF_VT];
-      zt[3 * i] = NAN, zt[3 * i + 1] = -INFINITY, zt[3 * i + 2] = 0.0;
-      if (v < 0 || v >= V) continue;
-      ref_w_tile(p, (int)v, 1, wt);
-      ref_dot(h + (size_t)i * D, wt, D, m->softcap, 1, acc);
-      zt[3 * i] = acc[0];
-    }
-    int *cnt = m->target_ranks ? m->target_ranks + b0 : NULL;
-    for (int i = 0; cnt && i < nb; i++) cnt[i] = 0;
-    for (int v0 = 0; v0 < V; v0 += REF_VT) {
-      const int nv = V - v0 < REF_VT ? V - v0 : REF_VT;
-      ref_w_tile(p, v0, nv, wt);
-      for (int i = 0; i < nb; i++) {
-        double acc[REF_VT];
-        ref_dot(h + (size_t)i * D, wt, D, m->softcap, nv, acc);
-        ref_lse_add(zt + 3 * i + 1, acc, nv);
-        const float d = (float)zt[3 * i];
-        for (int j = 0; cnt && j < nv; j++) cnt[i] += (float)acc[j] >= d;
-      }
-    }
-    for (int i = 0; m->target_lp && i < nb; i++)
-      m->target_lp[b0 + i] = (float)(zt[3 * i] - (zt[3 * i + 1] + log(zt[3 * i + 2])));
-  }
-  free(h), free(wt), free(zt);
-  return FS_OK;
+  free(t.zt), free(t.wt);
+  return st;
 }
 
 static int ref_misaligned(const void *ptr, unsigned a) {
