@@ -169,6 +169,8 @@ int main(void) {
   expect(demo, ARGS("--batch", "x"), 2, "--batch x", NULL);
   expect(demo, ARGS("--iters", "0"), 2, "--iters 0: must be an integer in 1..100000", NULL);
   expect(demo, ARGS("--check", "2"), 2, "--check 2: must be an integer in 0..1", NULL);
+  expect(demo, ARGS("--targets", "2"), 2, "--targets 2: must be an integer in 0..1", NULL);
+  expect(demo, ARGS("--help"), 0, "--targets 0|1", NULL);
   expect(demo, ARGS("--seed", "-3"), 2, "--seed -3: must be an unsigned 64-bit integer", NULL);
   expect(demo, ARGS("--seed", "99999999999999999999999"), 2, "--seed 9999", NULL);
   expect(demo, ARGS("--temperature", "warm"), 2, "--temperature warm: not a number", NULL);
