@@ -324,6 +324,43 @@ static inline double gu_logit(const gu_lmhead *lm, int b, int v,
   return z;
 }
 
+/* z[b, v] after a soft-cap c (c tanh(z / c) in double, as the reference
+** takes it; c <= 0: none), and sum |h w| in *abs_sum as gu_logit. */
+static inline double gu_logit_capped(const gu_lmhead *lm, int b, int v, double c,
+                                     double *abs_sum) {
+  const double z = gu_logit(lm, b, v, abs_sum);
+  return c > 0.0 ? c * tanh(z / c) : z;
+}
+
+/* Does rank r lie in the band of row b's exact (capped) logits around
+** logit z: at least the count of ids whose logit is above z + tol and at
+** most the count above z - tol, tol = 1e-5 of the row's largest sum |h w|
+** + 1e-6 (the fp32 sums' error). */
+static inline int gu_rank_in_band(const gu_lmhead *lm, int b, double c, double z, int r) {
+  double *zv = (double *)gu_malloc(sizeof(double) * (size_t)lm->V), amax = 0.0;
+  for (int v = 0; v < lm->V; v++) {
+    double as;
+    zv[v] = gu_logit_capped(lm, b, v, c, &as);
+    amax = as > amax ? as : amax;
+  }
+  const double tol = 1e-5 * amax + 1e-6;
+  int lo = 0, hi = 0;
+  for (int v = 0; v < lm->V; v++) lo += zv[v] > z + tol, hi += zv[v] >= z - tol;
+  free(zv);
+  return lo <= r && r <= hi;
+}
+
+/* H and W (their first D columns) drawn from {-1, 0, 1} by *st, H's rows
+** first: integer logits, exact in fp32, most of them tied. */
+static inline void gu_lmhead_ties(gu_lmhead *lm, unsigned long long *st) {
+  const uint16_t lv[3] = {gu_encode(lm->dtype, -1.0f), gu_encode(lm->dtype, 0.0f),
+                          gu_encode(lm->dtype, 1.0f)};
+  for (int b = 0; b < lm->B; b++)
+    for (int k = 0; k < lm->D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(st) % 3];
+  for (int v = 0; v < lm->V; v++)
+    for (int k = 0; k < lm->D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(st) % 3];
+}
+
 /* ---- outputs ----------------------------------------------------------------- */
 
 #define GU_GUARD 64 /* poisoned entries after the [B, S] outputs */

@@ -124,35 +124,10 @@ static void make_head(gu_lmhead *lm, const rk_case *cs, unsigned long long seed)
   const int dt = cs->dtype, D = cs->D;
   unsigned long long st = seed ^ 0x77u;
   if (cs->special == RK_TIES) {
-    const uint16_t lv[3] = {gu_encode(dt, -1.0f), gu_encode(dt, 0.0f), gu_encode(dt, 1.0f)};
-    for (int b = 0; b < cs->B; b++)
-      for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
-    for (int v = 0; v < cs->V; v++)
-      for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+    gu_lmhead_ties(lm, &st);
   } else if (cs->special == RK_NAN) {
     for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
   }
-}
-
-/* Row b's exact raw logit of id v (local), capped where the case caps. */
-static double raw_logit(const gu_lmhead *lm, const rk_case *cs, int b, int v, double *as) {
-  const double z = gu_logit(lm, b, v, as), c = cs->mixed ? 4.0 : 0.0;
-  return c > 0.0 ? c * tanh(z / c) : z;
-}
-
-/* Does rank r lie in the band of row b's exact logits around logit d. */
-static int in_band(const gu_lmhead *lm, const rk_case *cs, int b, float d, int r) {
-  double *z = gu_malloc(sizeof(double) * (size_t)cs->V), amax = 0.0;
-  for (int v = 0; v < cs->V; v++) {
-    double as;
-    z[v] = raw_logit(lm, cs, b, v, &as);
-    amax = as > amax ? as : amax;
-  }
-  const double tol = 1e-5 * amax + 1e-6;
-  int lo = 0, hi = 0;
-  for (int v = 0; v < cs->V; v++) lo += z[v] > (double)d + tol, hi += z[v] >= (double)d - tol;
-  free(z);
-  return lo <= r && r <= hi;
 }
 
 static void run(fs_context *ctx, const rk_case *cs) {
@@ -259,7 +234,7 @@ static void run(fs_context *ctx, const rk_case *cs) {
       const char *why = NULL;
       if (rk[i] < 0 || rk[i] > cs->V) why = "out of 0..V";
       else if (tok_same && rk[i] == rrk[i]) same_rank++;
-      else if (in_band(&lm, cs, b, d, rk[i])) band++;
+      else if (gu_rank_in_band(&lm, b, cs->mixed ? 4.0 : 0.0, d, rk[i])) band++;
       else why = "outside the band";
       sum += rk[i];
       if (why && bad++ < 8)

@@ -91,11 +91,7 @@ static void make_head(gu_lmhead *lm, const tg_case *cs, unsigned long long seed)
   const int dt = cs->dtype, D = cs->D;
   unsigned long long st = seed ^ 0x99u;
   if (cs->special == TG_TIES) {
-    const uint16_t lv[3] = {gu_encode(dt, -1.0f), gu_encode(dt, 0.0f), gu_encode(dt, 1.0f)};
-    for (int b = 0; b < cs->B; b++)
-      for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
-    for (int v = 0; v < cs->V; v++)
-      for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+    gu_lmhead_ties(lm, &st);
   } else if (cs->special == TG_NAN) {
     for (int k = 0; k < D; k++) lm->W[(size_t)7 * lm->ws + k] = gu_encode(dt, NAN);
   }
@@ -103,24 +99,7 @@ static void make_head(gu_lmhead *lm, const tg_case *cs, unsigned long long seed)
 
 /* Row b's exact raw logit of id v (local), capped where the case caps. */
 static double raw_logit(const gu_lmhead *lm, const tg_case *cs, int b, int v, double *as) {
-  const double z = gu_logit(lm, b, v, as), c = cs->mixed ? 4.0 : 0.0;
-  return c > 0.0 ? c * tanh(z / c) : z;
-}
-
-/* Does rank r lie in the band of row b's exact logits around logit z. */
-static int in_band(const gu_lmhead *lm, const tg_case *cs, int b, double zt, int r) {
-  double amax = 0.0;
-  int lo = 0, hi = 0;
-  double *z = gu_malloc(sizeof(double) * (size_t)cs->V);
-  for (int v = 0; v < cs->V; v++) {
-    double as;
-    z[v] = raw_logit(lm, cs, b, v, &as);
-    amax = as > amax ? as : amax;
-  }
-  const double tol = 1e-5 * amax + 1e-6;
-  for (int v = 0; v < cs->V; v++) lo += z[v] > zt + tol, hi += z[v] >= zt - tol;
-  free(z);
-  return lo <= r && r <= hi;
+  return gu_logit_capped(lm, b, v, cs->mixed ? 4.0 : 0.0, as);
 }
 
 /* Row b's target by b % 6 (the file's comment); bias_plus: its +50 id. */
@@ -261,7 +240,9 @@ static void run(fs_context *ctx, const tg_case *cs) {
       }
       if (!why && rk[b] == rrk[b]) same++;
       else if (!why && (rk[b] < 0 || rk[b] > cs->V)) why = "rank out of 0..V";
-      else if (!why && valid && !isnan(zt) && in_band(&lm, cs, b, zt, rk[b])) band++;
+      else if (!why && valid && !isnan(zt) &&
+               gu_rank_in_band(&lm, b, cs->mixed ? 4.0 : 0.0, zt, rk[b]))
+        band++;
       else if (!why) why = "rank outside the band";
       if (why && bad++ < 8)
         fprintf(stderr, "%s: row %d target %d: logprob %.9g rank %d, the reference's %.9g %d "

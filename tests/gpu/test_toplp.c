@@ -144,11 +144,7 @@ static void make_head(gu_lmhead *lm, const tl_case *cs, unsigned long long seed)
   const int dt = cs->dtype, D = cs->D;
   unsigned long long st = seed ^ 0x55u;
   if (cs->special == TL_TIES) {
-    const uint16_t lv[3] = {gu_encode(dt, -1.0f), gu_encode(dt, 0.0f), gu_encode(dt, 1.0f)};
-    for (int b = 0; b < cs->B; b++)
-      for (int k = 0; k < D; k++) lm->H[(size_t)b * lm->hs + k] = lv[fs_test_rand(&st) % 3];
-    for (int v = 0; v < cs->V; v++)
-      for (int k = 0; k < D; k++) lm->W[(size_t)v * lm->ws + k] = lv[fs_test_rand(&st) % 3];
+    gu_lmhead_ties(lm, &st);
   } else if (cs->special == TL_RISING) { /* z_v = bf16(v / 64): rising, in runs */
     memset(lm->H, 0, sizeof(uint16_t) * (size_t)cs->B * (size_t)lm->hs);
     memset(lm->W, 0, sizeof(uint16_t) * (size_t)cs->V * (size_t)lm->ws);
@@ -211,8 +207,7 @@ static int same_float(float a, float b) { return !memcmp(&a, &b, 4); }
 /* Row b's exact raw logit of id v (local), after the case's soft-cap (c
 ** tanh(z / c) in double, as the reference takes it), and sum |h w| in *as. */
 static double raw_logit(const gu_lmhead *lm, const tl_case *cs, int b, int v, double *as) {
-  const double z = gu_logit(lm, b, v, as), c = cs->mixed ? 4.0 : 0.0;
-  return c > 0.0 ? c * tanh(z / c) : z;
+  return gu_logit_capped(lm, b, v, cs->mixed ? 4.0 : 0.0, as);
 }
 
 /* Checks the GPU's lists l against the reference's (rt, rv). */
