@@ -367,8 +367,8 @@ static int target_run(fs_context *ctx, const fs_problem *p, fs_params *prm, cons
   if (G == 1u) return FS_OK; /* the slice wrote the outputs */
   int g = (int)G;
   void *oargs[] = {prm, (void *)&t, &parts, &g, &lp, &rk};
-  r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 127) / 128), 1, 1, 128,
-                              1, 1, 0, stream, oargs, NULL);
+  r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 3) / 4), 1, 1, 128, 1,
+                              1, 0, stream, oargs, NULL); /* a warp a row */
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target_out)", __FILE__, __LINE__) : FS_OK;
 }
 

@@ -3,11 +3,11 @@
 # fs-demo at Qwen3-8B, B = 1, 16, 64, 256, two rounds of the plain call,
 # with ranks, with targets (fsamp_target's log-sum-exp a float4 at a time,
 # the default) and with targets a logit at a time (FS_TARGET_QUAD=0).
-# Usage (on the device, the build at ./build): bash scripts/gpu-targets.sh;
+# Usage (on the device, the build at ./build): [ROUNDS=n] bash scripts/gpu-targets.sh;
 # the table to stdout.
 set -u
 d=./build/fs-demo
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for B in 1 16 64 256; do
     for what in plain ranks targets targets-logit; do
       extra=""

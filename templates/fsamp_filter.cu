@@ -2021,11 +2021,12 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** target's logit zt (ft_target_logit; NaN counts nothing), into
 ** parts[b G + g] = (m, l, the count's bits, 0); with G = 1 it writes the
 ** outputs itself, as fsamp_target_out would.
-** fsamp_target_out, 128 threads a block, a thread a row: the row's G parts
-** merged in order (fs_lse_merge), lse = m + ln l, logprobs[b] = zt - lse
-** and ranks[b] = the counts' sum, where each is not NULL.  (9.4 us at B =
-** 1, G = 37 on an H100: a dependent load a part; a warp a row is the next
-** step, perf-notes 53b.) */
+** fsamp_target_out, 128 threads a block, a warp a row (4 rows a block):
+** lane j merges parts j, j + 32, ... (fs_lse_merge), the warp's lanes are
+** merged (ft_target_warp), lse = m + ln l, logprobs[b] = zt - lse and
+** ranks[b] = the counts' sum, where each is not NULL.  (A thread a row, its
+** loads dependent, took 9.4 us at B = 1, G = 37 on an H100: perf-notes 53b,
+** 54b.) */
 
 #ifndef FT_TGT_QUAD
 #define FT_TGT_QUAD 1 /* fsamp_target's log-sum-exp a float4 at a time, one max and four
@@ -2135,16 +2136,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 extern "C" __global__ void __launch_bounds__(128)
     fsamp_target_out(const fs_params p, const int *targets, const float4 *parts, int G,
                      float *logprobs, int *ranks) {
-  const int b = (int)(blockIdx.x * 128u + threadIdx.x);
-  if (b >= p.B) return;
+  const int b = (int)(blockIdx.x * 4u + threadIdx.x / 32u);
+  const int lane = (int)(threadIdx.x & 31u);
+  if (b >= p.B) return; /* a whole warp: the shuffles below see all 32 lanes */
   fs_lse a = fs_lse_none();
   unsigned c = 0u;
-  for (int g = 0; g < G; g++) {
+  for (int g = lane; g < G; g += 32) {
     const float4 q = __ldcg(parts + (size_t)b * G + g);
     fs_lse_merge(a, q.x, q.y);
     c += __float_as_uint(q.z);
   }
-  ft_target_put(p, targets, b, a, c, logprobs, ranks);
+  ft_target_warp(a, c);
+  if (lane == 0) ft_target_put(p, targets, b, a, c, logprobs, ranks);
 }
 
 /* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------

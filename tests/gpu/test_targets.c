@@ -27,6 +27,8 @@
 **   plain   B = 6, V = 1000, D = 256: one slice a row (slices of at least
 **           1,024 float4s), fsamp_target writes the outputs itself;
 **   one     B = 1, V = 151,936, D = 256: 37 slices, fsamp_target_out;
+**   seven   B = 7, V = 151,936, D = 256: 37 slices (on 132 SMs), the
+**           merge's second block of four rows a warp each half empty;
 **   mixed   B = 7, V = 5011, D = 512, vocab_offset 37, 3 samples, per-row
 **           temperatures with greedy rows, logprobs, a mask, soft-cap 4, a
 **           bias with a penalty (+50 and -inf entries), top-k 50: the
@@ -76,6 +78,7 @@ typedef struct tg_case {
 static const tg_case cases[] = {
     {"plain", 6, 256, 1000, 1, FS_DTYPE_BF16, 0, TG_RANDOM, 0, 1.0f, 0},
     {"one", 1, 256, 151936, 1, FS_DTYPE_BF16, 0, TG_RANDOM, 0, 1.0f, 0},
+    {"seven", 7, 256, 151936, 1, FS_DTYPE_BF16, 0, TG_RANDOM, 0, 1.0f, 0},
     {"mixed", 7, 512, 5011, 3, FS_DTYPE_BF16, 37, TG_RANDOM, 1, 1.0f, 0},
     {"fp16", 37, 256, 5011, 1, FS_DTYPE_FP16, 37, TG_RANDOM, 0, 1.0f, 0},
     {"ties", 16, 16, 3000, 1, FS_DTYPE_BF16, 0, TG_TIES, 0, 1.0f, 0},
