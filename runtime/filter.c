@@ -255,7 +255,8 @@ static int filter_load(fs_context *ctx) {
                                       "fsamp_toplp_merge", "fsamp_toplp_ranks",
                                       "fsamp_rank",        "fsamp_zout_drop",
                                       "fsamp_rank_int",    "fsamp_tp_place",
-                                      "fsamp_target",      "fsamp_target_out"};
+                                      "fsamp_target",      "fsamp_target_out",
+                                      "fsamp_tp_target_key", "fsamp_tp_target_fin"};
   static const struct { const char *env, *macro; int lo, hi; } knobs[] = {
       {"FS_FILTER_UNROLL", "FT_UNROLL", 1, 16},
       {"FS_FILTER_PIPE", "FT_PIPE", 0, 1},
@@ -275,10 +276,10 @@ static int filter_load(fs_context *ctx) {
       snprintf(head + strlen(head), sizeof head - strlen(head), "#define %s %d\n",
                knobs[i].macro, v);
   }
-  CUfunction fns[14];
+  CUfunction fns[16];
   CUmodule mod = NULL; /* ctx->filter_module once every step has succeeded */
   FS_TRY(fs_own_module(ctx, FS_FILTER_TEMPLATE, head[0] ? head : NULL, "the filters' kernels",
-                       names, 14, &mod, fns));
+                       names, 16, &mod, fns));
   ctx->filter_fn = fns[0];
   ctx->filter_bias_fn = fns[1];
   memcpy(ctx->ftp_fn, fns + 2, sizeof ctx->ftp_fn);
@@ -360,13 +361,14 @@ static int target_run(fs_context *ctx, const fs_problem *p, fs_params *prm, cons
   const int32_t *t = m->targets;
   float *lp = m->target_lp;
   int32_t *rk = m->target_ranks;
-  void *args[] = {prm, (void *)&t, &parts, &lp, &rk};
+  const void *none = NULL; /* one GPU: no reduced keys, no shard parts */
+  void *args[] = {prm, (void *)&t, &parts, &lp, &rk, &none};
   CUresult r = ctx->cu->cuLaunchKernel(ctx->target_fn[0], G, (unsigned)p->batch, 1,
                                        FILTER_THREADS, 1, 1, 0, stream, args, NULL);
   if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target)", __FILE__, __LINE__);
   if (G == 1u) return FS_OK; /* the slice wrote the outputs */
   int g = (int)G;
-  void *oargs[] = {prm, (void *)&t, &parts, &g, &lp, &rk};
+  void *oargs[] = {prm, (void *)&t, &parts, &g, &lp, &rk, &none, &none};
   r = ctx->cu->cuLaunchKernel(ctx->target_fn[1], (unsigned)((p->batch + 3) / 4), 1, 1, 128, 1,
                               1, 0, stream, oargs, NULL); /* a warp a row */
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target_out)", __FILE__, __LINE__) : FS_OK;
@@ -550,21 +552,25 @@ static int rank_count(fs_context *ctx, const fs_problem *p, const fs_sampling *s
 int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                       const fs_opts *m, int R, CUstream stream, fs_kernel **k, fs_tp_rank *tr) {
   const int top_n = m->top_n;
-  if (m->ranks && p->vocab > (1 << 24) - 8) /* as fs_filter_tp: the counts are floats */
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with ranks the tensor-parallel "
-                  "calls take shards of at most 2^24 - 8 rows", (int)p->vocab);
+  if ((m->ranks || m->targets) && p->vocab > (1 << 24) - 8) /* the counts are floats */
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "problem->vocab=%d: with %s the tensor-parallel "
+                  "calls take shards of at most 2^24 - 8 rows", (int)p->vocab,
+                  m->ranks ? "ranks" : "target_tokens");
   FS_TRY(logits_kernel(ctx, p, s, stream, k));
   const size_t B = (size_t)p->batch, zs = (size_t)zout_stride(p),
                n = B * (size_t)s->num_samples;
   /* after the call's workspace, the logits at a 128-byte line
   ** (fsamp_zout_drop discards whole lines), then the n counts; with top
-  ** logprobs the shard's lists and pairs, then the R ranks' */
+  ** logprobs the shard's lists and pairs, then the R ranks'; with targets
+  ** their buffers (fs_filter_tp_targets) */
   const size_t zat =
       (fs_workspace_need(ctx, *k, p->batch, p->vocab, s->num_samples) + 127) / 128 * 128;
   const unsigned G = top_n ? tp_toplp_slices(ctx, p->batch, top_n) : 0u;
+  const unsigned TG = m->targets ? rank_slices(ctx, p) : 0u;
   const size_t cat = zat + B * zs * 4, lat = (cat + n * 4 + 15) / 16 * 16,
                words = B * G * ((size_t)top_n + 1), gat = lat + words * 8,
-               bytes = gat + words * (size_t)R * 8;
+               tat = (gat + words * (size_t)R * 8 + 15) / 16 * 16,
+               bytes = tat + (m->targets ? B * (24 + 16 * (size_t)TG) : 0);
   if (!ctx->filter_module || bytes > ctx->workspace_bytes) {
     int cap = 0;
     FS_TRY(capturing(ctx, stream, &cap));
@@ -572,7 +578,8 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
       return fs_err(ctx, FS_NOT_PREPARED,
                     "stream is capturing and options->%s writes the shard's logits out "
                     "(fs_options) at B=%d, V=%d: the first such call %s; make one before "
-                    "capture", top_n ? "top_logprobs" : "ranks", (int)p->batch, (int)p->vocab,
+                    "capture", top_n ? "top_logprobs" : m->ranks ? "ranks" : "target_tokens",
+                    (int)p->batch, (int)p->vocab,
                     !ctx->filter_module ? "on a context compiles its kernels"
                                         : "at this size grows the workspace (B x V x 4 bytes)");
     FS_TRY(filter_load(ctx));
@@ -587,6 +594,8 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
   tr->toplp_g = G;
   tr->lists = ctx->workspace + lat;
   tr->gather = ctx->workspace + gat;
+  tr->target_g = TG;
+  tr->targets = ctx->workspace + tat;
   return FS_OK;
 }
 
@@ -612,7 +621,7 @@ int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *
   prm.zout_stride = tr->zout_stride;
   filter_bias fb = {tr->bias_tokens, tr->bias_raw, tr->bias_count};
   FS_TRY(rank_count(ctx, p, s, &prm, drawn, &fb, tr->counts, 1, stream));
-  if (tr->zout_keep) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
+  if (tr->zout_keep && !m->targets) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
   int n = p->batch * s->num_samples;
   FS_TRY(fs_tp_reduce(ctx, c, tr->counts, tr->counts, (size_t)n, FS_REDUCE_SUM_F32, stream));
   int32_t *ranks = m->ranks;
@@ -620,6 +629,52 @@ int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *
   CUresult r = ctx->cu->cuLaunchKernel(ctx->rank_int_fn, (unsigned)((n + 127) / 128), 1, 1, 128,
                                        1, 1, 0, stream, args, NULL);
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank_int)", __FILE__, __LINE__) : FS_OK;
+}
+
+/* A small kernel of fs_filter_tp_targets: 128 threads a block, `blocks` blocks. */
+static int tp_small(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
+                    CUstream stream) {
+  CUresult r = ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, stream, args, NULL);
+  return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
+}
+
+int fs_filter_tp_targets(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                         const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                         CUstream stream) {
+  fs_params prm;
+  fs_params_call(&prm, p, s, m);
+  prm.zout = tr->zout;
+  prm.zout_stride = tr->zout_stride;
+  int B = p->batch, G = (int)tr->target_g, step = 0;
+  const unsigned rows = (unsigned)((B + 127) / 128);
+  /* at tr->targets (16-byte aligned): B x G float4 parts, B zt keys, B
+  ** log-sum-exp keys, B (L, count) pairs */
+  CUdeviceptr parts = tr->targets, zk = parts + (size_t)B * G * 16, lk = zk + (size_t)B * 8,
+              sh = lk + (size_t)B * 8;
+  const int32_t *t = m->targets;
+  float *lp = m->target_lp;
+  int32_t *rk = m->target_ranks;
+  void *kargs[] = {&prm, (void *)&t, &zk};
+  FS_TRY(tp_small(ctx, ctx->target_fn[2], "cuLaunchKernel(fsamp_tp_target_key)", rows, kargs,
+                  stream));
+  FS_TRY(fs_tp_reduce(ctx, c, zk, zk, (size_t)B, FS_REDUCE_MAX_U64, stream));
+  const void *none = NULL;
+  void *args[] = {&prm, (void *)&t, &parts, &none, &none, &zk};
+  CUresult r = ctx->cu->cuLaunchKernel(ctx->target_fn[0], (unsigned)G, (unsigned)B, 1,
+                                       FILTER_THREADS, 1, 1, 0, stream, args, NULL);
+  if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target)", __FILE__, __LINE__);
+  void *oargs[] = {&prm, (void *)&t, &parts, &G, &none, &none, &lk, &sh};
+  FS_TRY(tp_small(ctx, ctx->target_fn[1], "cuLaunchKernel(fsamp_target_out)",
+                  (unsigned)((B + 3) / 4), oargs, stream));
+  if (tr->zout_keep) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream)); /* the last read */
+  FS_TRY(fs_tp_reduce(ctx, c, lk, lk, (size_t)B, FS_REDUCE_MAX_U64, stream));
+  void *fargs[] = {&B, &step, &zk, &lk, &sh, &lp, &rk};
+  FS_TRY(tp_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows, fargs,
+                  stream));
+  FS_TRY(fs_tp_reduce(ctx, c, sh, sh, 2 * (size_t)B, FS_REDUCE_SUM_F32, stream));
+  step = 1;
+  return tp_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows, fargs,
+                  stream);
 }
 
 int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
@@ -633,7 +688,8 @@ int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_samp
   FS_TRY(toplp_launch(ctx, &prm, m->top_n, (unsigned)G, tr->lists,
                       tr->lists + B * G * (size_t)m->top_n * 8, NULL, NULL, NULL, 0, NULL, NULL,
                       stream));
-  if (tr->zout_keep && !m->ranks) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
+  if (tr->zout_keep && !m->ranks && !m->targets)
+    FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream));
   return FS_OK;
 }
 

@@ -134,7 +134,8 @@ struct fs_context {
   int zout_keep;            /* -1: filter.c's zout_keep decides; 0, 1: FS_ZOUT_KEEP */
   CUfunction rank_int_fn;   /* fsamp_rank_int (ranks in the tensor-parallel calls) */
   CUfunction tp_place_fn;   /* fsamp_tp_place (top logprobs in the tensor-parallel calls) */
-  CUfunction target_fn[2];  /* fsamp_target, fsamp_target_out (fs_options.target_tokens) */
+  CUfunction target_fn[4];  /* fsamp_target, fsamp_target_out, fsamp_tp_target_key,
+                               fsamp_tp_target_fin (fs_options.target_tokens) */
   int bias_short;           /* FS_BIAS_SHORT, or the environment's (context.c) */
   int bias_short_env;       /* 1: that came from the environment (no cost model) */
   int toplp_slices;         /* > 0: fsamp_toplp's slices a row, at most
@@ -435,12 +436,15 @@ typedef struct fs_tp_rank {
   unsigned toplp_g;           /* top logprobs: fsamp_toplp's slices a row on the shard */
   CUdeviceptr lists, gather;  /* its B x G lists of n keys and B x G pairs; room for
                                  the R ranks' B x R G lists and pairs */
+  unsigned target_g;          /* targets: fsamp_target's slices a row on the shard */
+  CUdeviceptr targets;        /* their buffers (fs_filter_tp_targets) */
 } fs_tp_rank;
 int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, const fs_opts *m,
                  const fs_tp_coll *c, CUstream stream, fs_kernel **k, CUdeviceptr *lk,
                  CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr);
 /* filter.c: a tensor-parallel call whose fused kernel writes the shard's
-** logits while it draws (tp.c's logits_in_pass: m->ranks or m->top_n; R
+** logits while it draws (tp.c's logits_in_pass: m->ranks, m->top_n or
+** m->targets; R
 ** the rank count where m->top_n > 0):
 ** the kernel of that pass (*k: one that stages its
 ** tiles, which can write the shard's logits out), the filters' module
@@ -458,7 +462,7 @@ int fs_filter_tp_zout(fs_context *ctx, const fs_problem *p, const fs_sampling *s
 ** shard's logits (tr, from fs_filter_tp_zout with top_n and R): fsamp_toplp
 ** lists the shard's n largest a slice (global ids) and their log-sum-exp
 ** pairs into tr->lists, and where nothing reads the logits after it (no
-** m->ranks) discards their L2 lines (tr->zout_keep).
+** m->ranks, no m->targets) discards their L2 lines (tr->zout_keep).
 ** fs_filter_tp_toplp_merge, after the draws' logits `drawn` ([B, S], or
 ** NULL without logprobs) are reduced: the R ranks' lists gathered through
 ** one FS_REDUCE_MAX_U64 all-reduce of B x R G (n + 1) words (zeros but
@@ -474,11 +478,25 @@ int fs_filter_tp_toplp_merge(fs_context *ctx, const fs_problem *p, const fs_samp
 ** logits `drawn` ([B, S], every rank the same) are reduced: each rank counts
 ** its shard's logits >= each draw's (fsamp_rank, as floats), discards the
 ** logits' L2 lines where tr->zout_keep (fsamp_zout_drop: the count was
-** their last read), one FS_REDUCE_SUM_F32 all-reduce of the n counts
+** their last read; not with m->targets, whose fs_filter_tp_targets reads
+** them after), one FS_REDUCE_SUM_F32 all-reduce of the n counts
 ** through c, and fsamp_rank_int writes them to m->ranks. */
 int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
                        const float *drawn, CUstream stream);
+/* filter.c: a tensor-parallel call's targets (m->targets, since 0.3.19),
+** after the fused pass wrote the shard's logits (tr, from fs_filter_tp_zout
+** with m->targets) and after any ranks: fsamp_tp_target_key, one
+** FS_REDUCE_MAX_U64 all-reduce of B keys (the target's logit from the rank
+** that holds it), fsamp_target and fsamp_target_out over the shard (its
+** log-sum-exp and count against that logit; then fsamp_zout_drop where
+** tr->zout_keep), one max all-reduce of the B log-sum-exp keys, one
+** FS_REDUCE_SUM_F32 all-reduce of B (exp(L - M), count) pairs, and
+** fsamp_tp_target_fin writes m->target_lp and m->target_ranks: three
+** collectives, the same on every rank. */
+int fs_filter_tp_targets(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                         const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
+                         CUstream stream);
 int fs_filter_compile(const char *target, struct fs_cubin *out, char *err, size_t errlen);
 /* tp.c: fs_sample_ex() of a call with a logit bias, on one GPU. */
 int fs_sample_biased(fs_context *ctx, const fs_problem *problem, const fs_sampling *sampling,

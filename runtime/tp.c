@@ -28,6 +28,12 @@
 ** max all-reduce gathers every rank's lists (each rank's part zero on the
 ** others, c->rank), and fsamp_toplp_merge merges them, and the draws'
 ** logprobs, against the log-sum-exp of every rank's pairs.
+** Targets (fs_options.target_tokens, since 0.3.19) take the same pass, where
+** it serves (no logit bias, no sampled call's filters; refused otherwise):
+** after everything else, one max all-reduce gives every rank the target's
+** logit from the rank that holds it, each rank's log-sum-exp and count
+** against it follow from one read of its shard, and one more max and one
+** sum all-reduce merge them (fs_filter_tp_targets).
 ** Through NCCL the keys are reduced out of place (no copy of them first).
 ** NCCL is loaded with dlopen, so the library does not depend on it.
 */
@@ -93,14 +99,14 @@ static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned bloc
 }
 
 /* Does a tensor-parallel call's fused pass write the shard's logits while
-** it draws: top logprobs, or ranks (unless FS_TP_RANKS_PASS=0, but always
-** under FS_NOISE_GROUP16, whose groups fs_filter_tp does not draw), and
+** it draws: top logprobs, targets, or ranks (unless FS_TP_RANKS_PASS=0, but
+** always under FS_NOISE_GROUP16, whose groups fs_filter_tp does not draw), and
 ** nothing that needs the filters' path (no logit bias, no sampled call's
 ** filters: with them fs_filter_tp writes the logits and lists); the same on
 ** every rank (the options and the call mode are), as their collectives must be. */
 static int logits_in_pass(const fs_context *ctx, const fs_sampling *s, const fs_opts *m) {
   const int ranks_pass = ctx->tp_ranks_pass || ctx->noise == FS_NOISE_GROUP16;
-  return (m->top_n || (ranks_pass && m->ranks)) && m->bias_count == 0 &&
+  return (m->top_n || m->targets || (ranks_pass && m->ranks)) && m->bias_count == 0 &&
          !(m->filter && fs_call_mode(ctx, s) != FS_CALL_GREEDY);
 }
 
@@ -195,10 +201,13 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
   FS_TRY(fs_validate_options(ctx, options, problem, &m));
   FS_TRY(fs_validate_bias_noise(ctx, ctx->noise, &m));
   FS_TRY(fs_validate_filter_use(ctx, ctx->noise, &m));
-  if (c && m.targets) /* fs_sample_ranks (one_gpu) never takes them: sample.c */
-    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->target_tokens=%p: %s takes no targets "
-                  "(one GPU's fs_sample_ex does)", (const void *)m.targets,
-                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex");
+  /* fs_sample_ranks (one_gpu) never takes targets: sample.c */
+  if (c && m.targets && !logits_in_pass(ctx, sampling, &m))
+    return fs_err(ctx, FS_INVALID_ARGUMENT, "options->target_tokens=%p: %s takes targets "
+                  "only where its fused pass writes the shard's logits: not with a logit bias "
+                  "(logit_bias_count=%d) nor with top_k, top_p or min_p in a sampled call "
+                  "(one GPU's fs_sample_ex takes both)", (const void *)m.targets,
+                  c->nccl_comm ? "fs_sample_nccl_ex" : "fs_sample_tp_ex", (int)m.bias_count);
   fs_tp_coll cr = c ? *c : (fs_tp_coll){0};
   if (c && m.top_n) FS_TRY(tp_toplp_check(ctx, &m, &cr));
   if (c && !c->one_gpu && m.words && options->token_mask_stride == 0)
@@ -270,6 +279,8 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
                                   m.logprobs ? lg : NULL, (CUstream)stream);
   if (!st && m.ranks) /* against the draws' summed logits */
     st = fs_filter_tp_ranks(ctx, problem, sampling, &m, c, &tr, lg, (CUstream)stream);
+  if (!st && m.targets) /* in_pass: logits_in_pass holds (refused above otherwise) */
+    st = fs_filter_tp_targets(ctx, problem, sampling, &m, c, &tr, (CUstream)stream);
   cu->cuCtxPopCurrent(&dummy);
   return st;
 }

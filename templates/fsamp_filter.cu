@@ -2018,15 +2018,18 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
 ** float4s (zout: the call's V raw logits, before any bias changes them)
 ** once, for the slice's raw log-sum-exp pair (m, l) (ft_lse_add: -inf adds
 ** nothing, NaN and +inf make l NaN) and the count of its logits >= the
-** target's logit zt (ft_target_logit; NaN counts nothing), into
-** parts[b G + g] = (m, l, the count's bits, 0); with G = 1 it writes the
-** outputs itself, as fsamp_target_out would.
+** target's logit zt (ft_target_logit; NaN counts nothing; in a tensor-
+** parallel call, zkeys not NULL, zt from the reduced zkeys[b]), into
+** parts[b G + g] = (m, l, the count's bits, 0); with G = 1 and zkeys NULL
+** it writes the outputs itself, as fsamp_target_out would.
 ** fsamp_target_out, 128 threads a block, a warp a row (4 rows a block):
 ** lane j merges parts j, j + 32, ... (fs_lse_merge), the warp's lanes are
 ** merged (ft_target_warp), lse = m + ln l, logprobs[b] = zt - lse and
-** ranks[b] = the counts' sum, where each is not NULL.  (A thread a row, its
-** loads dependent, took 9.4 us at B = 1, G = 37 on an H100: perf-notes 53b,
-** 54b.) */
+** ranks[b] = the counts' sum, where each is not NULL; in a tensor-parallel
+** call (lkeys not NULL) the shard's lse as lkeys[b] = fs_lse_key(lse) and
+** shard[b] = (lse, count) instead (fsamp_tp_target_fin goes on).  (A thread
+** a row, its loads dependent, took 9.4 us at B = 1, G = 37 on an H100:
+** perf-notes 53b, 54b.) */
 
 #ifndef FT_TGT_QUAD
 #define FT_TGT_QUAD 1 /* fsamp_target's log-sum-exp a float4 at a time, one max and four
@@ -2058,6 +2061,12 @@ __device__ __forceinline__ float ft_target_logit(const fs_params &p, const int *
                            : __int_as_float(0x7fffffff);
 }
 
+/* A tensor-parallel row's target logit from its reduced key
+** (fsamp_tp_target_key's): NaN where no rank holds the target. */
+__device__ __forceinline__ float ft_tp_zt(unsigned long long k) {
+  return k ? fs_lse_unkey(k) : __int_as_float(0x7fffffff);
+}
+
 /* A part (m, l, count) merged across a warp, into every lane's. */
 __device__ __forceinline__ void ft_target_warp(fs_lse &a, unsigned &c) {
 #pragma unroll
@@ -2079,13 +2088,13 @@ __device__ __forceinline__ void ft_target_put(const fs_params &p, const int *tar
 
 extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
     fsamp_target(const fs_params p, const int *targets, float4 *parts, float *logprobs,
-                 int *ranks) {
+                 int *ranks, const unsigned long long *zkeys) {
   __shared__ float4 part[FT_WARPS];
   const unsigned G = gridDim.x, g = blockIdx.x;
   const int b = (int)blockIdx.y, nq = (p.V + 3) / 4;
   const int q0 = (int)((long long)nq * g / G), q1 = (int)((long long)nq * (g + 1u) / G);
   const float4 *z4 = (const float4 *)(p.zout + (long long)b * p.zout_stride);
-  const float zt = ft_target_logit(p, targets, b);
+  const float zt = zkeys ? ft_tp_zt(zkeys[b]) : ft_target_logit(p, targets, b);
   float lm = FT_NINF, ll = 0.0f;
   unsigned cnt = 0u;
   for (int i0 = q0 + (int)threadIdx.x; i0 < q1; i0 += 4 * FT_THREADS) {
@@ -2129,13 +2138,13 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, FT_MINB)
   cnt = __float_as_uint(q.z);
   ft_target_warp(a, cnt);
   if (lane != 0u) return;
-  if (G == 1u) ft_target_put(p, targets, b, a, cnt, logprobs, ranks);
+  if (G == 1u && !zkeys) ft_target_put(p, targets, b, a, cnt, logprobs, ranks);
   else parts[(size_t)b * G + g] = make_float4(a.m, a.l, __uint_as_float(cnt), 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
     fsamp_target_out(const fs_params p, const int *targets, const float4 *parts, int G,
-                     float *logprobs, int *ranks) {
+                     float *logprobs, int *ranks, unsigned long long *lkeys, float2 *shard) {
   const int b = (int)(blockIdx.x * 4u + threadIdx.x / 32u);
   const int lane = (int)(threadIdx.x & 31u);
   if (b >= p.B) return; /* a whole warp: the shuffles below see all 32 lanes */
@@ -2147,7 +2156,50 @@ extern "C" __global__ void __launch_bounds__(128)
     c += __float_as_uint(q.z);
   }
   ft_target_warp(a, c);
-  if (lane == 0) ft_target_put(p, targets, b, a, c, logprobs, ranks);
+  if (lane != 0) return;
+  if (!lkeys) {
+    ft_target_put(p, targets, b, a, c, logprobs, ranks);
+    return;
+  }
+  const float L = a.m + logf(a.l); /* the shard's log-sum-exp: -inf where it is all -inf */
+  lkeys[b] = fs_lse_key(L);
+  shard[b] = make_float2(L, (float)c);
+}
+
+/* fsamp_tp_target_key, 128 threads a block, a thread a row: zkeys[b] = 1 <<
+** 32 | fs_lse_key(zt) where this shard holds row b's target (global id
+** targets[b] in [vocab_offset, vocab_offset + V)), zt its raw logit, else
+** 0; a max all-reduce then gives every rank the key (0: no rank holds it).
+** fsamp_tp_target_fin, 128 threads a block, a thread a row, after the max
+** all-reduce of lkeys (fsamp_target_out's: M, the largest shard log-sum-
+** exp): step 0 turns shard[b] = (L, count) into (exp(L - M), count), which
+** a sum all-reduce makes (exp(lse - M), the rank); step 1 writes
+** logprobs[b] = zt - (M + ln of that) and ranks[b], where each is not NULL.
+** The counts are floats: exact below 2^24 (fs_filter_tp_zout's bound). */
+extern "C" __global__ void __launch_bounds__(128)
+    fsamp_tp_target_key(const fs_params p, const int *targets, unsigned long long *zkeys) {
+  const int b = (int)(blockIdx.x * 128u + threadIdx.x);
+  if (b >= p.B) return;
+  const long long v = (long long)targets[b] - p.vocab_offset;
+  zkeys[b] = v >= 0 && v < p.V
+                 ? 1ull << 32 | fs_lse_key(p.zout[(long long)b * p.zout_stride + v])
+                 : 0ull;
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    fsamp_tp_target_fin(int B, int step, const unsigned long long *zkeys,
+                        const unsigned long long *lkeys, float2 *shard, float *logprobs,
+                        int *ranks) {
+  const int b = (int)(blockIdx.x * 128u + threadIdx.x);
+  if (b >= B) return;
+  const float M = fs_lse_unkey(lkeys[b]);
+  const float2 e = shard[b];
+  if (step == 0) {
+    shard[b] = make_float2(expf(e.x - M), e.y);
+    return;
+  }
+  if (logprobs) logprobs[b] = ft_tp_zt(zkeys[b]) - (M + logf(e.x));
+  if (ranks) ranks[b] = (int)e.y;
 }
 
 /* ---- the logits' release (fs_params.zout_keep; runtime/filter.c) ------------

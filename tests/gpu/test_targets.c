@@ -54,7 +54,8 @@
 ** 151,936) captured after a first call replays the targets and reads new
 ** target ids written between replays; a fresh context's first such call
 ** inside a capture returns FS_NOT_PREPARED; the tensor-parallel call
-** refuses targets (FS_INVALID_ARGUMENT naming target_tokens).
+** refuses targets with a sampled call's top_k (FS_INVALID_ARGUMENT naming
+** target_tokens and top_k; test_tp_targets runs the ones it takes).
 ** Under tests/fakecuda (cpu/fake_targets: no kernel runs) every call is
 ** made and nothing compared but the refusals and the capture's status.
 */
@@ -443,7 +444,7 @@ static void run_specials(fs_context *ctx) {
 /* Graph capture on plain's inputs: the replay gives the direct call's
 ** targets' outputs, and reads target ids written between replays; a fresh
 ** context's first such call in a capture is refused; the tensor-parallel
-** call refuses targets. */
+** call refuses targets with top_k in a sampled call. */
 static void run_graph(fs_context *ctx) {
   tg_case wide = cases[0]; /* V = 151,936: 37 slices a row, fsamp_target_out captured too */
   wide.V = 151936;
@@ -495,11 +496,15 @@ static void run_graph(fs_context *ctx) {
   CHECK_MSG(st2 == FS_NOT_PREPARED && strstr(msg, "target_tokens"),
             "%s: first call while capturing: status %d, %s", what, st2, msg);
   gu_graph_done(ctx, exec, graph, stream);
-  const int st3 = fs_sample_tp_ex(ctx, &dp, &s, &opt, &out, no_collective, NULL, NULL);
-  CHECK_MSG(st3 == FS_INVALID_ARGUMENT && strstr(fs_last_error(ctx), "target_tokens"),
-            "%s: fs_sample_tp_ex with targets: status %d, %s", what, st3, fs_last_error(ctx));
+  fs_options ok = opt; /* sampled, with top_k: the filters' path, which TP targets refuse */
+  ok.top_k = 50;
+  const int st3 = fs_sample_tp_ex(ctx, &dp, &s, &ok, &out, no_collective, NULL, NULL);
+  CHECK_MSG(st3 == FS_INVALID_ARGUMENT && strstr(fs_last_error(ctx), "target_tokens") &&
+                strstr(fs_last_error(ctx), "top_k"),
+            "%s: fs_sample_tp_ex with targets and top_k: status %d, %s", what, st3,
+            fs_last_error(ctx));
   printf("ok %s: replays read the targets; a first call in a capture refused (%s); the "
-         "tensor-parallel call refused (%s)\n", what, msg, fs_last_error(ctx));
+         "tensor-parallel call with top_k refused (%s)\n", what, msg, fs_last_error(ctx));
   gu_free(ctx, dtt), gu_free(ctx, dtl), gu_free(ctx, dtr);
   gu_outputs_free(ctx, &o);
   gu_lmhead_free(ctx, &lm);
