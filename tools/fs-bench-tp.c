@@ -16,6 +16,10 @@
 **           (fs_options.top_logprobs, since 0.3.16: the shard's logits
 **           written by the fused pass, the shard's lists, one more max
 **           all-reduce that gathers every rank's lists, their merge);
+**           with --targets 1 each row's target's logprob and rank too
+**           (fs_options.target_tokens, since 0.3.19: the shard's logits
+**           written by the fused pass, one read of them, three more
+**           all-reduces of B or 2 B elements; ids spread over the shards);
 **           with --noise group16 every call under FS_NOISE_GROUP16
 **           (fs_context_set_noise; the shards then cut at multiples of 16)
 **   gather: cuBLAS mm on the shard, ncclAllGather of the [B, V/R] logits,
@@ -32,12 +36,14 @@
 **
 **   fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]
 **               [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]
-**               [--top-logprobs N] [--fused-only 0|1] [--noise token|group16] [--csv FILE]
+**               [--top-logprobs N] [--targets 0|1] [--fused-only 0|1]
+**               [--noise token|group16] [--csv FILE]
 **
 ** --csv appends one row per batch size (a header first when FILE is new or
 ** empty): D, V, ranks, B, fused_us, gather_us, mm_us, device, logprobs, top_k,
 ** top_p, draw_ranks (logprobs since 0.3.1, top_k and top_p since 0.3.7,
-** draw_ranks since 0.3.14, top_logprobs since 0.3.16, noise since 0.3.17:
+** draw_ranks since 0.3.14, top_logprobs since 0.3.16, noise since 0.3.17,
+** targets since 0.3.19:
 ** rows appended to an older file have more fields).
 */
 #include "bench_kernels.h"
@@ -60,6 +66,7 @@
 
 typedef struct rank_t {
   int r, R, D, V, v0, vr, vpad, B, reps, logprobs, top_k, draw_ranks, fused_only, top_n;
+  int targets;
   float top_p;
   fs_context *ctx;
   ncclComm_t comm;
@@ -67,7 +74,7 @@ typedef struct rank_t {
   cublasHandle_t blas;
   CUmodule mod;
   CUfunction fill, gumbel;
-  CUdeviceptr H, W, logits, gathered, keys, tokens, lp, ranks, top_t, top_v;
+  CUdeviceptr H, W, logits, gathered, keys, tokens, lp, ranks, top_t, top_v, tgt, tlp, trk;
   CUevent e0, e1;
   pthread_barrier_t *bar;
   double us[4];
@@ -106,7 +113,10 @@ static void run_method(rank_t *k, int m) {
                       .ranks = k->draw_ranks ? (int32_t *)(uintptr_t)k->ranks : NULL,
                       .top_logprobs = k->top_n,
                       .top_logprob_tokens = (int32_t *)(uintptr_t)k->top_t,
-                      .top_logprob_values = (float *)(uintptr_t)k->top_v};
+                      .top_logprob_values = (float *)(uintptr_t)k->top_v,
+                      .target_tokens = k->targets ? (int32_t *)(uintptr_t)k->tgt : NULL,
+                      .target_logprobs = k->targets ? (float *)(uintptr_t)k->tlp : NULL,
+                      .target_ranks = k->targets ? (int32_t *)(uintptr_t)k->trk : NULL};
     if (m == 3 ? fs_sample_ex(k->ctx, &p, &s, &opt, &o, (void *)k->stream)
                : fs_sample_nccl_ex(k->ctx, &p, &s, &opt, &o, k->comm, (void *)k->stream))
       DIE(k, "%s: %s", m == 3 ? "fs_sample_ex" : "fs_sample_nccl_ex", fs_last_error(k->ctx));
@@ -164,8 +174,8 @@ static void *rank_main(void *arg) {
 #define USAGE                                                                                  \
   "usage: fs-bench-tp [--ranks R] [--model NAME | --shape D=..,V=..] [--batch LIST] [--reps N]\n" \
   "                   [--logprobs 0|1] [--top-k K] [--top-p P] [--draw-ranks 0|1]\n" \
-  "                   [--top-logprobs N] [--fused-only 0|1] [--noise token|group16]\n" \
-  "                   [--csv FILE]\n"
+  "                   [--top-logprobs N] [--targets 0|1] [--fused-only 0|1]\n" \
+  "                   [--noise token|group16] [--csv FILE]\n"
 
 /* A bad argument: the message names the argument, its value and the rule. */
 #define bad(...) fs_tools_bad_arg("fs-bench-tp", USAGE, __VA_ARGS__)
@@ -176,13 +186,14 @@ typedef struct tp_args {
   float top_p;
   const char *csv_path;
   int noise; /* fs_noise_mode */
+  int targets;
 } tp_args;
 
 /* Parses the command line into *a: 0, or the exit status (0 after --help is
 ** -1: the caller exits 0; 2 for a bad argument, message printed). */
 static int parse(int argc, char **argv, tp_args *a) {
   *a = (tp_args){0, 8192, 128256, 20, {16, 64, 256}, 3, 0, 0, 0, 0, 0, 1.0f, NULL,
-                 FS_NOISE_TOKEN};
+                 FS_NOISE_TOKEN, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -192,7 +203,7 @@ static int parse(int argc, char **argv, tp_args *a) {
     static const char *const with_value[] = {"--ranks", "--reps", "--logprobs", "--top-k",
                                              "--top-p", "--csv", "--model", "--shape",
                                              "--batch", "--draw-ranks", "--fused-only",
-                                             "--top-logprobs", "--noise",
+                                             "--top-logprobs", "--noise", "--targets",
                                              NULL};
     if (!fs_tools_is_option(k, with_value)) return bad("%s: not an option", k);
     if (!v) return bad("%s: the option takes a value", k);
@@ -213,6 +224,8 @@ static int parse(int argc, char **argv, tp_args *a) {
       if (strcmp(v, "token") && strcmp(v, "group16"))
         return bad("--noise %s: must be token or group16", *v ? v : "''");
       a->noise = strcmp(v, "token") ? FS_NOISE_GROUP16 : FS_NOISE_TOKEN;
+    } else if (!strcmp(k, "--targets")) {
+      if (fs_tools_parse_int(v, 0, 1, &a->targets)) return bad("--targets %s: must be 0 or 1", v);
     } else if (!strcmp(k, "--draw-ranks")) {
       if (fs_tools_parse_int(v, 0, 1, &a->draw_ranks))
         return bad("--draw-ranks %s: must be 0 or 1", v);
@@ -271,7 +284,7 @@ int main(int argc, char **argv) {
     /* where an append stream starts is the C library's choice: ask for the end */
     if (fseek(csv, 0, SEEK_END) == 0 && ftell(csv) == 0)
       fprintf(csv, "D,V,ranks,B,fused_us,gather_us,mm_us,device,logprobs,top_k,top_p,"
-                   "draw_ranks,top_logprobs,noise\n");
+                   "draw_ranks,top_logprobs,noise,targets\n");
   }
   int devs[MAXR];
   ncclComm_t comms[MAXR];
@@ -283,6 +296,7 @@ int main(int argc, char **argv) {
     printf(", fused with top_k %d, top_p %g", top_k, (double)top_p);
   if (a.draw_ranks) printf(", fused with ranks");
   if (a.top_n) printf(", fused with top %d logprobs", a.top_n);
+  if (a.targets) printf(", fused with targets");
   if (a.noise) printf(", FS_NOISE_GROUP16");
   printf("\n");
   printf("%5s %5s %10s %12s %10s %9s%s\n", "ranks", "B", "fused_us", "gather_us", "mm_us", "speedup",
@@ -302,6 +316,7 @@ int main(int argc, char **argv) {
       k->top_p = top_p;
       k->draw_ranks = a.draw_ranks;
       k->top_n = a.top_n;
+      k->targets = a.targets;
       k->fused_only = a.fused_only;
       /* FS_NOISE_GROUP16: shards at multiples of 16 */
       const int cut = a.noise ? ~15 : ~0;
@@ -332,6 +347,14 @@ int main(int argc, char **argv) {
       CU(k, cu->cuMemAlloc(&k->ranks, (size_t)k->B * 4));
       CU(k, cu->cuMemAlloc(&k->top_t, (size_t)k->B * (a.top_n ? a.top_n : 1) * 4));
       CU(k, cu->cuMemAlloc(&k->top_v, (size_t)k->B * (a.top_n ? a.top_n : 1) * 4));
+      CU(k, cu->cuMemAlloc(&k->tgt, (size_t)k->B * 4));
+      CU(k, cu->cuMemAlloc(&k->tlp, (size_t)k->B * 4));
+      CU(k, cu->cuMemAlloc(&k->trk, (size_t)k->B * 4));
+      int32_t *ids = malloc((size_t)k->B * 4); /* row b's target: b 7919 mod V, every shard's */
+      if (!ids) DIE(k, "out of host memory");
+      for (int b = 0; b < k->B; b++) ids[b] = (int32_t)((long long)b * 7919 % V);
+      CU(k, cu->cuMemcpyHtoD(k->tgt, ids, (size_t)k->B * 4));
+      free(ids);
       CU(k, cu->cuMemsetD8(k->logits, 0, (size_t)k->B * vpad * 2));
       unsigned long long nw = (unsigned long long)k->vr * D, nh = (unsigned long long)k->B * D;
       unsigned long long sw = 1000 + (unsigned long long)k->v0 * D, sh = 2;
@@ -352,10 +375,10 @@ int main(int argc, char **argv) {
     if (R == 1) printf(" %10.1f", rk[0].us[3]);
     printf("\n");
     if (csv) {
-      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d,%d,%s\n", D, V, R,
+      fprintf(csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f,\"%s\",%d,%d,%g,%d,%d,%s,%d\n", D, V, R,
               batches[bi], rk[0].us[0], rk[0].us[1], rk[0].us[2], rk[0].ctx->device_name,
               logprobs, top_k, (double)top_p, a.draw_ranks, a.top_n,
-              a.noise ? "group16" : "token");
+              a.noise ? "group16" : "token", a.targets);
       fflush(csv);
     }
     for (int r = 0; r < R; r++) {
@@ -368,6 +391,7 @@ int main(int argc, char **argv) {
       cu->cuMemFree(k->ranks);
       cu->cuMemFree(k->top_t);
       cu->cuMemFree(k->top_v);
+      cu->cuMemFree(k->tgt), cu->cuMemFree(k->tlp), cu->cuMemFree(k->trk);
       cu->cuModuleUnload(k->mod);
       fs_context_destroy(k->ctx);
     }
