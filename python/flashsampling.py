@@ -351,7 +351,8 @@ def sample_torch(ctx, hidden, weight, temperature=1.0, seed=0, offset=0, num_sam
     the whole vocabulary's words.  Ranks since 0.3.14; top logprobs since
     0.3.16.  Top logprobs, ranks and a logit bias (up to 1024 entries a row, without
     top logprobs or ranks) under NOISE_GROUP16 since 0.3.17.
-    target_tokens (int32, B elements; since 0.3.18; not with nccl_comm): a given id a
+    target_tokens (int32, B elements; since 0.3.18; with nccl_comm since 0.3.19, not
+    with a logit bias or a sampled call's min_p / top_k / top_p): a given id a
     row (-1 none), as vLLM's prompt_logprobs ask of each prompt position's next token;
     target_logprobs_out (float32, B) receives its raw logprob and target_ranks_out
     (int32, B) its rank (NaN and 0 for an id outside the call's); the call writes the

@@ -33,11 +33,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 #define FS_VERSION_MAJOR 0
 #define FS_VERSION_MINOR 3
-#define FS_VERSION_PATCH 18
+#define FS_VERSION_PATCH 19
 /* MAJOR*10000 + MINOR*100 + PATCH, as returned by fs_version_number(). */
 #define FS_VERSION_NUMBER \
   (FS_VERSION_MAJOR * 10000 + FS_VERSION_MINOR * 100 + FS_VERSION_PATCH)
-#define FS_VERSION_STRING "0.3.18"
+#define FS_VERSION_STRING "0.3.19"
 
 /* The version of the library actually linked; compare with FS_VERSION_NUMBER
 ** to detect a header/library mismatch. */
@@ -474,10 +474,19 @@ typedef struct fs_outputs {
 **    int32, read by the kernels (it may change between graph replays), or
 **    NULL for none, and then both outputs must be NULL; with it at least
 **    one output, each 4-byte aligned device memory of B entries or NULL.
-**    One GPU only (fs_sample_ex): the tensor-parallel calls refuse them
-**    (FS_INVALID_ARGUMENT).  Under FS_NOISE_GROUP16 as ranks (not with a
-**    logit bias).  As with ranks, make one such call before capturing such
-**    calls in a CUDA graph. */
+**    The tensor-parallel calls (since 0.3.19) take them where their fused
+**    pass writes the shard's logits: not with a logit bias, nor with
+**    min_p, top_k or top_p in a sampled call (FS_INVALID_ARGUMENT naming
+**    target_tokens; one GPU's fs_sample_ex takes both).  Each rank reads
+**    its shard's logits once and adds three all-reduces after the call's
+**    others: a FS_REDUCE_MAX_U64 of B keys (the target's logit from the
+**    rank that holds it), one of B keys (the shards' log-sum-exps), and a
+**    FS_REDUCE_SUM_F32 of 2 B floats; every rank gets the unsharded call's
+**    values (the log-sum-exp merged in another order: within ~2e-5 + 1e-6
+**    x |lse|) and ranks (exact while the whole vocabulary has fewer than
+**    2^24 ids).  Under FS_NOISE_GROUP16 as ranks (not with a logit bias).
+**    As with ranks, make one such call before capturing such calls in a
+**    CUDA graph. */
 typedef struct fs_options {
   size_t size;                /* sizeof(fs_options) as the caller was compiled */
   const uint32_t *token_mask; /* device [B, token_mask_stride] or NULL (all allowed) */
