@@ -629,8 +629,8 @@ typedef int (*fs_allreduce_fn)(void *user, void *buf, size_t count, int op,
 ** keys, a tiny kernel that writes tokens (and keys), and, only when
 ** outputs->logits is set, one FS_REDUCE_SUM_F32 all-reduce of the winners'
 ** logits (fs_sample_tp_ex's filters, long logit-bias lists and ranks take
-** more collectives, and top logprobs one more FS_REDUCE_MAX_U64 after
-** those: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
+** more collectives, top logprobs one more FS_REDUCE_MAX_U64 after those,
+** and target_tokens three more after every other: fs_options).  With fs_options.logprobs (fs_sample_tp_ex(), fs_sample_nccl_ex();
 ** on every rank or on none), both all-reduces run and each has B more
 ** elements (a log-sum-exp term per row): B*num_samples + B keys, then as
 ** many floats, with two more tiny kernels.
@@ -643,8 +643,9 @@ int fs_sample_tp(fs_context *ctx, const fs_problem *problem,
 /* fs_sample_tp() with further inputs (fs_options, the same on every rank;
 ** a mask needs its token_mask_stride given; on the filters' path, sampled
 ** calls with filters and long logit-bias lists, a shard has at most
-** 2^24 - 8 rows, ranks and top_logprobs too; top_logprobs needs
-** fs_context_set_tp_rank first). */
+** 2^24 - 8 rows, ranks, top_logprobs and target_tokens too, on every rank
+** (a rank that refuses leaves the others waiting in their collectives);
+** top_logprobs needs fs_context_set_tp_rank first). */
 int fs_sample_tp_ex(fs_context *ctx, const fs_problem *problem,
                     const fs_sampling *sampling, const fs_options *options,
                     const fs_outputs *outputs, fs_allreduce_fn allreduce,

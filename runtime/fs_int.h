@@ -444,8 +444,7 @@ int fs_filter_tp(fs_context *ctx, const fs_problem *p, const fs_sampling *s, con
                  CUdeviceptr *gk, CUdeviceptr *ll, fs_tp_rank *tr);
 /* filter.c: a tensor-parallel call whose fused kernel writes the shard's
 ** logits while it draws (tp.c's logits_in_pass: m->ranks, m->top_n or
-** m->targets; R
-** the rank count where m->top_n > 0):
+** m->targets; R the rank count where m->top_n > 0):
 ** the kernel of that pass (*k: one that stages its
 ** tiles, which can write the shard's logits out), the filters' module
 ** loaded and the workspace grown (FS_NOT_PREPARED where either is needed

@@ -257,6 +257,9 @@ static int parse(int argc, char **argv, tp_args *a) {
                    *v ? v : "''", FS_MAX_BATCH);
     }
   }
+  if (a->targets && (a->top_k > 0 || (a->top_p > 0.0f && a->top_p < 1.0f)))
+    return bad("--targets 1: not with --top-k or --top-p (the tensor-parallel calls take "
+               "targets only without a sampled call's filters)");
   return 0;
 }
 

@@ -63,12 +63,13 @@ int main(void) {
                                        "fsamp_toplp_merge", "fsamp_toplp_ranks",
                                        "fsamp_rank",        "fsamp_zout_drop",
                                        "fsamp_rank_int",    "fsamp_tp_place",
-                                       "fsamp_target",      "fsamp_target_out"};
+                                       "fsamp_target",      "fsamp_target_out",
+                                       "fsamp_tp_target_key", "fsamp_tp_target_fin"};
   static const char *const sm90a[] = {"sm_90a", NULL};
   check_module("reduce", FS_REDUCE_TEMPLATE, NULL, all_targets, reduce, 4);
   check_module("bias", FS_BIAS_TEMPLATE, NULL, all_targets, bias, 4);
-  check_module("filter", FS_FILTER_TEMPLATE, NULL, all_targets, filter, 14);
-  check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", sm90a, filter, 14);
+  check_module("filter", FS_FILTER_TEMPLATE, NULL, all_targets, filter, 16);
+  check_module("filter/long", FS_FILTER_TEMPLATE, "#define FT_NO_GATHER 1\n", sm90a, filter, 16);
   /* the modules' own entry points compile the same sources */
   char err[512];
   fs_cubin c;

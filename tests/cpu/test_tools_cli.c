@@ -61,6 +61,7 @@ static void test_bench_tp(void) {
   expect(tp, ARGS("--draw-ranks", "2"), 2, "--draw-ranks 2", "0 or 1", NULL);
   expect(tp, ARGS("--help"), 0, "--draw-ranks 0|1", NULL);
   expect(tp, ARGS("--targets", "2"), 2, "--targets 2", "0 or 1", NULL);
+  expect(tp, ARGS("--targets", "1", "--top-k", "50"), 2, "--targets 1: not with --top-k", NULL);
   expect(tp, ARGS("--help"), 0, "--targets 0|1", NULL);
   expect(tp, ARGS("--batch", "abc"), 2, "--batch abc", "1..65535", NULL);
   expect(tp, ARGS("--batch", "16,0"), 2, "--batch 16,0", NULL);

@@ -19,7 +19,8 @@
 ** filters stay in the fused pass), top logprobs, FS_NOISE_GROUP16, and
 ** each call's collectives are counted (three for the targets).  That the
 ** comparison can fail: a control case whose sum all-reduce leaves each rank
-** its own values; its ranks must differ from the unsharded call's.  Bad
+** its own values; its ranks and its logprobs must differ from the unsharded
+** call's.  Bad
 ** input: a logit bias and a sampled call's top_p are refused, naming
 ** target_tokens, before any collective.  NCCL with one rank, also captured
 ** in a CUDA graph and replayed with new target ids, where libnccl.so.2
@@ -258,10 +259,12 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tt_case *c, co
   gu_free(ctx, tt), gu_free(ctx, tl), gu_free(ctx, trk);
   if (c->top) gu_free(ctx, lt), gu_free(ctx, lv);
   if (c->control) {
-    CHECK_MSG(rbad > 0 || !cmp, "%s: the ranks equal the unsharded call's with no sums: the "
-              "comparison cannot fail", c->what);
-    printf("%-46s R=%d: %d ranks unlike the unsharded call's (must be > 0)\n", c->what, R, rbad);
-    return rbad;
+    CHECK_MSG((rbad > 0 && lbad > 0) || !cmp, "%s: the ranks (%d unlike) or the logprobs (%d) "
+              "equal the unsharded call's with no sums: the comparison cannot fail", c->what,
+              rbad, lbad);
+    printf("%-46s R=%d: %d ranks and %d logprobs unlike the unsharded call's (must be > 0)\n",
+           c->what, R, rbad, lbad);
+    return rbad + lbad;
   }
   CHECK_MSG(bad == 0, "%s, R=%d: collectives unlike the path's", c->what, R);
   CHECK_MSG(mism == 0, "%s, R=%d: %d draws unlike the unsharded call's", c->what, R, mism);
