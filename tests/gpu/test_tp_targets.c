@@ -16,8 +16,11 @@
 ** shard: NaN, 0), an id of the first shard.  Cases add a mask (which the
 ** targets ignore), a soft-cap, logprobs and ranks of the draws, one output
 ** alone, no outputs->logits, greedy calls (with top_k: a greedy call's
-** filters stay in the fused pass), top logprobs, FS_NOISE_GROUP16, and
-** each call's collectives are counted (three for the targets).  That the
+** filters stay in the fused pass), top logprobs, FS_NOISE_GROUP16, a W
+** with a NaN row (every logprob NaN) and a row of +inf and zeros (its id's
+** logit +inf or -inf by the row's first hidden element) over two and three
+** ranks with their ids as targets, and each call's collectives are counted
+** (three for the targets).  That the
 ** comparison can fail: a control case whose sum all-reduce leaves each rank
 ** its own values; its ranks and its logprobs must differ from the unsharded
 ** call's.  Bad
@@ -50,17 +53,25 @@ typedef struct tt_case {
   int outs;    /* 3: both target outputs, 1: logprobs alone, 2: ranks alone */
   int control; /* the sum all-reduce a no-op: the ranks must differ */
   const char *what;
+  int special; /* W with a NaN row and a +-inf row (special_head), their ids as targets */
 } tt_case;
 
 static const tt_case cases[] = {
-    {2, TP_S, 0, 0.0f, 0, 0, 0, 0, 0, 0, 3, 0, "targets"},
-    {3, TP_S, 1, 0.5f, 1, 1, 0, 0, 0, 0, 3, 0, "mask, cap 0.5, logprobs, ranks"},
-    {4, TP_S, 0, 0.0f, 1, 0, 0, 1, 1, 0, 3, 0, "greedy, top_k 50, top 20, logprobs"},
-    {8, 1, 0, 0.0f, 0, 0, 1, 0, 0, 0, 1, 0, "logprobs alone, no logits, 1 sample"},
-    {1, TP_S, 0, 0.0f, 0, 1, 0, 0, 0, 0, 2, 0, "one rank, ranks alone"},
-    {3, TP_S, 1, 0.0f, 1, 1, 1, 0, 0, 1, 3, 0, "group16: mask, logprobs, ranks, no logits"},
-    {2, TP_S, 0, 0.0f, 0, 0, 1, 0, 0, 0, 3, 1, "control: sums left as each rank's"},
+    {2, TP_S, 0, 0.0f, 0, 0, 0, 0, 0, 0, 3, 0, "targets", 0},
+    {3, TP_S, 1, 0.5f, 1, 1, 0, 0, 0, 0, 3, 0, "mask, cap 0.5, logprobs, ranks", 0},
+    {4, TP_S, 0, 0.0f, 1, 0, 0, 1, 1, 0, 3, 0, "greedy, top_k 50, top 20, logprobs", 0},
+    {8, 1, 0, 0.0f, 0, 0, 1, 0, 0, 0, 1, 0, "logprobs alone, no logits, 1 sample", 0},
+    {1, TP_S, 0, 0.0f, 0, 1, 0, 0, 0, 0, 2, 0, "one rank, ranks alone", 0},
+    {3, TP_S, 1, 0.0f, 1, 1, 1, 0, 0, 1, 3, 0, "group16: mask, logprobs, ranks, no logits", 0},
+    {2, TP_S, 0, 0.0f, 0, 0, 1, 0, 0, 0, 3, 1, "control: sums left as each rank's", 0},
+    {2, TP_S, 0, 0.0f, 1, 1, 0, 0, 1, 0, 3, 0, "special: NaN and +-inf logits, top 20", 1},
+    {3, TP_S, 0, 0.0f, 0, 0, 0, 0, 0, 0, 3, 0, "special: three ranks", 1},
 };
+
+/* special_head's rows: id NAN_ID's W row NaN (every row's logit NaN), id
+** INF_ID's W row +inf in its first element and 0 elsewhere (a row's logit
+** +inf or -inf by the sign of its first hidden element). */
+enum { NAN_ID = TP_V - 100, INF_ID = 50 };
 
 static CUdeviceptr g_mask;
 
@@ -150,6 +161,7 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tt_case *c, co
   REQUIRE(fs_context_set_noise(ctx, noise) == FS_OK);
   int32_t tg[B];
   make_targets(top, start, R, tg);
+  if (c->special) tg[0] = INF_ID, tg[2] = NAN_ID, tg[5] = INF_ID + 1;
   /* the unsharded call's draws and targets */
   tp_unsharded cu = *u;
   tp_case_sampling(&cu.s, S, c->greedy);
@@ -409,6 +421,20 @@ static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u, const int *top
   destroy(comm);
 }
 
+/* u with special_head's W (host copy and device copy; free both), the rest shared. */
+static tp_unsharded special_head(fs_context *ctx, const tp_unsharded *u) {
+  tp_unsharded sp = *u;
+  sp.w = gu_malloc((size_t)V * TP_D * 2);
+  memcpy(sp.w, u->w, (size_t)V * TP_D * 2);
+  for (int d = 0; d < TP_D; d++) {
+    sp.w[(size_t)NAN_ID * TP_D + d] = 0x7fc0;              /* bf16 NaN */
+    sp.w[(size_t)INF_ID * TP_D + d] = d ? 0x0000 : 0x7f80; /* +inf, then zeros */
+  }
+  sp.dw = gu_upload_new(ctx, sp.w, (size_t)V * TP_D * 2);
+  sp.full.weight = gu_ptr(sp.dw);
+  return sp;
+}
+
 int main(void) {
   fs_context *ctx = fs_test_gpu_or_skip();
   tp_unsharded u;
@@ -422,10 +448,13 @@ int main(void) {
   double lse[B];
   for (int b = 0; b < B; b++) lse[b] = host_row(&u, b, 0.0f, z, &top[b]);
   const char *only = getenv("FS_TEST_CASES");
+  tp_unsharded sp = special_head(ctx, &u);
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     if (!tp_case_wanted(only, i)) continue;
-    run_case(ctx, &u, &cases[i], top, lse);
+    run_case(ctx, cases[i].special ? &sp : &u, &cases[i], top, lse);
   }
+  gu_free(ctx, sp.dw);
+  free(sp.w);
   bad_input(&u);
   if ((!only || !*only) && !gu_fake_driver()) nccl_one_rank(ctx, &u, top);
   gu_free(ctx, g_mask);
