@@ -10,8 +10,9 @@
 #ifndef FS_TP_UTIL_H
 #define FS_TP_UTIL_H
 
-#include "gpu_util.h"
+#include "gpu_graph.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -96,6 +97,32 @@ static inline void tp_bias_fill(int32_t *tok, float *val, int n, unsigned long l
     if (i % n == 7) tok[i] = tok[i - 2];
     if (i % n == 9) val[i] = -INFINITY;
   }
+}
+
+/* Row b's raw logits in double from u's host data (after the soft-cap c, 0
+** none) into z[TP_V]; returns their log-sum-exp, the argmax into *top
+** where top is not NULL. */
+static inline double tp_host_row(const tp_unsharded *u, int b, float c, double *z, int *top) {
+  double m = -INFINITY, l = 0.0;
+  for (int v = 0; v < TP_V; v++) {
+    double acc = 0.0;
+    for (int d = 0; d < TP_D; d++) {
+      const uint32_t hb = (uint32_t)u->h[(size_t)b * TP_D + d] << 16,
+                     wb = (uint32_t)u->w[(size_t)v * TP_D + d] << 16;
+      float hf, wf;
+      memcpy(&hf, &hb, 4);
+      memcpy(&wf, &wb, 4);
+      acc += (double)hf * (double)wf;
+    }
+    z[v] = c > 0.0f ? c * tanh(acc / c) : acc;
+    if (z[v] > m) {
+      l = l * exp(m - z[v]) + 1.0, m = z[v];
+      if (top) *top = v;
+    } else {
+      l += exp(z[v] - m);
+    }
+  }
+  return m + log(l);
 }
 
 /* Token-mask words per row over the whole vocabulary: the stride every rank
@@ -361,6 +388,47 @@ static inline int tp_rank_close(tp_rank *r, const gu_outputs *ref, const char *w
   fs_context_destroy(r->ctx);
   free(r->sh->host[r->rank]);
   return mism;
+}
+
+/* ---- NCCL with one rank on GPU 0 ------------------------------------------ */
+
+/* A one-rank communicator on GPU 0 (ncclCommInitAll) into *comm; returns
+** ncclCommDestroy, or NULL where libnccl.so.2 does not load (said so:
+** `what` skipped) or the init failed (a CHECK). */
+static inline int (*tp_nccl_one(void **comm, const char *what))(void *) {
+  void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!nccl) {
+    printf("%s skipped: libnccl.so.2 not loadable (%s)\n", what, dlerror());
+    return NULL;
+  }
+  int (*init_all)(void **, int, const int *) =
+      (int (*)(void **, int, const int *))dlsym(nccl, "ncclCommInitAll");
+  int (*destroy)(void *) = (int (*)(void *))dlsym(nccl, "ncclCommDestroy");
+  REQUIRE(init_all && destroy);
+  *comm = NULL;
+  const int dev = 0, nr = init_all(comm, 1, &dev);
+  CHECK_MSG(nr == 0, "ncclCommInitAll: %d", nr);
+  return nr ? NULL : destroy;
+}
+
+/* fs_sample_nccl_ex(p, s, o, out, comm) captured on stream gs into *graph
+** and, where the call succeeded (a CHECK naming `what`), instantiated into
+** *exec (else NULL); the call's status. */
+static inline int tp_nccl_capture(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
+                                  const fs_options *o, const fs_outputs *out, void *comm,
+                                  CUstream gs, CUgraph *graph, CUgraphExec *exec,
+                                  const char *what) {
+  *graph = NULL;
+  *exec = NULL;
+  gu_push(ctx);
+  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const int st = fs_sample_nccl_ex(ctx, p, s, o, out, comm, (void *)gs);
+  GU_CU(ctx, ctx->cu->cuStreamEndCapture(gs, graph));
+  gu_pop(ctx);
+  CHECK_MSG(st == FS_OK, "fs_sample_nccl_ex with %s while capturing: %s", what,
+            fs_last_error(ctx));
+  if (st == FS_OK) GU_CU(ctx, gu_graph_instantiate(ctx, exec, *graph));
+  return st;
 }
 
 #endif

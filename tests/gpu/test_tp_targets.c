@@ -33,7 +33,6 @@
 #include "gpu_graph.h"
 #include "tp_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -90,27 +89,6 @@ static fs_options case_options(const tt_case *c, CUdeviceptr tt, CUdeviceptr tl,
   o.target_logprobs = c->outs & 1 ? (float *)gu_ptr(tl) : NULL;
   o.target_ranks = c->outs & 2 ? (int32_t *)gu_ptr(tr) : NULL;
   return o;
-}
-
-/* Row b's raw logits in double from the host data (after the soft-cap c,
-** 0 none) into z[V]; returns their log-sum-exp, the argmax into *top. */
-static double host_row(const tp_unsharded *u, int b, float c, double *z, int *top) {
-  double m = -INFINITY, l = 0.0;
-  for (int v = 0; v < V; v++) {
-    double acc = 0.0;
-    for (int d = 0; d < TP_D; d++) {
-      const uint32_t hb = (uint32_t)u->h[(size_t)b * TP_D + d] << 16,
-                     wb = (uint32_t)u->w[(size_t)v * TP_D + d] << 16;
-      float hf, wf;
-      memcpy(&hf, &hb, 4);
-      memcpy(&wf, &wb, 4);
-      acc += (double)hf * (double)wf;
-    }
-    z[v] = c > 0.0f ? c * tanh(acc / c) : acc;
-    if (z[v] > m) l = l * exp(m - z[v]) + 1.0, m = z[v], *top = v;
-    else l += exp(z[v] - m);
-  }
-  return m + log(l);
 }
 
 /* The targets of the file's comment; start: the R ranks' shard bounds. */
@@ -190,7 +168,7 @@ static int run_case(fs_context *ctx, const tp_unsharded *u, const tt_case *c, co
   int hbad = 0;
   for (int b = 0; b < B && cmp && (c->outs & 1); b++) {
     int t = 0;
-    const double l = host_row(u, b, c->cap, z, &t);
+    const double l = tp_host_row(u, b, c->cap, z, &t);
     const double want = tg[b] >= 0 && tg[b] < V ? z[tg[b]] - l : NAN;
     if (!(isnan(want) ? isnan(ref_lp[b]) : fabs(ref_lp[b] - want) <= 1e-3 + 1e-4 * fabs(want)) &&
         hbad++ < 3)
@@ -340,19 +318,9 @@ static void bad_input(const tp_unsharded *u) {
 ** unsharded call's for those.  Skipped, said so, where libnccl.so.2 is not
 ** loadable. */
 static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u, const int *top) {
-  void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!nccl) {
-    printf("NCCL single-rank case skipped: libnccl.so.2 not loadable (%s)\n", dlerror());
-    return;
-  }
-  int (*init_all)(void **, int, const int *) =
-      (int (*)(void **, int, const int *))dlsym(nccl, "ncclCommInitAll");
-  int (*destroy)(void *) = (int (*)(void *))dlsym(nccl, "ncclCommDestroy");
-  REQUIRE(init_all && destroy);
-  void *comm = NULL;
-  const int dev = 0, nr = init_all(&comm, 1, &dev);
-  CHECK_MSG(nr == 0, "ncclCommInitAll: %d", nr);
-  if (nr) return;
+  void *comm;
+  int (*destroy)(void *) = tp_nccl_one(&comm, "NCCL single-rank case");
+  if (!destroy) return;
   const int start[2] = {0, V};
   int32_t t0[B], t1[B];
   make_targets(top, start, 1, t0);
@@ -387,18 +355,12 @@ static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u, const int *top
   printf("NCCL, 1 rank, targets: %s\n",
          bad ? "MISMATCH" : gu_fake_driver() ? "ran (the fake driver)" : "as unsharded");
   const CUstream gs = gu_stream_new(ctx);
-  CUgraph graph = NULL;
-  CUgraphExec exec = NULL;
-  gu_push(ctx);
-  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  const int cst = fs_sample_nccl_ex(ctx, &u->full, &u->s, &o, &out, comm, (void *)gs);
-  GU_CU(ctx, ctx->cu->cuStreamEndCapture(gs, &graph));
-  gu_pop(ctx);
-  CHECK_MSG(cst == FS_OK, "fs_sample_nccl_ex with targets while capturing: %s",
-            fs_last_error(ctx));
+  CUgraph graph;
+  CUgraphExec exec;
+  const int cst =
+      tp_nccl_capture(ctx, &u->full, &u->s, &o, &out, comm, gs, &graph, &exec, "targets");
   int gbad = 0;
   if (cst == FS_OK) {
-    GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
     for (int k = 0; k < 2; k++) {
       gu_upload(ctx, tt, k ? t1 : t0, sizeof t0);
       gu_poison(ctx, tl, B * 4);
@@ -446,7 +408,7 @@ int main(void) {
   static double z[V];
   int top[B];
   double lse[B];
-  for (int b = 0; b < B; b++) lse[b] = host_row(&u, b, 0.0f, z, &top[b]);
+  for (int b = 0; b < B; b++) lse[b] = tp_host_row(&u, b, 0.0f, z, &top[b]);
   const char *only = getenv("FS_TEST_CASES");
   tp_unsharded sp = special_head(ctx, &u);
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -38,7 +38,6 @@
 #include "gpu_graph.h"
 #include "tp_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -128,27 +127,6 @@ static int close_to(float x, float ref) {
   return fabsf(x - ref) <= 2e-5f + 1e-6f * fabsf(ref);
 }
 
-/* Row b's raw logits in double from the host data (after the soft-cap c,
-** 0 none) into z[V], and their log-sum-exp. */
-static double host_row(const tp_unsharded *u, int b, float c, double *z) {
-  double m = -INFINITY, l = 0.0;
-  for (int v = 0; v < V; v++) {
-    double acc = 0.0;
-    for (int d = 0; d < TP_D; d++) {
-      const uint32_t hb = (uint32_t)u->h[(size_t)b * TP_D + d] << 16,
-                     wb = (uint32_t)u->w[(size_t)v * TP_D + d] << 16;
-      float hf, wf;
-      memcpy(&hf, &hb, 4);
-      memcpy(&wf, &wb, 4);
-      acc += (double)hf * (double)wf;
-    }
-    z[v] = c > 0.0f ? c * tanh(acc / c) : acc;
-    if (z[v] > m) l = l * exp(m - z[v]) + 1.0, m = z[v];
-    else l += exp(z[v] - m);
-  }
-  return m + log(l);
-}
-
 /* The entries of lists (B rows of n) whose value is not the host's
 ** z - lse within 1e-3 + 1e-4 |value| (the GPU's fp32 sums against double),
 ** or whose token is not a valid id; the first few printed as `who`. */
@@ -157,7 +135,7 @@ static int host_bad(const tp_unsharded *u, float c, const int32_t *t, const floa
   static double z[V];
   int bad = 0;
   for (int b = 0; b < B; b++) {
-    const double lse = host_row(u, b, c, z);
+    const double lse = tp_host_row(u, b, c, z, NULL);
     for (int j = 0; j < n; j++) {
       const int32_t tok = t[b * n + j];
       const double want = tok >= 0 && tok < V ? z[tok] - lse : NAN;
@@ -366,19 +344,9 @@ static void bad_input(const tp_unsharded *u) {
 ** be the unsharded call's.  Skipped, said so, where libnccl.so.2 is not
 ** loadable. */
 static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u) {
-  void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!nccl) {
-    printf("NCCL single-rank case skipped: libnccl.so.2 not loadable (%s)\n", dlerror());
-    return;
-  }
-  int (*init_all)(void **, int, const int *) =
-      (int (*)(void **, int, const int *))dlsym(nccl, "ncclCommInitAll");
-  int (*destroy)(void *) = (int (*)(void *))dlsym(nccl, "ncclCommDestroy");
-  REQUIRE(init_all && destroy);
-  void *comm = NULL;
-  const int dev = 0, nr = init_all(&comm, 1, &dev);
-  CHECK_MSG(nr == 0, "ncclCommInitAll: %d", nr);
-  if (nr) return;
+  void *comm;
+  int (*destroy)(void *) = tp_nccl_one(&comm, "NCCL single-rank case");
+  if (!destroy) return;
   const int n = 20;
   fs_options o;
   memset(&o, 0, sizeof o);
@@ -418,18 +386,12 @@ static void nccl_one_rank(fs_context *ctx, const tp_unsharded *u) {
   /* the same call captured in a CUDA graph (prepared by the call above),
   ** replayed over poisoned lists */
   const CUstream gs = gu_stream_new(ctx);
-  CUgraph graph = NULL;
-  CUgraphExec exec = NULL;
-  gu_push(ctx);
-  GU_CU(ctx, ctx->cu->cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  const int cst = fs_sample_nccl_ex(ctx, &u->full, &u->s, &o, &out, comm, (void *)gs);
-  GU_CU(ctx, ctx->cu->cuStreamEndCapture(gs, &graph));
-  gu_pop(ctx);
-  CHECK_MSG(cst == FS_OK, "fs_sample_nccl_ex with top 20 while capturing: %s",
-            fs_last_error(ctx));
+  CUgraph graph;
+  CUgraphExec exec;
+  const int cst =
+      tp_nccl_capture(ctx, &u->full, &u->s, &o, &out, comm, gs, &graph, &exec, "top 20");
   int gbad = 0;
   if (cst == FS_OK) {
-    GU_CU(ctx, gu_graph_instantiate(ctx, &exec, graph));
     int32_t pt[B * NMAX];
     float pv[B * NMAX];
     for (int i = 0; i < B * n; i++) pt[i] = -7, pv[i] = NAN;
