@@ -631,10 +631,10 @@ int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *
   return r ? fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_rank_int)", __FILE__, __LINE__) : FS_OK;
 }
 
-/* A small kernel of fs_filter_tp_targets: 128 threads a block, `blocks` blocks. */
-static int tp_small(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
-                    CUstream stream) {
-  CUresult r = ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, stream, args, NULL);
+int fs_launch_small(fs_context *ctx, CUfunction f, const char *name, unsigned blocks,
+                    void **args, void *stream) {
+  CUresult r = ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, (CUstream)stream, args,
+                                       NULL);
   return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
 }
 
@@ -655,8 +655,8 @@ int fs_filter_tp_targets(fs_context *ctx, const fs_problem *p, const fs_sampling
   float *lp = m->target_lp;
   int32_t *rk = m->target_ranks;
   void *kargs[] = {&prm, (void *)&t, &zk};
-  FS_TRY(tp_small(ctx, ctx->target_fn[2], "cuLaunchKernel(fsamp_tp_target_key)", rows, kargs,
-                  stream));
+  FS_TRY(fs_launch_small(ctx, ctx->target_fn[2], "cuLaunchKernel(fsamp_tp_target_key)", rows,
+                         kargs, stream));
   FS_TRY(fs_tp_reduce(ctx, c, zk, zk, (size_t)B, FS_REDUCE_MAX_U64, stream));
   const void *none = NULL;
   void *args[] = {&prm, (void *)&t, &parts, &none, &none, &zk};
@@ -664,17 +664,17 @@ int fs_filter_tp_targets(fs_context *ctx, const fs_problem *p, const fs_sampling
                                        FILTER_THREADS, 1, 1, 0, stream, args, NULL);
   if (r) return fs_cu_fail(ctx, r, "cuLaunchKernel(fsamp_target)", __FILE__, __LINE__);
   void *oargs[] = {&prm, (void *)&t, &parts, &G, &none, &none, &lk, &sh};
-  FS_TRY(tp_small(ctx, ctx->target_fn[1], "cuLaunchKernel(fsamp_target_out)",
-                  (unsigned)((B + 3) / 4), oargs, stream));
+  FS_TRY(fs_launch_small(ctx, ctx->target_fn[1], "cuLaunchKernel(fsamp_target_out)",
+                         (unsigned)((B + 3) / 4), oargs, stream));
   if (tr->zout_keep) FS_TRY(zout_drop(ctx, &prm, tr->zlines, stream)); /* the last read */
   FS_TRY(fs_tp_reduce(ctx, c, lk, lk, (size_t)B, FS_REDUCE_MAX_U64, stream));
   void *fargs[] = {&B, &step, &zk, &lk, &sh, &lp, &rk};
-  FS_TRY(tp_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows, fargs,
-                  stream));
+  FS_TRY(fs_launch_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows,
+                         fargs, stream));
   FS_TRY(fs_tp_reduce(ctx, c, sh, sh, 2 * (size_t)B, FS_REDUCE_SUM_F32, stream));
   step = 1;
-  return tp_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows, fargs,
-                  stream);
+  return fs_launch_small(ctx, ctx->target_fn[3], "cuLaunchKernel(fsamp_tp_target_fin)", rows,
+                         fargs, stream);
 }
 
 int fs_filter_tp_toplp_local(fs_context *ctx, const fs_problem *p, const fs_sampling *s,

@@ -483,6 +483,10 @@ int fs_filter_tp_toplp_merge(fs_context *ctx, const fs_problem *p, const fs_samp
 int fs_filter_tp_ranks(fs_context *ctx, const fs_problem *p, const fs_sampling *s,
                        const fs_opts *m, const fs_tp_coll *c, const fs_tp_rank *tr,
                        const float *drawn, CUstream stream);
+/* filter.c: launches one of the small kernels (128 threads a block,
+** `blocks` blocks) on stream; `name` names the call in the error. */
+int fs_launch_small(fs_context *ctx, CUfunction f, const char *name, unsigned blocks,
+                    void **args, void *stream);
 /* filter.c: a tensor-parallel call's targets (m->targets, since 0.3.19),
 ** after the fused pass wrote the shard's logits (tr, from fs_filter_tp_zout
 ** with m->targets) and after any ranks: fsamp_tp_target_key, one

@@ -90,14 +90,6 @@ int fs_tp_reduce(fs_context *ctx, const fs_tp_coll *c, CUdeviceptr send, CUdevic
   return FS_OK;
 }
 
-/* Launches one of the small kernels (128 threads a block) on stream. */
-static int launch(fs_context *ctx, CUfunction f, const char *name, unsigned blocks, void **args,
-                  void *stream) {
-  CUresult r =
-      ctx->cu->cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, (CUstream)stream, args, NULL);
-  return r ? fs_cu_fail(ctx, r, name, __FILE__, __LINE__) : FS_OK;
-}
-
 /* Does a tensor-parallel call's fused pass write the shard's logits while
 ** it draws: top logprobs, targets, or ranks (unless FS_TP_RANKS_PASS=0, but
 ** always under FS_NOISE_GROUP16, whose groups fs_filter_tp does not draw), and
@@ -153,8 +145,8 @@ static int tp_fused(fs_context *ctx, const fs_problem *problem, const fs_samplin
     CUdeviceptr rk = lk + n * 8;
     int G = fs_num_chunks(ctx, k, B, problem->vocab);
     void *args[] = {&lse, &G, &rows, &rk};
-    st = launch(ctx, ctx->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)", (unsigned)((B + 3) / 4), args,
-                stream);
+    st = fs_launch_small(ctx, ctx->tp_lse_fn, "cuLaunchKernel(fsamp_tp_lse)",
+                         (unsigned)((B + 3) / 4), args, stream);
   }
   if (!st && m->bias_count)
     st = fs_bias_merge(ctx, problem, sampling, m, mask_at, lk, ll, write_out ? outputs : NULL,
@@ -260,16 +252,17 @@ static int tp_sample(fs_context *ctx, const fs_problem *problem, const fs_sampli
     CUdeviceptr sc = ll + n * 4;
     void *args[] = {&lk, &gk, &ll, &nn, (void *)&outputs->tokens, &lg, (void *)&outputs->keys,
                     &rows, &sc};
-    st = launch(ctx, ctx->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
-                (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args, stream);
+    st = fs_launch_small(ctx, ctx->finalize_fn, "cuLaunchKernel(fsamp_finalize)",
+                         (unsigned)(((n > (size_t)rows ? n : (size_t)rows) + 127) / 128), args,
+                         stream);
   }
   if (!st && lp) {
     st = fs_tp_reduce(ctx, c, ll, ll, n + (size_t)rows, FS_REDUCE_SUM_F32, stream);
     int nn = (int)n, ss = S;
     void *args[] = {&ll, &gk, &nn, &ss, &lp, (void *)&outputs->logits};
     if (!st)
-      st = launch(ctx, ctx->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
-                  (unsigned)((n + 127) / 128), args, stream);
+      st = fs_launch_small(ctx, ctx->tp_logprobs_fn, "cuLaunchKernel(fsamp_tp_logprobs)",
+                           (unsigned)((n + 127) / 128), args, stream);
   } else if (!st && lg) {
     const CUdeviceptr at = (CUdeviceptr)(uintptr_t)lg;
     st = fs_tp_reduce(ctx, c, at, at, n, FS_REDUCE_SUM_F32, stream);
